@@ -1,0 +1,34 @@
+# `make test` and `make demo` do all set-up themselves: they create (or reuse)
+# .venv, install the package with its test extras, then run.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.tilth-installed
+
+.PHONY: test demo lint bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check tilth tests benchmarks
+	$(BIN)/ruff format --check tilth tests benchmarks
+	$(BIN)/mypy
+
+test: lint
+	@$(BIN)/python -m pytest -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; fi; \
+	exit $$rc
+
+demo: $(STAMP)
+	$(BIN)/tilth demo
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

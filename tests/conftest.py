@@ -1,0 +1,95 @@
+"""Shared fixtures: real git repositories, an isolated TILTH_HOME, the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test User",
+    "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "Test User",
+    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` for test set-up; fail loudly."""
+    env = {**os.environ, **GIT_IDENTITY}
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def make_repo(path: Path, files: Mapping[str, str] | None = None) -> Path:
+    """A git repository at ``path`` with one commit holding ``files``."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for name, content in (files or {"README.md": "# sample\n"}).items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path.resolve()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A small real git repository with one commit."""
+    return make_repo(
+        tmp_path / "repo",
+        {"README.md": "# sample\n", "src/app.py": "def hello():\n    return 'hi'\n"},
+    )
+
+
+@pytest.fixture
+def tilth_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An isolated TILTH_HOME (sessions under it); TILTH_* from the outer env removed."""
+    for key in list(os.environ):
+        if key.startswith("TILTH_"):
+            monkeypatch.delenv(key, raising=False)
+    home = tmp_path / "tilth-home"
+    home.mkdir()
+    monkeypatch.setenv("TILTH_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    for key, value in GIT_IDENTITY.items():
+        monkeypatch.setenv(key, value)
+    return home
+
+
+@pytest.fixture
+def sessions_dir(tilth_home: Path) -> Path:
+    return tilth_home / "sessions"
+
+
+def run_cli(
+    *args: str,
+    input_text: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``tilth`` CLI in a subprocess (stdin not a TTY)."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("TILTH_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "tilth", *args],
+        input=input_text if input_text is not None else "",
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def cli(tilth_home: Path) -> Iterator[object]:
+    """``cli("sessions", "--json")`` runs the real CLI against the isolated home."""
+    yield run_cli

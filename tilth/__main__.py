@@ -1,0 +1,3 @@
+from tilth.cli import entry
+
+entry()

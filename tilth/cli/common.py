@@ -1,0 +1,41 @@
+"""Helpers shared by the verb modules: settings, IO and session resolution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tilth.config import Settings, load_settings
+from tilth.session.discovery import resolve_session
+from tilth.session.store import Session
+from tilth.ui.io import IO
+
+
+def settings() -> Settings:
+    """Settings from the environment (raises ``ConfigError`` on a malformed value)."""
+    return load_settings()
+
+
+def io() -> IO:
+    """The IO object for this command."""
+    return IO()
+
+
+def pick_session(cfg: Settings, session_id: str | None, out: IO, verb: str) -> Session:
+    """The named session, or the latest one (announced, so the user sees which)."""
+    session = resolve_session(cfg.sessions_dir, session_id)
+    if session_id is None:
+        out.dim(f"{verb}: latest session is {session.id}")
+    return session
+
+
+session_id_argument = click.argument("session_id", required=False, metavar="[SESSION_ID]")
+yes_option = click.option("-y", "--yes", "assume_yes", is_flag=True, help="Do not ask to confirm.")
+
+
+def workspace_argument(func: click.decorators.FC) -> click.decorators.FC:
+    """The ``WORKSPACE`` positional (a path to the source repository)."""
+    return click.argument(
+        "workspace", type=click.Path(path_type=Path, file_okay=False), metavar="WORKSPACE"
+    )(func)

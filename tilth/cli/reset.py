@@ -1,0 +1,55 @@
+"""``tilth reset``: delete a session entirely, or rewind it to its seed."""
+
+from __future__ import annotations
+
+import click
+
+from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
+from tilth.session.teardown import teardown
+
+
+@click.command()
+@session_id_argument
+@yes_option
+@click.option(
+    "--to-seed",
+    is_flag=True,
+    help="Contributor tooling: rewind to the instant the seed was written instead of deleting.",
+)
+def reset(session_id: str | None, assume_yes: bool, to_seed: bool) -> None:
+    """Delete a session: its worktree, its branch session/<id> and its directory.
+
+    Without SESSION_ID the latest session is used (and named before anything
+    happens). Asks [y/N] first; -y skips the question. Without a terminal,
+    -y is required.
+    """
+    cfg = settings()
+    out = io()
+    session = pick_session(cfg, session_id, out, "reset")
+    if to_seed:
+        from tilth.timeline.seed_reset import reset_to_seed_command
+
+        reset_to_seed_command(session, out, assume_yes=assume_yes)
+        return
+    with session.lock():
+        source = _describe(session)
+        out.say(f"reset session {session.id}")
+        out.say(f"  workspace  {source or '(unknown: only the session dir will be removed)'}")
+        out.say(f"  worktree   {session.workspace_dir}")
+        out.say(f"  branch     {session.branch}")
+        out.confirm(
+            f"Delete session {session.id}, its worktree and branch {session.branch}?",
+            assume_yes=assume_yes,
+        )
+        notes = teardown(session)
+    for note in notes:
+        out.dim(f"  {note}")
+    out.ok("reset complete")
+
+
+def _describe(session: object) -> str | None:
+    from tilth.session.discovery import source_of
+    from tilth.session.store import Session
+
+    assert isinstance(session, Session)
+    return source_of(session)

@@ -1,0 +1,41 @@
+"""``tilth sessions``: list sessions."""
+
+from __future__ import annotations
+
+import click
+
+from tilth.cli.common import io, settings
+from tilth.session.discovery import list_sessions
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--workspace", type=click.Path(), default=None, help="Only sessions of this repo.")
+def sessions(as_json: bool, workspace: str | None) -> None:
+    """List sessions: id, source, status, tasks done/total and last stop."""
+    from pathlib import Path
+
+    cfg = settings()
+    out = io()
+    rows = list_sessions(cfg.sessions_dir)
+    if workspace:
+        wanted = str(Path(workspace).expanduser().resolve())
+        rows = [r for r in rows if r.source == wanted]
+    if as_json:
+        out.print_json([r.as_dict() for r in rows])
+        return
+    if not rows:
+        out.say(f"no sessions under {cfg.sessions_dir}")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("id", "status", "tasks", "last stop", "source"):
+        table.add_column(column)
+    for r in rows:
+        status = r.status if not r.parent else f"{r.status} (fork of {r.parent})"
+        if r.problem:
+            status = f"unreadable: {r.problem}"
+        tasks = f"{r.tasks_done}/{r.tasks_total}" if r.tasks_total else "-"
+        table.add_row(r.id, status, tasks, r.last_stop or "-", r.source or "?")
+    out.console.print(table)

@@ -1,0 +1,192 @@
+"""Typed settings read from the environment and an optional ``.env`` file.
+
+Search order for ``.env``: ``$TILTH_ENV_FILE``, ``$TILTH_HOME/.env``, ``./.env``;
+the first that exists is read, and real environment variables always win over it.
+Blank values count as unset. Model calls are routed by role (worker, evaluator,
+prep), never by model name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from tilth.errors import ConfigError
+
+Role = Literal["worker", "evaluator", "prep"]
+ROLES: tuple[Role, ...] = ("worker", "evaluator", "prep")
+TIERS = ("L1", "L2")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one role's model calls go."""
+
+    role: Role
+    base_url: str
+    api_key: str = field(repr=False)
+    model: str
+
+    @property
+    def is_openrouter(self) -> bool:
+        """True when the routed base URL is OpenRouter (reasoning opt-in applies)."""
+        return "openrouter.ai" in self.base_url
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything Tilth reads from its environment."""
+
+    home: Path
+    """Root of all per-user state (``TILTH_HOME``, default ``~/.tilth``)."""
+    sessions_dir: Path
+    """Where sessions live (``TILTH_SESSIONS_DIR``, default ``$TILTH_HOME/sessions``)."""
+    max_iterations_per_task: int = 32
+    """Worker turns per task attempt (``TILTH_MAX_ITERATIONS_PER_TASK``)."""
+    max_evaluator_calls_per_task: int = 0
+    """Rejections before a task fails with ``evaluator_cap``; 0 turns the cap off."""
+    max_wall_clock_minutes: int = 120
+    """Wall-clock budget per run/resume invocation."""
+    max_tokens: int = 2_000_000
+    """Cumulative prompt+completion tokens for the session."""
+    context_files: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md")
+    """Project context files injected into prompts (``TILTH_CONTEXT_FILES``)."""
+    default_tier: str = "L1"
+    """Stage tier for tasks that name none (``TILTH_DEFAULT_TIER``)."""
+    checkpoint_max_age_days: int = 30
+    """Snapshot retention by age (``TILTH_CHECKPOINT_MAX_AGE_DAYS``)."""
+    checkpoint_max_bytes: int = 1 << 30
+    """Snapshot retention by total size (``TILTH_CHECKPOINT_MAX_BYTES``)."""
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The merged raw values, for endpoint resolution."""
+
+    def endpoint(self, role: Role) -> Endpoint:
+        """The endpoint for ``role``, falling back to the worker's; raises if incomplete."""
+        return resolve_endpoint(self.env, role)
+
+
+_INT_DEFAULTS = {
+    "TILTH_MAX_ITERATIONS_PER_TASK": 32,
+    "TILTH_MAX_EVALUATOR_CALLS_PER_TASK": 0,
+    "TILTH_MAX_WALL_CLOCK_MINUTES": 120,
+    "TILTH_MAX_TOKENS": 2_000_000,
+    "TILTH_CHECKPOINT_MAX_AGE_DAYS": 30,
+    "TILTH_CHECKPOINT_MAX_BYTES": 1 << 30,
+}
+
+
+def _blank_to_none(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def find_env_file(environ: Mapping[str, str]) -> Path | None:
+    """The ``.env`` file to read, by the documented search order, or None."""
+    candidates: list[Path] = []
+    explicit = _blank_to_none(environ.get("TILTH_ENV_FILE"))
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"TILTH_ENV_FILE points at {path}, which is not a file")
+        return path
+    home = _blank_to_none(environ.get("TILTH_HOME"))
+    candidates.append(Path(home).expanduser() / ".env" if home else Path.home() / ".tilth" / ".env")
+    candidates.append(Path.cwd() / ".env")
+    for path in candidates:
+        if path.is_file():
+            return path
+    return None
+
+
+def merged_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Process environment over the ``.env`` file's values (blank entries dropped)."""
+    environ = os.environ if environ is None else environ
+    merged: dict[str, str] = {}
+    env_file = find_env_file(environ)
+    if env_file is not None:
+        from dotenv import dotenv_values
+
+        for key, value in dotenv_values(env_file).items():
+            if value is not None and value.strip():
+                merged[key] = value.strip()
+    for key, value in environ.items():
+        if value.strip():
+            merged[key] = value.strip()
+        elif key in merged:
+            del merged[key]
+    return merged
+
+
+def _int(env: Mapping[str, str], name: str) -> int:
+    raw = env.get(name)
+    if raw is None:
+        return _INT_DEFAULTS[name]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise ConfigError(f"{name} must not be negative, got {value}")
+    return value
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read every setting; raises ``ConfigError`` naming a malformed variable."""
+    env = merged_environment(environ)
+    home = Path(env.get("TILTH_HOME", str(Path.home() / ".tilth"))).expanduser()
+    sessions = Path(env.get("TILTH_SESSIONS_DIR", str(home / "sessions"))).expanduser()
+    files = tuple(f.strip() for f in env.get("TILTH_CONTEXT_FILES", "").split(",") if f.strip())
+    tier = env.get("TILTH_DEFAULT_TIER", "L1").upper()
+    if tier not in TIERS:
+        raise ConfigError(f"TILTH_DEFAULT_TIER must be one of {', '.join(TIERS)}, got {tier!r}")
+    return Settings(
+        home=home,
+        sessions_dir=sessions,
+        max_iterations_per_task=_int(env, "TILTH_MAX_ITERATIONS_PER_TASK"),
+        max_evaluator_calls_per_task=_int(env, "TILTH_MAX_EVALUATOR_CALLS_PER_TASK"),
+        max_wall_clock_minutes=_int(env, "TILTH_MAX_WALL_CLOCK_MINUTES"),
+        max_tokens=_int(env, "TILTH_MAX_TOKENS"),
+        context_files=files or ("AGENTS.md", "CLAUDE.md"),
+        default_tier=tier,
+        checkpoint_max_age_days=_int(env, "TILTH_CHECKPOINT_MAX_AGE_DAYS"),
+        checkpoint_max_bytes=_int(env, "TILTH_CHECKPOINT_MAX_BYTES"),
+        env=env,
+    )
+
+
+_ROLE_PREFIX = {"worker": "TILTH", "evaluator": "TILTH_EVALUATOR", "prep": "TILTH_PREP"}
+
+
+def resolve_endpoint(env: Mapping[str, str], role: Role) -> Endpoint:
+    """Resolve ``role``'s endpoint; each setting falls back to the worker's."""
+    prefix = _ROLE_PREFIX[role]
+    base_url = env.get(f"{prefix}_BASE_URL") or env.get("TILTH_BASE_URL")
+    api_key = env.get(f"{prefix}_API_KEY") or env.get("TILTH_API_KEY")
+    model = env.get(f"{prefix}_MODEL") if role != "worker" else None
+    model = model or env.get("TILTH_WORKER_MODEL")
+    missing = [
+        name
+        for name, value in (
+            ("TILTH_BASE_URL", base_url),
+            ("TILTH_API_KEY", api_key),
+            ("TILTH_WORKER_MODEL", model),
+        )
+        if not value
+    ]
+    if missing:
+        raise ConfigError(
+            f"missing required setting(s) for {role} model calls: {', '.join(missing)}",
+            hint="set them in the environment or in $TILTH_HOME/.env (see README, Configuration)",
+        )
+    assert base_url and api_key and model
+    return Endpoint(role=role, base_url=base_url, api_key=api_key, model=model)
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    """Every API key in ``env``, so callers can scrub them from output and child processes."""
+    return [v for k, v in env.items() if k.endswith("_API_KEY") and v]

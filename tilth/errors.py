@@ -1,0 +1,77 @@
+"""One exception hierarchy. Every message is something a user can act on.
+
+The CLI catches ``TilthError`` at its boundary, prints ``error: <message>``
+(plus ``hint`` when set) and exits with ``exit_code`` — never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class TilthError(Exception):
+    """Base class: a failure with a user-facing message and an exit code."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(TilthError):
+    """The command line asked for something that cannot be done as stated."""
+
+    exit_code = 2
+
+
+class ConfigError(TilthError):
+    """A setting is missing or malformed."""
+
+    exit_code = 2
+
+
+class SessionNotFound(UsageError):
+    """No session with the given id (or no sessions at all)."""
+
+
+class SessionCorrupt(TilthError):
+    """A session's state file exists but cannot be read."""
+
+
+class SessionLocked(UsageError):
+    """Another process holds the session's lock."""
+
+
+class WorkspaceError(UsageError):
+    """The workspace is not something Tilth can work in (not a repo, no commits...)."""
+
+
+class GitError(TilthError):
+    """A git command failed; carries the command, exit code and stderr."""
+
+    def __init__(self, cmd: list[str], returncode: int, stderr: str) -> None:
+        self.cmd = cmd
+        self.returncode = returncode
+        self.stderr = stderr.strip()
+        shown = " ".join(cmd)
+        detail = self.stderr.splitlines()[-1] if self.stderr else "no error output"
+        super().__init__(f"`{shown}` failed (exit {returncode}): {detail}")
+
+
+class ModelError(TilthError):
+    """The model endpoint could not give an answer (after retries)."""
+
+
+class Aborted(TilthError):
+    """The user declined a confirmation."""
+
+    exit_code = 1
+
+
+class Interrupted(TilthError):
+    """Ctrl-C: the command stopped at the user's request."""
+
+    exit_code = 130

@@ -1,0 +1,227 @@
+"""One wrapper around the git CLI. Every call has a timeout and raises ``GitError``.
+
+Tilth only writes to the session's own branch and worktree; nothing here
+touches the source repository's working tree, index or other refs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from tilth import proc
+from tilth.errors import GitError, WorkspaceError
+
+FALLBACK_NAME = "Tilth"
+FALLBACK_EMAIL = "tilth@localhost"
+DEFAULT_TIMEOUT = 120.0
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def git(
+    *args: str,
+    cwd: Path,
+    check: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+    env: dict[str, str] | None = None,
+    input_text: str | None = None,
+) -> str:
+    """Run ``git <args>`` in ``cwd`` and return stdout; raise ``GitError`` on failure."""
+    cmd = ["git", *args]
+    result = proc.run(cmd, cwd=cwd, timeout=timeout, env=_env(env), input_text=input_text)
+    if result.timed_out:
+        raise GitError(cmd, -9, f"timed out after {timeout:.0f}s")
+    if check and result.returncode != 0:
+        raise GitError(cmd, result.returncode, result.stderr or result.stdout)
+    return result.stdout
+
+
+def ok(*args: str, cwd: Path) -> bool:
+    """True when ``git <args>`` exits 0."""
+    result = proc.run(["git", *args], cwd=cwd, timeout=DEFAULT_TIMEOUT, env=_env())
+    return result.returncode == 0
+
+
+# ---- repository checks -------------------------------------------------------------------
+def ensure_repo(path: Path) -> Path:
+    """The resolved top-level of the repository at ``path``, with actionable errors."""
+    path = path.expanduser()
+    if not path.exists():
+        raise WorkspaceError(f"{path} does not exist")
+    if not path.is_dir():
+        raise WorkspaceError(f"{path} is not a directory")
+    path = path.resolve()
+    if not ok("rev-parse", "--git-dir", cwd=path):
+        raise WorkspaceError(
+            f"{path} is not a git repository",
+            hint=f'run `git init -b main && git add -A && git commit -m "initial"` in {path}',
+        )
+    top = Path(git("rev-parse", "--show-toplevel", cwd=path).strip()).resolve()
+    if top != path:
+        raise WorkspaceError(
+            f"{path} is inside the repository {top}, not its top level",
+            hint=f"pass the repository root: {top}",
+        )
+    if not ok("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=path):
+        raise WorkspaceError(
+            f"{path} has no commits yet",
+            hint='make a first commit: git add -A && git commit -m "initial"',
+        )
+    return path
+
+
+def head(cwd: Path) -> str:
+    """The full sha of HEAD."""
+    return git("rev-parse", "HEAD", cwd=cwd).strip()
+
+
+def rev_parse(rev: str, cwd: Path) -> str | None:
+    """The full sha of ``rev``, or None when it does not resolve to a commit."""
+    out = proc.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=cwd, env=_env()
+    )
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def is_ancestor(ancestor: str, descendant: str, cwd: Path) -> bool:
+    """True when ``ancestor`` is reachable from ``descendant``."""
+    return ok("merge-base", "--is-ancestor", ancestor, descendant, cwd=cwd)
+
+
+def commits_between(base: str, tip: str, cwd: Path) -> list[tuple[str, str]]:
+    """``(sha, subject)`` of commits in ``base..tip``, newest first."""
+    out = git("log", "--format=%H%x09%s", f"{base}..{tip}", cwd=cwd)
+    return [tuple(line.split("\t", 1)) for line in out.splitlines() if "\t" in line]  # type: ignore[misc]
+
+
+def subject(rev: str, cwd: Path) -> str:
+    """The subject line of ``rev``."""
+    return git("log", "-1", "--format=%s", rev, cwd=cwd).strip()
+
+
+# ---- identity and commits ------------------------------------------------------------------
+def identity_args(cwd: Path) -> list[str]:
+    """``-c`` options supplying Tilth's identity where the repository configures none."""
+    args: list[str] = []
+    if not git("config", "user.name", cwd=cwd, check=False).strip():
+        args += ["-c", f"user.name={FALLBACK_NAME}"]
+    if not git("config", "user.email", cwd=cwd, check=False).strip():
+        args += ["-c", f"user.email={FALLBACK_EMAIL}"]
+    return args
+
+
+def commit_all(cwd: Path, message: str, *, allow_empty: bool = False) -> str | None:
+    """Stage everything and commit; returns the new sha, or None if nothing to commit."""
+    git("add", "-A", cwd=cwd)
+    if not allow_empty and not git("status", "--porcelain", cwd=cwd).strip():
+        return None
+    extra = ["--allow-empty"] if allow_empty else []
+    git(*identity_args(cwd), "commit", "--no-verify", "-q", *extra, "-m", message, cwd=cwd)
+    return head(cwd)
+
+
+def is_dirty(cwd: Path) -> bool:
+    """True when the worktree has uncommitted or untracked (non-ignored) changes."""
+    return bool(git("status", "--porcelain", cwd=cwd).strip())
+
+
+def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) -> str:
+    """Diff of the working tree (untracked files included) against ``base``.
+
+    Uses a throwaway index so the worktree's own index is never modified.
+    """
+    git_index = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
+    if not git_index.is_absolute():
+        git_index = cwd / git_index
+    with tempfile.TemporaryDirectory(prefix="tilth-idx-") as tmp:
+        index = Path(tmp) / "index"
+        if git_index.exists():
+            shutil.copyfile(git_index, index)
+        env = {"GIT_INDEX_FILE": str(index)}
+        git("add", "-A", cwd=cwd, env=env)
+        args = ["diff", "--cached", "--no-color", "--no-ext-diff"]
+        if stat:
+            args.append("--numstat")
+        return git(*args, base, cwd=cwd, env=env)
+
+
+def reset_hard(cwd: Path, rev: str) -> None:
+    """``git reset --hard <rev>``."""
+    git("reset", "-q", "--hard", rev, cwd=cwd)
+
+
+def reset_soft(cwd: Path, rev: str) -> None:
+    """``git reset --soft <rev>``: move the branch, keep the changes staged."""
+    git("reset", "-q", "--soft", rev, cwd=cwd)
+
+
+def clean_fd(cwd: Path) -> None:
+    """``git clean -fd``: untracked files go, ignored files stay."""
+    git("clean", "-q", "-fd", cwd=cwd)
+
+
+def stash(cwd: Path, message: str) -> bool:
+    """Stash uncommitted changes (untracked included); False when there was nothing."""
+    if not is_dirty(cwd):
+        return False
+    git(*identity_args(cwd), "stash", "push", "-q", "--include-untracked", "-m", message, cwd=cwd)
+    return True
+
+
+# ---- worktrees and branches ----------------------------------------------------------------
+def worktrees(source: Path) -> dict[Path, str | None]:
+    """Registered worktrees of ``source``: path → branch (None when detached)."""
+    out = git("worktree", "list", "--porcelain", cwd=source)
+    result: dict[Path, str | None] = {}
+    current: Path | None = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree ") :]).resolve()
+            result[current] = None
+        elif line.startswith("branch ") and current is not None:
+            result[current] = line[len("branch ") :].removeprefix("refs/heads/")
+    return result
+
+
+def branch_exists(source: Path, branch: str) -> bool:
+    """True when ``refs/heads/<branch>`` exists in ``source``."""
+    return ok("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source)
+
+
+def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") -> Path:
+    """The worktree at ``path`` on ``branch``, creating (or re-creating) it as needed."""
+    resolved = path.resolve()
+    registered = worktrees(source)
+    if resolved in registered and path.is_dir():
+        return resolved
+    git("worktree", "prune", cwd=source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if branch_exists(source, branch):
+        git("worktree", "add", "-q", str(path), branch, cwd=source)
+    else:
+        git("worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
+    return path.resolve()
+
+
+def remove_worktree(source: Path, path: Path) -> None:
+    """Remove the worktree at ``path`` (forcefully) and prune stale entries."""
+    if path.exists():
+        git("worktree", "remove", "--force", "--force", str(path), cwd=source)
+    git("worktree", "prune", cwd=source)
+
+
+def delete_branch(source: Path, branch: str) -> bool:
+    """Delete ``branch``; False when it did not exist."""
+    if not branch_exists(source, branch):
+        return False
+    git("branch", "-q", "-D", branch, cwd=source)
+    return True

@@ -1,0 +1,125 @@
+"""Finding sessions: list, latest, by workspace, and resolving an optional id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilth.errors import SessionCorrupt, SessionNotFound, TilthError
+from tilth.session.store import Session, is_session_id
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One row of ``tilth sessions``."""
+
+    id: str
+    source: str | None
+    status: str
+    tasks_done: int
+    tasks_total: int
+    last_stop: str | None
+    parent: str | None = None
+    problem: str | None = None
+    """Set when the session could not be read fully (corrupt checkpoint...)."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "source": self.source,
+            "status": self.status,
+            "tasks_done": self.tasks_done,
+            "tasks_total": self.tasks_total,
+            "last_stop": self.last_stop,
+            "parent": self.parent,
+            "problem": self.problem,
+        }
+
+
+def session_ids(sessions_dir: Path) -> list[str]:
+    """Every session id under ``sessions_dir``, oldest first."""
+    if not sessions_dir.is_dir():
+        return []
+    return sorted(p.name for p in sessions_dir.iterdir() if p.is_dir() and is_session_id(p.name))
+
+
+def describe(session: Session) -> SessionInfo:
+    """Summarise a session for listings; never raises on a damaged session."""
+    try:
+        cp = session.checkpoint()
+    except (SessionCorrupt, OSError) as exc:
+        return SessionInfo(session.id, None, "unreadable", 0, 0, None, problem=str(exc))
+    done = total = 0
+    try:
+        tasks = session.load_prd()
+        total = len(tasks)
+        done = sum(1 for t in tasks if isinstance(t, dict) and t.get("status") == "done")
+    except (SessionCorrupt, OSError):
+        pass
+    return SessionInfo(
+        id=session.id,
+        source=cp.get("source"),
+        status=str(cp.get("status", "running")),
+        tasks_done=done,
+        tasks_total=total,
+        last_stop=session.last_stop(),
+        parent=cp.get("parent_session"),
+    )
+
+
+def list_sessions(sessions_dir: Path) -> list[SessionInfo]:
+    """Describe every session, oldest first."""
+    return [describe(Session(sid, sessions_dir / sid)) for sid in session_ids(sessions_dir)]
+
+
+def source_of(session: Session) -> str | None:
+    """The session's recorded workspace, or None if unreadable."""
+    try:
+        raw = session.checkpoint().get("source")
+    except (SessionCorrupt, OSError):
+        return None
+    return str(raw) if raw else None
+
+
+def sessions_for(sessions_dir: Path, source: Path, statuses: tuple[str, ...] = ()) -> list[Session]:
+    """Sessions whose ``source`` is ``source`` (and status in ``statuses``, when given)."""
+    wanted = str(source.resolve())
+    found = []
+    for sid in session_ids(sessions_dir):
+        session = Session(sid, sessions_dir / sid)
+        if source_of(session) != wanted:
+            continue
+        if statuses:
+            try:
+                if session.status not in statuses:
+                    continue
+            except (SessionCorrupt, OSError):
+                continue
+        found.append(session)
+    return found
+
+
+def resolve_session(
+    sessions_dir: Path, session_id: str | None, source: Path | None = None
+) -> Session:
+    """The named session, or the latest (for ``source`` when given, else overall)."""
+    if session_id:
+        return Session.open(sessions_dir, session_id)
+    if source is not None:
+        mine = sessions_for(sessions_dir, source)
+        if mine:
+            return mine[-1]
+    ids = session_ids(sessions_dir)
+    if not ids:
+        raise SessionNotFound(
+            f"no sessions found under {sessions_dir}",
+            hint="start one with `tilth prep-feature <workspace>`",
+        )
+    return Session(ids[-1], sessions_dir / ids[-1])
+
+
+def require_session(sessions_dir: Path, session_id: str | None) -> Session:
+    """Like ``resolve_session`` but with a clear error on a malformed id argument."""
+    if session_id is not None and not session_id.strip():
+        raise TilthError("the session id is empty")
+    return resolve_session(sessions_dir, session_id)

@@ -1,0 +1,185 @@
+"""The append-only event log (``events.jsonl``) and its tolerant reader.
+
+Each line is ``{"v": 1, "seq": n, "ts": "...Z", "type": ..., "payload": {...}}``.
+``seq`` counts from 1. The reader skips a torn last line or a garbage line and
+reports it instead of failing. ``append`` returns the byte offset just after the
+new line, so checkpoints can remember where the log stood and a rewind can cut
+it with one truncate instead of a rescan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tilth.session.files import append_line, fsync_dir
+
+EVENT_SCHEMA = 1
+
+
+def utc_now() -> str:
+    """Timestamp with millisecond resolution, UTC, ``Z`` suffix."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One parsed line of the log."""
+
+    seq: int
+    ts: str
+    type: str
+    payload: dict[str, Any]
+    offset: int
+    """Byte offset of the line's first byte."""
+    end: int
+    """Byte offset just after the line's newline."""
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON object as stored."""
+        return {"v": EVENT_SCHEMA, "seq": self.seq, "ts": self.ts, "type": self.type,
+                "payload": self.payload}
+
+
+@dataclass
+class ReadReport:
+    """Events read plus the lines that had to be skipped."""
+
+    events: list[Event] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _parse(line: bytes, offset: int, end: int) -> Event | str:
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return f"not JSON ({exc.__class__.__name__})"
+    if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+        return "not an event object"
+    payload = record.get("payload")
+    return Event(
+        seq=int(record.get("seq") or 0),
+        ts=str(record.get("ts", "")),
+        type=record["type"],
+        payload=payload if isinstance(payload, dict) else {},
+        offset=offset,
+        end=end,
+    )
+
+
+def iter_lines(path: Path, start: int = 0) -> Iterator[tuple[bytes, int, int, bool]]:
+    """Yield ``(line, offset, end, complete)`` for each line from byte ``start``."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        handle.seek(start)
+        offset = start
+        for raw in handle:
+            end = offset + len(raw)
+            complete = raw.endswith(b"\n")
+            yield raw.rstrip(b"\n"), offset, end, complete
+            offset = end
+
+
+class EventLog:
+    """Appends to and reads one session's ``events.jsonl``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._next_seq: int | None = None
+
+    def read(self, start: int = 0) -> ReadReport:
+        """Every readable event from byte ``start``; bad lines are reported, not raised."""
+        report = ReadReport()
+        for number, (line, offset, end, complete) in enumerate(iter_lines(self.path, start), 1):
+            if not line.strip():
+                continue
+            if not complete:
+                report.skipped.append(f"line {number}: torn last line ({len(line)} bytes)")
+                continue
+            parsed = _parse(line, offset, end)
+            if isinstance(parsed, str):
+                report.skipped.append(f"line {number}: {parsed}")
+            else:
+                report.events.append(parsed)
+        return report
+
+    def events(self) -> list[Event]:
+        """All readable events (bad lines skipped silently)."""
+        return self.read().events
+
+    def last(self, type_: str) -> Event | None:
+        """The newest event of ``type_``, or None."""
+        found = None
+        for event in self.events():
+            if event.type == type_:
+                found = event
+        return found
+
+    def size(self) -> int:
+        """Current length in bytes (0 if missing)."""
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _seq_after_tail(self) -> int:
+        size = self.size()
+        if size == 0:
+            return 1
+        window = min(size, 64 * 1024)
+        with open(self.path, "rb") as handle:
+            handle.seek(size - window)
+            tail = handle.read()
+        for line in reversed(tail.split(b"\n")):
+            if not line.strip():
+                continue
+            parsed = _parse(line, 0, 0)
+            if isinstance(parsed, Event) and parsed.seq:
+                return parsed.seq + 1
+        return sum(1 for _ in iter_lines(self.path)) + 1
+
+    def _repair_torn_tail(self) -> None:
+        """A crash mid-append leaves a line without newline; cut it before appending."""
+        size = self.size()
+        if size == 0:
+            return
+        with open(self.path, "rb") as handle:
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return
+            window = min(size, 1 << 20)
+            handle.seek(size - window)
+            tail = handle.read()
+        cut = tail.rfind(b"\n")
+        keep = size - window + cut + 1 if cut >= 0 else 0
+        self.truncate(keep)
+
+    def append(self, type_: str, payload: dict[str, Any] | None = None) -> Event:
+        """Append one event (flushed and fsynced) and return it with its offsets."""
+        if self._next_seq is None:
+            self._repair_torn_tail()
+            self._next_seq = self._seq_after_tail()
+        seq = self._next_seq
+        record = {"v": EVENT_SCHEMA, "seq": seq, "ts": utc_now(), "type": type_,
+                  "payload": payload or {}}
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        end = append_line(self.path, line)
+        self._next_seq = seq + 1
+        return Event(seq, record["ts"], type_, record["payload"], end - len(line) - 1, end)
+
+    def truncate(self, offset: int) -> None:
+        """Cut the log to its first ``offset`` bytes (fsynced)."""
+        with open(self.path, "r+b") as handle:
+            handle.truncate(offset)
+            handle.flush()
+            os.fsync(handle.fileno())
+        fsync_dir(self.path.parent)
+        self._next_seq = None

@@ -1,0 +1,81 @@
+"""Crash-safe file primitives: atomic replace and fsynced appends."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tilth.errors import SessionCorrupt
+
+
+def fsync_dir(directory: Path) -> None:
+    """Flush a directory entry so a rename or create survives a power cut."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via temp file + fsync + rename + directory fsync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Atomically replace ``path`` with ``text`` (UTF-8)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def dumps(value: Any) -> str:
+    """The one JSON style for state files: indented, sorted keys off, trailing newline."""
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    """Atomically replace ``path`` with ``value`` as JSON."""
+    atomic_write_text(path, dumps(value))
+
+
+def read_json(path: Path, *, what: str) -> Any:
+    """Parse ``path``; a missing file raises FileNotFoundError, garbage raises SessionCorrupt."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SessionCorrupt(f"{what} at {path} is not UTF-8 text: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SessionCorrupt(
+            f"{what} at {path} is not valid JSON (line {exc.lineno}: {exc.msg})",
+            hint="restore it from a backup, or discard the session with `tilth reset <id>`",
+        ) from None
+
+
+def append_line(path: Path, line: str) -> int:
+    """Append one line (newline added), flush and fsync; returns the file size after."""
+    data = (line + "\n").encode("utf-8")
+    with open(path, "ab") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+        return handle.tell()

@@ -1,0 +1,56 @@
+"""Per-task evaluator ledgers: ``ledger/<T-NNN>.jsonl``, append-only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tilth.session.events import iter_lines, utc_now
+from tilth.session.files import append_line
+
+LEDGER_SCHEMA = 1
+
+
+class Ledger:
+    """Reads and appends the ledgers under one session's ``ledger/`` directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, task_id: str) -> Path:
+        """The ledger file for ``task_id``."""
+        return self.directory / f"{task_id}.jsonl"
+
+    def append(self, task_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+        """Append ``entry`` (stamped with ``v`` and ``ts``) and return what was written."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        record = {"v": LEDGER_SCHEMA, "ts": utc_now(), **entry}
+        append_line(self.path(task_id), json.dumps(record, ensure_ascii=False, default=str))
+        return record
+
+    def read(self, task_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """Entries oldest first; ``limit`` keeps the last N. Bad lines are skipped."""
+        entries: list[dict[str, Any]] = []
+        for line, _, _, complete in iter_lines(self.path(task_id)):
+            if not complete or not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(record, dict):
+                entries.append(record)
+        if limit is not None:
+            return entries[-limit:] if limit > 0 else []
+        return entries
+
+    def count(self, task_id: str) -> int:
+        """How many readable entries ``task_id`` has."""
+        return len(self.read(task_id))
+
+    def task_ids(self) -> list[str]:
+        """Tasks that have a ledger, sorted."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(p.stem for p in self.directory.glob("*.jsonl"))

@@ -1,0 +1,63 @@
+"""An exclusive per-session lock so two processes never drive one session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import TracebackType
+
+from filelock import FileLock, Timeout
+
+from tilth.errors import SessionLocked
+
+
+class SessionLock:
+    """Holds ``<session>/.lock``; the holder's pid is written beside it for messages."""
+
+    def __init__(self, session_dir: Path, session_id: str) -> None:
+        self.session_id = session_id
+        self._lock = FileLock(str(session_dir / ".lock"), timeout=0)
+        self._pid_path = session_dir / ".lock.pid"
+
+    def holder_pid(self) -> int | None:
+        """The pid recorded by the current holder, if any."""
+        try:
+            return int(self._pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def acquire(self) -> SessionLock:
+        """Take the lock or raise ``SessionLocked`` naming the holder."""
+        try:
+            self._lock.acquire()
+        except Timeout:
+            pid = self.holder_pid()
+            who = f"pid {pid}" if pid else "another process"
+            raise SessionLocked(
+                f"session {self.session_id} is in use by {who}",
+                hint="wait for it to finish, or stop it (Ctrl-C) and try again",
+            ) from None
+        self._pid_path.write_text(str(os.getpid()))
+        return self
+
+    def release(self) -> None:
+        """Give the lock back (idempotent)."""
+        if self._lock.is_locked:
+            self._pid_path.unlink(missing_ok=True)
+            self._lock.release(force=True)
+
+    @property
+    def held(self) -> bool:
+        """True while this process holds the lock."""
+        return self._lock.is_locked
+
+    def __enter__(self) -> SessionLock:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,241 @@
+"""A session on disk: its directory layout, ``checkpoint.json`` and status.
+
+``Session`` is the durable record; it does no git and no model I/O. Every JSON
+state file is written atomically; ``checkpoint.json`` carries a schema version.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
+from tilth.session.events import Event, EventLog, utc_now
+from tilth.session.files import atomic_write_json, read_json
+from tilth.session.ledger import Ledger
+from tilth.session.lock import SessionLock
+from tilth.session.threads import Threads
+
+CHECKPOINT_SCHEMA = 1
+Status = Literal["prepared", "running", "all_done", "failed"]
+STATUSES: tuple[str, ...] = ("prepared", "running", "all_done", "failed")
+
+# Files a run derives; reset --to-seed deletes them.
+DERIVED_FILES = ("progress.txt", "proposed-learnings.md", "summary.json", "chat.html")
+
+
+def new_session_id(now: datetime | None = None) -> str:
+    """``YYYYMMDD-HHMMSS-<6 hex>`` in UTC, so names sort chronologically."""
+    now = now or datetime.now(UTC)
+    return f"{now.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def is_session_id(text: str) -> bool:
+    """True when ``text`` has the shape of a session id."""
+    parts = text.split("-")
+    return (
+        len(parts) == 3
+        and len(parts[0]) == 8
+        and len(parts[1]) == 6
+        and len(parts[2]) == 6
+        and (parts[0] + parts[1]).isdigit()
+        and all(c in "0123456789abcdef" for c in parts[2])
+    )
+
+
+@dataclass
+class Session:
+    """One feature attempt: ``<sessions_dir>/<id>/``."""
+
+    id: str
+    dir: Path
+
+    # ---- layout -----------------------------------------------------------------
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.dir / "checkpoint.json"
+
+    @property
+    def prd_path(self) -> Path:
+        return self.dir / "prd.json"
+
+    @property
+    def seed_meta_path(self) -> Path:
+        return self.dir / "seed-meta.json"
+
+    @property
+    def progress_path(self) -> Path:
+        return self.dir / "progress.txt"
+
+    @property
+    def summary_path(self) -> Path:
+        return self.dir / "summary.json"
+
+    @property
+    def chat_html_path(self) -> Path:
+        return self.dir / "chat.html"
+
+    @property
+    def learnings_path(self) -> Path:
+        return self.dir / "proposed-learnings.md"
+
+    @property
+    def workspace_dir(self) -> Path:
+        """Where the worktree lives (whether or not it exists yet)."""
+        return self.dir / "workspace"
+
+    @property
+    def branch(self) -> str:
+        return f"session/{self.id}"
+
+    @property
+    def events(self) -> EventLog:
+        return EventLog(self.dir / "events.jsonl")
+
+    @property
+    def ledger(self) -> Ledger:
+        return Ledger(self.dir / "ledger")
+
+    @property
+    def threads(self) -> Threads:
+        return Threads(self.dir / "threads")
+
+    @property
+    def tasks_dir(self) -> Path:
+        """Per-task harness state files (``tasks/<T-NNN>.json``), written by the run loop."""
+        return self.dir / "tasks"
+
+    def lock(self) -> SessionLock:
+        """The session's exclusive lock (not yet acquired)."""
+        return SessionLock(self.dir, self.id)
+
+    # ---- construction -------------------------------------------------------------
+    @classmethod
+    def create(cls, sessions_dir: Path, source: Path, **extra: Any) -> Session:
+        """Make a new session directory with an initial ``checkpoint.json``."""
+        sessions_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            sid = new_session_id()
+            directory = sessions_dir / sid
+            try:
+                directory.mkdir()
+                break
+            except FileExistsError:
+                time.sleep(0.001)
+        session = cls(sid, directory)
+        (directory / "events.jsonl").touch()
+        atomic_write_json(
+            session.checkpoint_path,
+            {
+                "schema": CHECKPOINT_SCHEMA,
+                "session_id": sid,
+                "source": str(source),
+                "workspace": None,
+                "branch": None,
+                "status": "running",
+                "tokens_used": 0,
+                "started_at": utc_now(),
+                **extra,
+            },
+        )
+        return session
+
+    @classmethod
+    def open(cls, sessions_dir: Path, session_id: str) -> Session:
+        """The existing session ``session_id``; raises ``SessionNotFound``."""
+        if not session_id or "/" in session_id or session_id in (".", ".."):
+            raise UsageError(f"{session_id!r} is not a session id")
+        directory = sessions_dir / session_id
+        if not directory.is_dir():
+            raise SessionNotFound(
+                f"no session {session_id} under {sessions_dir}",
+                hint="`tilth sessions` lists the sessions there",
+            )
+        return cls(session_id, directory)
+
+    # ---- checkpoint.json ------------------------------------------------------------
+    def checkpoint(self) -> dict[str, Any]:
+        """The parsed ``checkpoint.json``; raises ``SessionCorrupt`` on garbage."""
+        try:
+            data = read_json(self.checkpoint_path, what="checkpoint.json")
+        except FileNotFoundError:
+            raise SessionCorrupt(
+                f"session {self.id} has no checkpoint.json",
+                hint=f"discard it with `tilth reset {self.id}`",
+            ) from None
+        if not isinstance(data, dict):
+            raise SessionCorrupt(f"checkpoint.json of session {self.id} is not a JSON object")
+        return data
+
+    def update_checkpoint(self, **fields: Any) -> dict[str, Any]:
+        """Merge ``fields`` into ``checkpoint.json`` atomically and return the result."""
+        data = self.checkpoint()
+        data.update(fields)
+        data["schema"] = CHECKPOINT_SCHEMA
+        atomic_write_json(self.checkpoint_path, data)
+        return data
+
+    @property
+    def status(self) -> str:
+        return str(self.checkpoint().get("status", "running"))
+
+    def set_status(self, status: Status) -> None:
+        """Persist a new status (one of ``STATUSES``)."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown session status {status!r}")
+        self.update_checkpoint(status=status)
+
+    @property
+    def source(self) -> Path | None:
+        raw = self.checkpoint().get("source")
+        return Path(raw) if raw else None
+
+    @property
+    def tokens_used(self) -> int:
+        return int(self.checkpoint().get("tokens_used") or 0)
+
+    def add_tokens(self, n: int) -> int:
+        """Add ``n`` to the session's token total; returns the new total."""
+        total = self.tokens_used + max(0, n)
+        self.update_checkpoint(tokens_used=total)
+        return total
+
+    # ---- events -----------------------------------------------------------------------
+    def log(self, type_: str, **payload: Any) -> Event:
+        """Append one event to ``events.jsonl``."""
+        return self.events.append(type_, payload)
+
+    def last_stop(self) -> str | None:
+        """The reason of the newest ``stop`` event, or None."""
+        event = self.events.last("stop")
+        return str(event.payload.get("reason")) if event else None
+
+    # ---- prd.json -----------------------------------------------------------------------
+    def load_prd(self) -> list[dict[str, Any]]:
+        """The task list; raises ``SessionCorrupt`` if it is missing or not a list."""
+        try:
+            data = read_json(self.prd_path, what="prd.json")
+        except FileNotFoundError:
+            raise SessionCorrupt(
+                f"session {self.id} has no prd.json (it was never seeded)",
+                hint=f"discard it with `tilth reset {self.id}` and run `tilth prep-feature`",
+            ) from None
+        if not isinstance(data, list):
+            raise SessionCorrupt(f"prd.json of session {self.id} is not a JSON list")
+        return data
+
+    def save_prd(self, tasks: list[dict[str, Any]]) -> None:
+        """Write ``prd.json`` atomically."""
+        atomic_write_json(self.prd_path, tasks)
+
+    def seed_meta(self) -> dict[str, Any]:
+        """``seed-meta.json`` as a dict ({} if missing or malformed)."""
+        try:
+            data = read_json(self.seed_meta_path, what="seed-meta.json")
+        except (FileNotFoundError, SessionCorrupt):
+            return {}
+        return data if isinstance(data, dict) else {}

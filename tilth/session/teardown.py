@@ -1,0 +1,56 @@
+"""Full teardown of a session: its worktree, its branch and its directory."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tilth import git
+from tilth.errors import GitError, SessionCorrupt
+from tilth.session.store import Session
+
+
+def teardown(session: Session) -> list[str]:
+    """Remove worktree, branch ``session/<id>`` and the session dir; returns notes.
+
+    Idempotent: parts already gone are reported, not treated as errors. When the
+    checkpoint is unreadable the source comes from the first ``session_start``.
+    """
+    notes: list[str] = []
+    source = _source(session)
+    worktree = session.workspace_dir
+    if source is not None and (source / ".git").exists():
+        if worktree.exists():
+            git.remove_worktree(source, worktree)
+            notes.append(f"removed worktree {worktree}")
+        else:
+            git.git("worktree", "prune", cwd=source)
+            notes.append("worktree already gone (pruned stale entries)")
+        try:
+            if git.delete_branch(source, session.branch):
+                notes.append(f"deleted branch {session.branch}")
+            else:
+                notes.append(f"branch {session.branch} already gone")
+        except GitError as exc:
+            notes.append(f"could not delete branch {session.branch}: {exc}")
+    elif source is not None:
+        notes.append(f"source repository {source} is gone; only the session dir is removed")
+    else:
+        notes.append("source repository unknown; only the session dir is removed")
+    if session.dir.exists():
+        shutil.rmtree(session.dir)
+        notes.append(f"removed session dir {session.dir}")
+    return notes
+
+
+def _source(session: Session) -> Path | None:
+    try:
+        raw = session.checkpoint().get("source")
+        if raw:
+            return Path(raw)
+    except (SessionCorrupt, OSError):
+        pass
+    for event in session.events.events():
+        if event.type == "session_start" and event.payload.get("source"):
+            return Path(str(event.payload["source"]))
+    return None

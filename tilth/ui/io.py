@@ -1,0 +1,131 @@
+"""The one IO object: every print, prompt and confirmation goes through here.
+
+Commands receive an ``IO``; tests and non-interactive runs get the same class
+with stdin not a TTY, in which case prompts refuse instead of hanging.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from tilth.errors import Aborted, UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class IO:
+    """Terminal input and output for one command."""
+
+    def __init__(
+        self,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        self._console: Console | None = None
+        self._err_console: Console | None = None
+
+    @property
+    def interactive(self) -> bool:
+        """True when a person can answer prompts (stdin is a terminal)."""
+        try:
+            return self.stdin.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(file=self.stdout, highlight=False, soft_wrap=True)
+        return self._console
+
+    @property
+    def err_console(self) -> Console:
+        if self._err_console is None:
+            from rich.console import Console
+
+            self._err_console = Console(file=self.stderr, highlight=False, soft_wrap=True)
+        return self._err_console
+
+    # ---- output ----------------------------------------------------------------------
+    def say(self, text: str = "", style: str | None = None) -> None:
+        """Print a line to stdout (``style`` is a rich style name)."""
+        self.console.print(text, style=style, markup=False)
+
+    def markup(self, text: str) -> None:
+        """Print a line with rich markup."""
+        self.console.print(text)
+
+    def dim(self, text: str) -> None:
+        self.say(text, style="dim")
+
+    def ok(self, text: str) -> None:
+        self.say(text, style="green")
+
+    def warn(self, text: str) -> None:
+        """A warning on stderr."""
+        self.err_console.print(f"warning: {text}", style="yellow", markup=False)
+
+    def error(self, text: str, hint: str | None = None) -> None:
+        """An error line (and optional hint) on stderr."""
+        self.err_console.print(f"error: {text}", style="bold red", markup=False)
+        if hint:
+            self.err_console.print(f"hint: {hint}", style="yellow", markup=False)
+
+    def print_json(self, value: Any) -> None:
+        """Plain JSON on stdout (no styling), for ``--json`` flags."""
+        import json
+
+        self.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+        self.stdout.flush()
+
+    # ---- input -----------------------------------------------------------------------
+    def readline(self, prompt: str = "> ") -> str | None:
+        """One line from stdin (prompt shown on a TTY); None at end of input."""
+        if self.interactive:
+            self.stdout.write(prompt)
+            self.stdout.flush()
+        line = self.stdin.readline()
+        if not line:
+            return None
+        return line.rstrip("\r\n")
+
+    def confirm(self, question: str, *, assume_yes: bool = False, flag: str = "-y") -> None:
+        """Ask ``[y/N]``; raise ``Aborted`` unless the answer is yes.
+
+        Without a terminal, refuse (exit 2) and name ``flag`` instead of guessing.
+        """
+        if assume_yes:
+            return
+        if not self.interactive:
+            raise UsageError(
+                "refusing to continue without confirmation: stdin is not a terminal",
+                hint=f"re-run with {flag} to confirm non-interactively",
+            )
+        answer = self.readline(f"{question} [y/N] ")
+        if (answer or "").strip().lower() not in ("y", "yes"):
+            raise Aborted("aborted; nothing was changed")
+
+    def choose(self, header: str, options: list[tuple[str, str]], *, cancel: str = "cancel") -> str:
+        """A numbered menu; returns the chosen key, or ``cancel`` on 0 / end of input."""
+        self.say(header)
+        for number, (_, label) in enumerate(options, 1):
+            self.say(f"  {number}) {label}")
+        self.say("  0) cancel")
+        while True:
+            answer = self.readline("> ")
+            if answer is None:
+                return cancel
+            answer = answer.strip()
+            if answer == "0":
+                return cancel
+            if answer.isdigit() and 1 <= int(answer) <= len(options):
+                return options[int(answer) - 1][0]
+            self.say(f"please choose 0-{len(options)}", style="yellow")
