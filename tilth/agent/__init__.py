@@ -1,0 +1,1 @@
+"""The agent loops: interview, worker, evaluator, stages and the outer run loop."""
