@@ -1,0 +1,67 @@
+"""What a run hands to every task: the session, settings, models, recorder, progress."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tilth.config import Settings
+from tilth.model.base import Model
+from tilth.session.store import Session
+
+
+class Progress(Protocol):
+    """Live progress on the terminal (task, stage, turn, tokens) plus notable lines."""
+
+    def status(
+        self,
+        *,
+        task: str | None = None,
+        stage: str | None = None,
+        turn: int | None = None,
+        tokens: int | None = None,
+    ) -> None: ...
+
+    def note(self, text: str, style: str | None = None) -> None: ...
+
+
+class StopRun(Exception):
+    """A session-level stop (cap hit, interrupt); carries the ``stop`` reason."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(detail or reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class RunContext:
+    """Everything the task pipeline needs; built once per ``run``/``resume``."""
+
+    session: Session
+    settings: Settings
+    worktree: Path
+    worker: Model
+    evaluator: Model
+    recorder: Any
+    """A ``tilth.timeline.Recorder``; typed loosely to keep imports one-way."""
+    progress: Progress
+    scripted: bool = False
+    started: float = 0.0
+    """``time.monotonic()`` at the start of this invocation (wall-clock cap is per invocation)."""
+
+    def check_caps(self) -> None:
+        """Raise ``StopRun`` when the wall-clock or token cap is reached."""
+        limit = self.settings.max_wall_clock_minutes * 60
+        if limit and time.monotonic() - self.started >= limit:
+            raise StopRun(
+                "wall_clock",
+                f"wall clock cap reached [TILTH_MAX_WALL_CLOCK_MINUTES="
+                f"{self.settings.max_wall_clock_minutes}]",
+            )
+        if self.settings.max_tokens and self.session.tokens_used >= self.settings.max_tokens:
+            raise StopRun(
+                "token_cap", f"token cap reached [TILTH_MAX_TOKENS={self.settings.max_tokens}]"
+            )

@@ -1,0 +1,71 @@
+"""Per-task harness state (``tasks/<T-NNN>.json``): base commit, stage progress, outputs.
+
+Written atomically after every step, so a checkpoint can snapshot it and a
+resume (or a rewind followed by a resume) knows exactly where the task stood.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tilth.session.files import atomic_write_json, read_json
+from tilth.session.store import Session
+
+TASK_STATE_SCHEMA = 1
+
+L1_STAGES = ("planning", "implementing", "code_review", "verifying")
+L2_STAGES = (
+    "brainstorming",
+    "design_review",
+    "planning",
+    "implementing",
+    "code_review",
+    "verifying",
+)
+STAGES_BY_TIER = {"L1": L1_STAGES, "L2": L2_STAGES}
+
+
+def stages_for(task: dict[str, Any], default_tier: str) -> tuple[str, ...]:
+    """The stage pipeline of ``task`` by its tier (or the default tier)."""
+    tier = task.get("tier") or default_tier
+    return STAGES_BY_TIER.get(str(tier).upper(), L1_STAGES)
+
+
+@dataclass
+class TaskState:
+    """Where one task stands."""
+
+    task_id: str
+    base_commit: str | None = None
+    """HEAD when the task started; a full restart resets here."""
+    stages_done: list[str] = field(default_factory=list)
+    """Completed stages, in order."""
+    current_stage: str | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    """stage → its output (brainstorm text, plan, review verdict, notes, test results)."""
+    stage_commits: dict[str, str] = field(default_factory=dict)
+    """stage → sha of its ``task/<T>: complete <stage> stage`` commit."""
+    rejections: int = 0
+    """Evaluator rejections in this attempt (for the evaluator cap)."""
+    feedback: str | None = None
+    """The latest rejection feedback, waiting for the stage it sends the task back to."""
+    v: int = TASK_STATE_SCHEMA
+
+    @classmethod
+    def path(cls, session: Session, task_id: str) -> Path:
+        return session.tasks_dir / f"{task_id}.json"
+
+    @classmethod
+    def load(cls, session: Session, task_id: str) -> TaskState:
+        """The stored state, or a fresh one when the task never started."""
+        path = cls.path(session, task_id)
+        if not path.exists():
+            return cls(task_id)
+        data = read_json(path, what=f"tasks/{task_id}.json")
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def save(self, session: Session) -> None:
+        atomic_write_json(self.path(session, self.task_id), asdict(self))
