@@ -1,0 +1,120 @@
+"""``read_file``, ``write_file`` and ``edit_file``: text files inside the workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tilth.tools.base import Param, Tool, ToolContext, ToolError
+from tilth.tools.paths import Workspace
+
+READ_CAP = 50_000
+WRITE_CAP = 200_000
+
+PATH_PARAM = Param(
+    "path", "string", "File path relative to the workspace root (or absolute inside it)."
+)
+
+
+def _read_text(path: Path, shown: str) -> str:
+    if not path.exists():
+        raise ToolError(f"no such file: {shown}")
+    if not path.is_file():
+        raise ToolError(f"not a file: {shown} (use glob to list a directory)")
+    data = path.read_bytes()
+    if b"\x00" in data[:8192]:
+        raise ToolError(f"{shown} looks like a binary file ({len(data)} bytes); not shown")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
+    """The file's text, capped at ``READ_CAP`` characters."""
+    path = ctx.workspace.resolve(args["path"])
+    text = _read_text(path, ctx.workspace.relative(path))
+    if len(text) > READ_CAP:
+        return text[:READ_CAP] + f"\n... [truncated, {len(text)} chars total]"
+    return text
+
+
+def write_file(ctx: ToolContext, args: dict[str, Any]) -> str:
+    """Create or overwrite the file (parents created)."""
+    path = ctx.workspace.resolve(args["path"])
+    content: str = args["content"]
+    shown = ctx.workspace.relative(path)
+    if len(content) > WRITE_CAP:
+        raise ToolError(
+            f"content is {len(content)} chars, over the {WRITE_CAP} limit; split the work "
+            "into several smaller files or edits"
+        )
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    return f"wrote {len(content)} chars to {shown}"
+
+
+def edit_file(ctx: ToolContext, args: dict[str, Any]) -> str:
+    """Replace exactly one occurrence of ``old_string`` with ``new_string``."""
+    path = ctx.workspace.resolve(args["path"])
+    old: str = args["old_string"]
+    new: str = args["new_string"]
+    shown = ctx.workspace.relative(path)
+    if not old:
+        raise ToolError("'old_string' must not be empty; use write_file to create a file")
+    if old == new:
+        raise ToolError("'old_string' and 'new_string' are identical; nothing would change")
+    text = _read_text(path, shown)
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(
+            f"old_string not found in {shown}; read the file and copy the exact text, "
+            "including whitespace"
+        )
+    if count > 1:
+        raise ToolError(
+            f"old_string matches {count} places in {shown}; include more surrounding lines "
+            "so it matches exactly one"
+        )
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return f"edited {shown} (-{len(old)} +{len(new)} chars)"
+
+
+def _writes_path(workspace: Workspace, args: dict[str, Any]) -> list[Path]:
+    return [workspace.resolve(args["path"])]
+
+
+TOOLS = (
+    Tool(
+        "read_file",
+        f"Read a UTF-8 text file from the workspace. Output over {READ_CAP} characters is "
+        "truncated.",
+        (PATH_PARAM,),
+        read_file,
+    ),
+    Tool(
+        "write_file",
+        "Create a file, or replace its whole content. Parent directories are created. "
+        f"At most {WRITE_CAP} characters; prefer edit_file for small changes to existing files.",
+        (
+            PATH_PARAM,
+            Param(
+                "content", "string", "The complete new content (an empty string for an empty file)."
+            ),
+        ),
+        write_file,
+        writes=_writes_path,
+    ),
+    Tool(
+        "edit_file",
+        "Replace one exact occurrence of old_string with new_string in an existing file. "
+        "old_string must match exactly once (whitespace included); add surrounding lines to "
+        "make it unique.",
+        (
+            PATH_PARAM,
+            Param("old_string", "string", "The exact text to replace; must occur exactly once."),
+            Param("new_string", "string", "The replacement text (may be empty to delete)."),
+        ),
+        edit_file,
+        writes=_writes_path,
+    ),
+)

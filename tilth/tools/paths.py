@@ -1,0 +1,132 @@
+"""Confinement to the workspace: resolve paths, walk files, match glob patterns.
+
+Everything is checked after symlinks are resolved, so ``..``, absolute paths and
+links pointing out are refused alike, and the walker never follows a directory
+link nor yields a file whose target lies outside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+
+from tilth.tools.base import ToolError
+
+# Directories no tool lists or searches (tool caches, VCS internals, harness state).
+SKIP_DIRS = frozenset(
+    {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".tilth"}
+)
+
+
+class Workspace:
+    """A directory the tools are confined to."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+
+    def resolve(self, raw: object, *, field: str = "path") -> Path:
+        """``raw`` (relative to the root, or absolute inside it) resolved; refuses escapes."""
+        if not isinstance(raw, str) or not raw.strip():
+            raise ToolError(f"'{field}' must be a non-empty string")
+        if "\x00" in raw:
+            raise ToolError(f"'{field}' contains a NUL byte")
+        candidate = Path(raw) if os.path.isabs(raw) else self.root / raw
+        resolved = candidate.resolve()
+        if not resolved.is_relative_to(self.root):
+            raise ToolError(
+                f"path escapes the workspace: {raw} (paths must stay inside the workspace)"
+            )
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        """``path`` as shown to the model: relative to the root, POSIX separators."""
+        try:
+            rel = path.relative_to(self.root)
+        except ValueError:
+            return path.as_posix()
+        return rel.as_posix() or "."
+
+    def contains(self, path: Path) -> bool:
+        """True when ``path`` (after resolving links) lies inside the root."""
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):
+            return False
+
+    def files(self) -> Iterator[tuple[str, Path]]:
+        """Every regular file under the root as ``(relative posix path, path)``, sorted.
+
+        Skips ``SKIP_DIRS``, never descends into directory links, and leaves out
+        file links whose target is outside the root.
+        """
+        for current, dirs, names in os.walk(self.root, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+            base = Path(current)
+            for name in sorted(names):
+                path = base / name
+                if path.is_symlink() and not self.contains(path):
+                    continue
+                if not path.is_file():
+                    continue
+                yield path.relative_to(self.root).as_posix(), path
+
+    def pattern(self, raw: object, *, field: str = "pattern") -> re.Pattern[str]:
+        """A glob pattern (relative to the root) compiled; refuses patterns that point out."""
+        if not isinstance(raw, str) or not raw.strip():
+            raise ToolError(f"'{field}' must be a non-empty glob pattern such as '**/*.py'")
+        text = raw.strip()
+        if os.path.isabs(text):
+            root = self.root.as_posix().rstrip("/") + "/"
+            if not text.startswith(root):
+                raise ToolError(
+                    f"path escapes the workspace: {raw} (use a pattern relative to the workspace)"
+                )
+            text = text[len(root) :]
+        parts = PurePosixPath(text).parts
+        if ".." in parts:
+            raise ToolError(f"path escapes the workspace: {raw} ('..' is not allowed in patterns)")
+        return compile_glob("/".join(p for p in parts if p != ".") or "*")
+
+
+@lru_cache(maxsize=256)
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    """A regex matching relative POSIX paths the way ``Path.glob`` would (``**`` = any depth)."""
+    segments = pattern.split("/")
+    out: list[str] = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":
+            out.append(".*" if last else "(?:[^/]+/)*")
+            continue
+        out.append(_segment_regex(segment) + ("" if last else "/"))
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def _segment_regex(segment: str) -> str:
+    """One path segment of a glob (``*``, ``?``, ``[...]``) as a regex that never crosses ``/``."""
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = segment.find("]", i + 2 if segment[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if end == -1:
+                out.append(re.escape(char))
+            else:
+                body = segment[i + 1 : end]
+                negate = body.startswith("!")
+                body = body[1:] if negate else body
+                body = body.replace("\\", "\\\\").replace("^", "\\^")
+                out.append(f"[{'^/' if negate else ''}{body}]")
+                i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)

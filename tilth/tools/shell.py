@@ -1,0 +1,125 @@
+"""``bash``: one shell command in the workspace, in its own process group, without secrets."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tilth.tools.base import Param, Tool, ToolContext, ToolError
+
+OUTPUT_CAP = 8_000
+_HEAD = 2_000  # the start of long output shows what ran; the rest of the cap goes to the end
+
+
+def scrubbed_env(environ: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, str]:
+    """``environ`` without API keys, Tilth's own settings, or any value equal to a secret."""
+    hidden = {s for s in secrets if s}
+    return {
+        key: value
+        for key, value in environ.items()
+        if not key.upper().endswith("_API_KEY")
+        and not key.upper().startswith("TILTH_")
+        and value not in hidden
+    }
+
+
+def cap_output(text: str, limit: int = OUTPUT_CAP) -> str:
+    """``text`` cut to about ``limit`` chars, keeping its head and tail."""
+    if len(text) <= limit:
+        return text
+    tail = limit - _HEAD
+    return (
+        text[:_HEAD]
+        + f"\n... [truncated, {len(text)} chars total] ...\n"
+        + text[len(text) - tail :]
+    )
+
+
+def _read_capped(handle: Any) -> str:
+    """The captured output, reading at most the head and tail of a huge file."""
+    size = os.fstat(handle.fileno()).st_size
+    handle.seek(0)
+    if size <= OUTPUT_CAP * 4:
+        return str(handle.read().decode("utf-8", errors="replace"))
+    head = handle.read(_HEAD * 4).decode("utf-8", errors="replace")[:_HEAD]
+    handle.seek(size - OUTPUT_CAP * 4)
+    tail = handle.read().decode("utf-8", errors="replace")[-(OUTPUT_CAP - _HEAD) :]
+    return head + f"\n... [truncated, about {size} bytes total] ...\n" + tail
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's whole process group (it leads its own)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if len(secret) >= 6:  # short strings would redact ordinary words
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
+    """Run the command; output is stdout+stderr interleaved, capped, then ``[exit N]``."""
+    command: str = args["command"]
+    if not command.strip():
+        raise ToolError("'command' must be a non-empty shell command")
+    env = scrubbed_env(os.environ, ctx.secrets)
+    with tempfile.TemporaryFile() as out:
+        # Output goes to a file, not a pipe, so a backgrounded grandchild holding the
+        # pipe open cannot keep us waiting after the command itself has finished.
+        proc = subprocess.Popen(
+            ["/bin/bash", "-c", command] if os.path.exists("/bin/bash") else command,
+            shell=not os.path.exists("/bin/bash"),
+            cwd=ctx.workspace.root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            proc.wait(timeout=ctx.bash_timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            # Always: stragglers left in the group die with the command.
+            _kill_group(proc)
+            proc.wait()
+        text = _redact(_read_capped(out), ctx.secrets)
+    text = cap_output(text)
+    if timed_out:
+        raise ToolError(
+            f"command timed out after {ctx.bash_timeout:g}s and was killed with all its "
+            f"child processes\n$ {shlex.quote(command)}\n{text}".rstrip()
+        )
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f"{body}[exit {proc.returncode}]"
+
+
+def command_of(args: dict[str, Any]) -> str:
+    """The shell command a ``bash`` call will run."""
+    return str(args["command"])
+
+
+TOOLS = (
+    Tool(
+        "bash",
+        "Run a shell command (bash) in the workspace root and get its combined stdout and "
+        f"stderr (capped at about {OUTPUT_CAP} chars) followed by [exit N]. No stdin; each call "
+        "is a fresh shell and background processes are stopped when it returns. Destructive "
+        "git and system commands are blocked.",
+        (Param("command", "string", "The shell command to run."),),
+        bash,
+        command=command_of,
+    ),
+)
