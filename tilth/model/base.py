@@ -26,7 +26,8 @@ class ToolCall:
         try:
             value = json.loads(self.arguments) if self.arguments.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
+            reason = f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+            raise ValueError(reason) from None
         if not isinstance(value, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
         return value
@@ -102,8 +103,9 @@ class Model(Protocol):
         ...
 
 
-def function_tool(name: str, description: str, properties: dict[str, Any],
-                  required: list[str]) -> dict[str, Any]:
+def function_tool(
+    name: str, description: str, properties: dict[str, Any], required: list[str]
+) -> dict[str, Any]:
     """Build an OpenAI ``tools`` entry."""
     return {
         "type": "function",

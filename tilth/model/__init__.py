@@ -1,0 +1,55 @@
+"""Model calls: the ``Model`` seam, the OpenAI client, the scripted model and the fake server.
+
+``model_for(settings, role)`` is how the rest of Tilth gets a model: calls are routed by role
+(worker, evaluator, prep) to that role's endpoint, never by model name.
+"""
+
+from __future__ import annotations
+
+from tilth.config import Role, Settings
+from tilth.model.base import AssistantTurn, Model, ToolCall, Usage, function_tool
+from tilth.model.fake_server import FakeServer
+from tilth.model.openai_client import OpenAIModel, RetryHook
+from tilth.model.script import (
+    Script,
+    delay,
+    empty,
+    error,
+    reply,
+    tool_call,
+    tool_call_raw,
+    turn_from_reply,
+)
+from tilth.model.scripted import ScriptedModel
+
+__all__ = [
+    "AssistantTurn",
+    "FakeServer",
+    "Model",
+    "OpenAIModel",
+    "RetryHook",
+    "Script",
+    "ScriptedModel",
+    "ToolCall",
+    "Usage",
+    "delay",
+    "empty",
+    "error",
+    "function_tool",
+    "model_for",
+    "reply",
+    "tool_call",
+    "tool_call_raw",
+    "turn_from_reply",
+]
+
+
+def model_for(settings: Settings, role: Role, *, on_retry: RetryHook | None = None) -> Model:
+    """The model for ``role``, at that role's own endpoint, with the configured retry policy."""
+    return OpenAIModel(
+        settings.endpoint(role),
+        max_retries=settings.model_max_retries,
+        backoff_seconds=settings.model_backoff_seconds,
+        timeout_seconds=settings.model_timeout_seconds,
+        on_retry=on_retry,
+    )

@@ -1,0 +1,327 @@
+"""A loopback server speaking OpenAI Chat Completions from a ``Script``.
+
+``POST /v1/chat/completions`` (also without ``/v1``) answers with the script's next reply for the
+request's ``model``, as JSON or, with ``"stream": true``, as server-sent events; ``GET /v1/models``
+lists the scripted models. Every request is recorded in ``.requests``. Run it standalone with
+``python -m tilth.model.fake_server --script FILE [--port N]``: the first line printed is the
+base URL to put in ``TILTH_BASE_URL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from tilth.errors import TilthError
+from tilth.model.script import Reply, Script, arguments_text, finish_reason_of
+
+_COMPLETIONS_PATHS = ("/v1/chat/completions", "/chat/completions")
+_MODELS_PATHS = ("/v1/models", "/models")
+_CHUNK_CHARS = 16
+
+
+class FakeServer:
+    """A scripted OpenAI-compatible endpoint on ``host:port`` (port 0 picks a free one)."""
+
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.script = script
+        self._host = host
+        self._port = port
+        self._lock = threading.Lock()
+        self._requests: list[dict[str, Any]] = []
+        self._counter = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request so far: ``{"path", "headers" (lower-case names), "body"}``."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the fake server is not running")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
+        return f"http://{self._host}:{self.port}/v1"
+
+    def start(self) -> FakeServer:
+        """Bind and serve in a background thread."""
+        if self._httpd is not None:
+            return self
+        httpd = ThreadingHTTPServer((self._host, self._port), _Handler)
+        httpd.daemon_threads = True
+        # Stopping must not wait for a handler still sleeping in a scripted delay.
+        httpd.block_on_close = False
+        httpd.fake = self  # type: ignore[attr-defined]
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, name="tilth-fake-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until interrupted (the ``-m`` entry point)."""
+        self.start()
+        assert self._thread is not None
+        while self._thread.is_alive():
+            self._thread.join(timeout=0.5)
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def record(self, path: str, headers: dict[str, str], body: Any) -> None:
+        with self._lock:
+            self._requests.append({"path": path, "headers": headers, "body": body})
+
+    def next_completion_id(self) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"chatcmpl-fake-{self._counter}"
+
+    def model_names(self) -> list[str]:
+        return self.script.models or ["scripted"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "tilth-fake-server"
+
+    @property
+    def fake(self) -> FakeServer:
+        return self.server.fake  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: tests and the demo do not want access logs on stderr."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        self.fake.record(path, self._headers(), None)
+        if path not in _MODELS_PATHS:
+            self._send_error(404, f"no route for GET {path}")
+            return
+        models = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "tilth-fake-server"}
+            for name in self.fake.model_names()
+        ]
+        self._send_json(200, {"object": "list", "data": models})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw or b"{}")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            self.fake.record(path, self._headers(), raw.decode("utf-8", "replace"))
+            self._send_error(400, "request body is not valid JSON")
+            return
+        self.fake.record(path, self._headers(), body)
+        if path not in _COMPLETIONS_PATHS:
+            self._send_error(404, f"no route for POST {path}")
+            return
+        if not isinstance(body, dict):
+            self._send_error(400, "request body must be a JSON object")
+            return
+        model = str(body.get("model", ""))
+        try:
+            reply = self.fake.script.next(model, body)
+        except Exception as exc:  # a script function's bug must reach the test as an answer
+            self._send_error(500, f"script failed: {exc}")
+            return
+        while reply["type"] == "delay":
+            time.sleep(reply["seconds"])
+            reply = reply["then"]
+        try:
+            if reply["type"] == "error":
+                self._send_error(reply["status"], reply["message"])
+            elif body.get("stream"):
+                self._send_stream(model, reply, body)
+            else:
+                self._send_json(200, _completion(self.fake.next_completion_id(), model, reply))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. its timeout fired during a scripted delay)
+
+    def _headers(self) -> dict[str, str]:
+        return {name.lower(): value for name, value in self.headers.items()}
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, message: str) -> None:
+        kind = "rate_limit_error" if status == 429 else "scripted_error"
+        self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
+
+    def _send_stream(self, model: str, reply: Reply, body: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        completion_id = self.fake.next_completion_id()
+        for chunk in _stream_chunks(completion_id, model, reply, body):
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def _usage(reply: Reply) -> dict[str, int] | None:
+    usage = reply.get("usage")
+    if usage is None:
+        return None
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _completion(completion_id: str, model: str, reply: Reply) -> dict[str, Any]:
+    """A non-streaming ``chat.completion`` body."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply["content"]}
+    if reply["tool_calls"]:
+        message["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": arguments_text(call)},
+            }
+            for call in reply["tool_calls"]
+        ]
+    if reply.get("reasoning") is not None:
+        message["reasoning"] = reply["reasoning"]
+    if reply.get("reasoning_details") is not None:
+        message["reasoning_details"] = reply["reasoning_details"]
+    payload: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason_of(reply)}],
+    }
+    usage = _usage(reply)
+    if usage is not None:
+        payload["usage"] = usage
+    return payload
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + _CHUNK_CHARS] for i in range(0, len(text), _CHUNK_CHARS)]
+
+
+def _stream_chunks(
+    completion_id: str, model: str, reply: Reply, body: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects of a streamed reply, in order."""
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"reasoning": piece}) for piece in _pieces(reply.get("reasoning") or "")]
+    chunks += [chunk({"content": piece}) for piece in _pieces(reply["content"] or "")]
+    for index, call in enumerate(reply["tool_calls"]):
+        opening = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["name"], "arguments": ""},
+        }
+        chunks.append(chunk({"tool_calls": [opening]}))
+        chunks += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(arguments_text(call))
+        ]
+    chunks.append(chunk({}, finish_reason_of(reply)))
+    options = body.get("stream_options") or {}
+    usage = _usage(reply)
+    if isinstance(options, dict) and options.get("include_usage") and usage is not None:
+        chunks.append(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
+        )
+    return chunks
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a script file until killed; print the base URL first."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tilth.model.fake_server",
+        description="Serve scripted OpenAI Chat Completions replies on loopback.",
+    )
+    parser.add_argument("--script", required=True, help="JSON script file (see docs/models.md)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    args = parser.parse_args(argv)
+    try:
+        script = Script.from_file(args.script)
+        server = FakeServer(script, host=args.host, port=args.port).start()
+    except TilthError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(server.base_url, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""``OpenAIModel``: any OpenAI-compatible Chat Completions endpoint, with our own bounded retries.
+
+The SDK's own retries are off so that every retry is visible: ``on_retry(attempt, reason, delay)``
+runs before each one, and the run loop logs it. 429, 5xx, timeouts and connection failures are
+retried with exponential backoff and jitter; any other error fails at once. Messages never carry
+the API key.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+from tilth.config import Endpoint
+from tilth.errors import ModelError
+from tilth.model.base import AssistantTurn, ToolCall, Usage
+
+RetryHook = Callable[[int, str, float], None]
+
+MAX_BACKOFF_SECONDS = 60.0
+_REASON_CHARS = 300
+_ERRNO_PREFIX = re.compile(r"^\[Errno -?\d+\]\s*")
+
+
+def backoff_delay(
+    attempt: int, base_seconds: float, rand: Callable[[], float] = random.random
+) -> float:
+    """Seconds to wait before retry ``attempt`` (1-based): doubling, capped, half of it jittered."""
+    ceiling = min(MAX_BACKOFF_SECONDS, base_seconds * 2 ** (attempt - 1))
+    return ceiling / 2 + rand() * ceiling / 2
+
+
+def is_retryable_status(status: int) -> bool:
+    """Rate limits and server errors may pass; other client errors will not."""
+    return status == 429 or status >= 500
+
+
+class OpenAIModel:
+    """Calls one role's endpoint through the official ``openai`` SDK."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        max_retries: int = 4,
+        backoff_seconds: float = 1.0,
+        timeout_seconds: float = 300.0,
+        on_retry: RetryHook | None = None,
+        request_reasoning: bool | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.max_retries = max(0, max_retries)
+        self.backoff_seconds = backoff_seconds
+        self.timeout_seconds = timeout_seconds
+        self.on_retry = on_retry
+        # None: decide from the endpoint (OpenRouter needs the opt-in to return reasoning).
+        self.request_reasoning = (
+            endpoint.is_openrouter if request_reasoning is None else request_reasoning
+        )
+        self._client = openai.OpenAI(
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key,
+            max_retries=0,
+            timeout=timeout_seconds,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.endpoint.model
+
+    def request_options(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The keyword arguments for ``chat.completions.create``."""
+        options: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
+        if tools:
+            options["tools"] = tools
+        if self.request_reasoning:
+            options["extra_body"] = {"reasoning": {"enabled": True}}
+        return options
+
+    def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AssistantTurn:
+        """One assistant turn, retrying transient failures; raises ``ModelError``."""
+        options = self.request_options(messages, tools)
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                response = self._client.chat.completions.create(**options)
+            except openai.APIStatusError as exc:
+                reason = self._status_reason(exc)
+                if not is_retryable_status(exc.status_code):
+                    hint = self._status_hint(exc.status_code)
+                    raise self._error(
+                        f"the {self._where} refused the request: {reason}", hint
+                    ) from None
+                failure = f"could not get an answer from the {self._where}: {reason}"
+            except openai.APITimeoutError:
+                reason = f"no answer within {self.timeout_seconds:g}s"
+                failure = f"could not reach the {self._where}: {reason}"
+            except openai.APIConnectionError as exc:
+                reason = _connection_reason(exc)
+                failure = f"could not reach the {self._where}: {reason}"
+            except openai.APIError as exc:
+                # A reply the SDK could not read (not JSON, wrong shape): retrying will not help.
+                detail = _one_line(str(exc)) or type(exc).__name__
+                raise self._error(f"unreadable reply from the {self._where}: {detail}") from None
+            else:
+                return turn_from_response(response)
+            if attempt == attempts:
+                plural = "attempt" if attempts == 1 else "attempts"
+                hint = self._status_hint(None)
+                raise self._error(f"{failure} (after {attempts} {plural})", hint) from None
+            wait = backoff_delay(attempt, self.backoff_seconds)
+            if self.on_retry is not None:
+                self.on_retry(attempt, self._scrub(reason), wait)
+            time.sleep(wait)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    @property
+    def _where(self) -> str:
+        return f"{self.endpoint.role} model at {self.endpoint.base_url}"
+
+    def _status_reason(self, exc: openai.APIStatusError) -> str:
+        body = exc.body
+        detail: Any = None
+        if isinstance(body, dict):
+            detail = body.get("message") or body.get("error")
+            if isinstance(detail, dict):
+                detail = detail.get("message")
+        if not detail:
+            detail = exc.response.reason_phrase or exc.message
+        return f"HTTP {exc.status_code}: {_one_line(str(detail))}"
+
+    def _status_hint(self, status: int | None) -> str | None:
+        if status in (401, 403):
+            return f"check {self._variable('API_KEY')}"
+        if status == 404:
+            return f"check {self._variable('BASE_URL')} and the {self.endpoint.role} model name"
+        if status is None:
+            return f"check {self._variable('BASE_URL')}; TILTH_MODEL_MAX_RETRIES sets the retries"
+        return None
+
+    def _variable(self, suffix: str) -> str:
+        """The setting behind ``suffix`` for this role (other roles fall back to the worker's)."""
+        if self.endpoint.role == "worker":
+            return f"TILTH_{suffix}"
+        return f"TILTH_{self.endpoint.role.upper()}_{suffix} (or TILTH_{suffix})"
+
+    def _error(self, message: str, hint: str | None = None) -> ModelError:
+        return ModelError(self._scrub(message), hint=hint)
+
+    def _scrub(self, text: str) -> str:
+        key = self.endpoint.api_key
+        return text.replace(key, "***") if key else text
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > _REASON_CHARS:
+        return text[: _REASON_CHARS - 1] + "…"
+    return text
+
+
+def _connection_reason(exc: BaseException) -> str:
+    """The innermost cause of a connection failure, e.g. "connection refused"."""
+    deepest: BaseException = exc
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        deepest = current
+        current = current.__cause__ or current.__context__
+    text = _ERRNO_PREFIX.sub("", _one_line(str(deepest))) or "connection failed"
+    return text[0].lower() + text[1:]
+
+
+def _extra(message: Any, key: str) -> Any:
+    extras = getattr(message, "model_extra", None) or {}
+    return extras.get(key, getattr(message, key, None))
+
+
+def turn_from_response(response: Any) -> AssistantTurn:
+    """Normalise an SDK ``ChatCompletion`` into an ``AssistantTurn``."""
+    usage = getattr(response, "usage", None)
+    counted = Usage(
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+    )
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        return AssistantTurn(content=None, usage=counted)
+    choice = choices[0]
+    message = choice.message
+    calls = []
+    for index, call in enumerate(getattr(message, "tool_calls", None) or [], start=1):
+        function = getattr(call, "function", None) or getattr(call, "custom", None)
+        arguments = getattr(function, "arguments", None)
+        if arguments is None:
+            arguments = getattr(function, "input", "")
+        calls.append(
+            ToolCall(
+                id=call.id or f"call_{index}",
+                name=getattr(function, "name", "") or "",
+                arguments=arguments if isinstance(arguments, str) else str(arguments),
+            )
+        )
+    reasoning = _extra(message, "reasoning")
+    details = _extra(message, "reasoning_details")
+    return AssistantTurn(
+        content=message.content,
+        tool_calls=calls,
+        usage=counted,
+        finish_reason=choice.finish_reason,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        reasoning_details=details if isinstance(details, list) and details else None,
+    )

@@ -1,0 +1,264 @@
+"""The one script format: canned model replies for the scripted model, the fake server and tests.
+
+A script is a queue of *reply dicts*, plain JSON so it can live in a file:
+
+- ``{"type": "reply", "content", "tool_calls": [{"name", "arguments"}], "usage",
+  "finish_reason", "reasoning", "reasoning_details"}`` — one assistant turn;
+- ``{"type": "error", "status", "message"}`` — the call fails (HTTP ``status`` from the fake
+  server, ``ModelError`` from the scripted model);
+- ``{"type": "delay", "seconds", "then"}`` — wait, then answer with ``then``.
+
+``Script`` hands them out one per call, per model name (``"*"`` answers any model), or from a
+function for dynamic answers. Tool calls get ids ``call_1``, ``call_2``… in the order the script
+serves them, so runs are repeatable.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tilth.errors import ModelError, UsageError
+from tilth.model.base import AssistantTurn, ToolCall, Usage
+
+Reply = dict[str, Any]
+ReplyFunction = Callable[[str, dict[str, Any]], Reply]
+
+ANY_MODEL = "*"
+_KINDS = ("reply", "error", "delay")
+
+
+def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
+    """A tool call with JSON-object arguments."""
+    return {"name": name, "arguments": arguments}
+
+
+def tool_call_raw(name: str, text: str) -> dict[str, Any]:
+    """A tool call whose arguments are sent verbatim (to simulate malformed JSON)."""
+    return {"name": name, "arguments": text}
+
+
+def reply(
+    content: str | None = None,
+    *calls: dict[str, Any],
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    finish_reason: str | None = None,
+    reasoning: str | None = None,
+    reasoning_details: list[Any] | None = None,
+) -> Reply:
+    """One assistant turn; ``finish_reason`` defaults to ``tool_calls`` or ``stop``."""
+    return {
+        "type": "reply",
+        "content": content,
+        "tool_calls": [dict(call) for call in calls],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+        "finish_reason": finish_reason,
+        "reasoning": reasoning,
+        "reasoning_details": reasoning_details,
+    }
+
+
+def error(status: int, message: str = "scripted error") -> Reply:
+    """A failed call: the fake server answers with HTTP ``status``."""
+    return {"type": "error", "status": status, "message": message}
+
+
+def delay(seconds: float, then: Reply) -> Reply:
+    """Wait ``seconds`` before answering with ``then`` (for timeout and slowness tests)."""
+    return {"type": "delay", "seconds": seconds, "then": then}
+
+
+def empty() -> Reply:
+    """A turn with no content and no tool calls (a provider's empty response)."""
+    return reply(None)
+
+
+def check_reply(value: Any, where: str = "reply") -> Reply:
+    """``value`` as a well-formed reply dict (defaults filled in); raises ``UsageError``."""
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: expected an object, got {type(value).__name__}")
+    kind = value.get("type", "reply")
+    if kind not in _KINDS:
+        raise UsageError(f"{where}: unknown type {kind!r} (expected one of {', '.join(_KINDS)})")
+    if kind == "error":
+        status = value.get("status")
+        if not isinstance(status, int) or not 400 <= status <= 599:
+            raise UsageError(f"{where}: error status must be an HTTP error code, got {status!r}")
+        return {"type": "error", "status": status, "message": str(value.get("message", ""))}
+    if kind == "delay":
+        seconds = value.get("seconds")
+        if not isinstance(seconds, int | float) or seconds < 0:
+            raise UsageError(f"{where}: delay seconds must be a non-negative number")
+        return {"type": "delay", "seconds": seconds, "then": check_reply(value.get("then"), where)}
+    calls = value.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise UsageError(f"{where}: tool_calls must be a list")
+    checked_calls = []
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise UsageError(f"{where}: each tool call needs a string name")
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, dict | str):
+            raise UsageError(f"{where}: tool call arguments must be an object or a string")
+        checked_calls.append({**call, "arguments": arguments})
+    content = value.get("content")
+    if content is not None and not isinstance(content, str):
+        raise UsageError(f"{where}: content must be a string or null")
+    usage = value.get("usage", {"prompt_tokens": 0, "completion_tokens": 0})
+    if usage is not None and not isinstance(usage, dict):
+        raise UsageError(f"{where}: usage must be an object or null")
+    return {
+        "type": "reply",
+        "content": content,
+        "tool_calls": checked_calls,
+        # None means "the provider reported no usage".
+        "usage": usage,
+        "finish_reason": value.get("finish_reason"),
+        "reasoning": value.get("reasoning"),
+        "reasoning_details": value.get("reasoning_details"),
+    }
+
+
+def arguments_text(call: dict[str, Any]) -> str:
+    """A scripted tool call's arguments as the JSON text a provider would send."""
+    arguments = call.get("arguments", {})
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def finish_reason_of(reply_dict: Reply) -> str:
+    """The scripted finish reason, or what a provider would say for this turn."""
+    explicit = reply_dict.get("finish_reason")
+    if explicit:
+        return str(explicit)
+    return "tool_calls" if reply_dict.get("tool_calls") else "stop"
+
+
+def turn_from_reply(reply_dict: Reply) -> AssistantTurn:
+    """The ``AssistantTurn`` a reply stands for; error replies raise ``ModelError``.
+
+    Delays are unwrapped without waiting; tool calls without an id get ``call_<n>``.
+    """
+    checked = check_reply(reply_dict)
+    while checked["type"] == "delay":
+        checked = checked["then"]
+    if checked["type"] == "error":
+        raise ModelError(f"scripted error: HTTP {checked['status']}: {checked['message']}")
+    calls = [
+        ToolCall(
+            id=str(call.get("id") or f"call_{number}"),
+            name=call["name"],
+            arguments=arguments_text(call),
+        )
+        for number, call in enumerate(checked["tool_calls"], start=1)
+    ]
+    usage = checked["usage"] or {}
+    return AssistantTurn(
+        content=checked["content"],
+        tool_calls=calls,
+        usage=Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+        finish_reason=finish_reason_of(checked),
+        reasoning=checked["reasoning"],
+        reasoning_details=checked["reasoning_details"],
+    )
+
+
+class Script:
+    """Replies handed out one per call; thread-safe.
+
+    ``replies`` is a list (for any model), a dict ``{model: [...], "*": [...]}`` (a model's own
+    queue first, then the ``"*"`` queue), or a function ``(model, request) -> reply``. An
+    exhausted script answers ``error(500, "script exhausted for model X")`` so tests fail loudly.
+    """
+
+    def __init__(self, replies: list[Reply] | dict[str, list[Reply]] | ReplyFunction) -> None:
+        self._lock = threading.Lock()
+        self._function: ReplyFunction | None = None
+        self._queues: dict[str, deque[Reply]] = {}
+        self._calls_served = 0
+        if callable(replies):
+            self._function = replies
+        elif isinstance(replies, list):
+            self._queues[ANY_MODEL] = deque(_checked_list(replies, "script"))
+        elif isinstance(replies, dict):
+            for model, queue in replies.items():
+                if not isinstance(queue, list):
+                    raise UsageError(f"script: replies for {model!r} must be a list")
+                self._queues[str(model)] = deque(_checked_list(queue, f"script[{model!r}]"))
+        else:
+            raise UsageError("script: expected a list of replies, a dict of lists or a function")
+        self._source = copy.deepcopy(replies) if self._function is None else None
+
+    @classmethod
+    def from_file(cls, path: Path | str) -> Script:
+        """Load a script saved as JSON (a list or a ``{model: [...]}`` object)."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"cannot read script {path}: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            message = f"script {path} is not valid JSON: {exc.msg} (line {exc.lineno})"
+            raise UsageError(message) from None
+        if not isinstance(data, list | dict):
+            raise UsageError(f"script {path} must hold a list or an object of lists")
+        try:
+            return cls(data)
+        except UsageError as exc:
+            raise UsageError(f"script {path}: {exc.message}") from None
+
+    def to_json(self) -> str:
+        """The script as given, as JSON text ``from_file`` reads back."""
+        if self._source is None:
+            raise TypeError("a script built from a function cannot be saved as JSON")
+        return json.dumps(self._source, indent=2, ensure_ascii=False)
+
+    @property
+    def models(self) -> list[str]:
+        """Model names the script has queues for (``"*"`` excluded)."""
+        return [name for name in self._queues if name != ANY_MODEL]
+
+    def remaining(self, model: str | None = None) -> int:
+        """Replies still queued for ``model`` (its own queue plus ``"*"``), or in total."""
+        with self._lock:
+            if model is None:
+                return sum(len(queue) for queue in self._queues.values())
+            own = len(self._queues.get(model, ())) if model != ANY_MODEL else 0
+            return own + len(self._queues.get(ANY_MODEL, ()))
+
+    def next(self, model: str, request: dict[str, Any]) -> Reply:
+        """The reply for this call (a fresh copy, tool calls numbered)."""
+        with self._lock:
+            if self._function is not None:
+                chosen = check_reply(self._function(model, request), "script function reply")
+            else:
+                queue = self._queues.get(model)
+                if not queue:
+                    queue = self._queues.get(ANY_MODEL)
+                if not queue:
+                    return error(500, f"script exhausted for model {model}")
+                chosen = queue.popleft()
+            return self._numbered(copy.deepcopy(chosen))
+
+    def _numbered(self, chosen: Reply) -> Reply:
+        inner = chosen
+        while inner["type"] == "delay":
+            inner = inner["then"]
+        if inner["type"] == "reply":
+            for call in inner["tool_calls"]:
+                if not call.get("id"):
+                    self._calls_served += 1
+                    call["id"] = f"call_{self._calls_served}"
+        return chosen
+
+
+def _checked_list(replies: list[Any], where: str) -> list[Reply]:
+    return [check_reply(item, f"{where}[{index}]") for index, item in enumerate(replies)]

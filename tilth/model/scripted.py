@@ -1,0 +1,57 @@
+"""A ``Model`` that replays a ``Script`` in-process: no HTTP, no network, labelled as scripted."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from typing import Any
+
+from tilth.errors import ModelError
+from tilth.model.base import AssistantTurn
+from tilth.model.script import Script, turn_from_reply
+
+
+class ScriptedModel:
+    """Answers each call with the script's next reply for ``name``."""
+
+    def __init__(self, script: Script, name: str = "scripted") -> None:
+        self.script = script
+        self.script_key = name
+        self._lock = threading.Lock()
+        self._requests: list[dict[str, Any]] = []
+
+    @property
+    def name(self) -> str:
+        """Always says "scripted", so no log or page can pass it off as a real model."""
+        if "scripted" in self.script_key.lower():
+            return self.script_key
+        return f"scripted:{self.script_key}"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request so far, as ``{"model", "messages", "tools"}`` copies."""
+        with self._lock:
+            return list(self._requests)
+
+    def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AssistantTurn:
+        """The next scripted turn; error replies raise ``ModelError``."""
+        # Copies, because callers keep appending to their message lists.
+        request = {
+            "model": self.script_key,
+            "messages": copy.deepcopy(messages),
+            "tools": copy.deepcopy(tools),
+        }
+        with self._lock:
+            self._requests.append(request)
+        reply = self.script.next(self.script_key, request)
+        while reply["type"] == "delay":
+            time.sleep(reply["seconds"])
+            reply = reply["then"]
+        if reply["type"] == "error":
+            raise ModelError(
+                f"the scripted model {self.name} failed: HTTP {reply['status']}: {reply['message']}"
+            )
+        return turn_from_reply(reply)
