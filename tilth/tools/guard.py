@@ -143,13 +143,21 @@ def _check_argv(argv: list[str], depth: int) -> str | None:
 
 
 def _check_pipeline(pipeline: list[list[str]]) -> str | None:
-    programs = [_program(argv)[0] for argv in pipeline]
-    for index, program in enumerate(programs):
-        if program in DOWNLOADERS:
-            later = programs[index + 1 :]
-            if any(p in INTERPRETERS or p.startswith("python") for p in later):
-                return "piping a download into a shell"
+    programs = [_program(argv) for argv in pipeline]
+    for index, (program, _) in enumerate(programs):
+        if program in DOWNLOADERS and any(_runs_stdin(p, a) for p, a in programs[index + 1 :]):
+            return "piping a download into a shell"
     return None
+
+
+def _runs_stdin(program: str, args: list[str]) -> bool:
+    """True when ``program args`` executes what arrives on stdin (``sh``, ``python -``)."""
+    if program not in INTERPRETERS and not program.startswith("python"):
+        return False
+    if "-" in args:
+        return True
+    # A script, module or -c/-e program means stdin is only data.
+    return not any(a in ("-c", "-m", "-e") or not a.startswith("-") for a in args)
 
 
 def _short_flags(args: list[str]) -> str:
