@@ -213,8 +213,12 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
 
 
 def remove_worktree(source: Path, path: Path) -> None:
-    """Remove the worktree at ``path`` (forcefully) and prune stale entries."""
-    if path.exists():
+    """Remove the worktree at ``path`` (forcefully) and prune stale entries.
+
+    A directory at ``path`` that is not registered as a worktree of ``source`` is
+    left alone: git refuses to remove it, and it is not ours to delete.
+    """
+    if path.exists() and path.resolve() in worktrees(source):
         git("worktree", "remove", "--force", "--force", str(path), cwd=source)
     git("worktree", "prune", cwd=source)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
-from tilth.session.teardown import teardown
+from tilth.errors import SessionCorrupt
+from tilth.session.teardown import recorded_source, teardown
 
 
 @click.command()
@@ -32,24 +33,24 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool) -> None:
         reset_to_seed_command(session, out, assume_yes=assume_yes)
         return
     with session.lock():
-        source = _describe(session)
+        try:
+            session.checkpoint()
+        except SessionCorrupt as exc:
+            # Reset exists to get rid of broken sessions, so a bad checkpoint only warns.
+            out.warn(f"{exc}; using the workspace recorded in events.jsonl")
+        source = recorded_source(session)
+        workspace = str(source) if source else "unknown workspace"
         out.say(f"reset session {session.id}")
         out.say(f"  workspace  {source or '(unknown: only the session dir will be removed)'}")
         out.say(f"  worktree   {session.workspace_dir}")
         out.say(f"  branch     {session.branch}")
         out.confirm(
-            f"Delete session {session.id}, its worktree and branch {session.branch}?",
+            f"Delete session {session.id} of {workspace} (worktree, branch {session.branch} "
+            "and session dir)?",
             assume_yes=assume_yes,
+            command=f"tilth reset {session.id} -y",
         )
         notes = teardown(session)
     for note in notes:
         out.dim(f"  {note}")
     out.ok("reset complete")
-
-
-def _describe(session: object) -> str | None:
-    from tilth.session.discovery import source_of
-    from tilth.session.store import Session
-
-    assert isinstance(session, Session)
-    return source_of(session)

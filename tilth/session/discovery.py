@@ -83,11 +83,12 @@ def source_of(session: Session) -> str | None:
 
 def sessions_for(sessions_dir: Path, source: Path, statuses: tuple[str, ...] = ()) -> list[Session]:
     """Sessions whose ``source`` is ``source`` (and status in ``statuses``, when given)."""
-    wanted = str(source.resolve())
+    wanted = source.resolve()
     found = []
     for sid in session_ids(sessions_dir):
         session = Session(sid, sessions_dir / sid)
-        if source_of(session) != wanted:
+        recorded = source_of(session)
+        if recorded is None or Path(recorded).resolve() != wanted:
             continue
         if statuses:
             try:
@@ -107,8 +108,12 @@ def resolve_session(
         return Session.open(sessions_dir, session_id)
     if source is not None:
         mine = sessions_for(sessions_dir, source)
-        if mine:
-            return mine[-1]
+        if not mine:
+            raise SessionNotFound(
+                f"no sessions for {source.resolve()} under {sessions_dir}",
+                hint=f"start one with `tilth prep-feature {source}`",
+            )
+        return mine[-1]
     ids = session_ids(sessions_dir)
     if not ids:
         raise SessionNotFound(

@@ -42,8 +42,13 @@ class Event:
 
     def to_record(self) -> dict[str, Any]:
         """The JSON object as stored."""
-        return {"v": EVENT_SCHEMA, "seq": self.seq, "ts": self.ts, "type": self.type,
-                "payload": self.payload}
+        return {
+            "v": EVENT_SCHEMA,
+            "seq": self.seq,
+            "ts": self.ts,
+            "type": self.type,
+            "payload": self.payload,
+        }
 
 
 @dataclass
@@ -168,12 +173,19 @@ class EventLog:
             self._repair_torn_tail()
             self._next_seq = self._seq_after_tail()
         seq = self._next_seq
-        record = {"v": EVENT_SCHEMA, "seq": seq, "ts": utc_now(), "type": type_,
-                  "payload": payload or {}}
+        record: dict[str, Any] = {
+            "v": EVENT_SCHEMA,
+            "seq": seq,
+            "ts": utc_now(),
+            "type": type_,
+            "payload": payload or {},
+        }
         line = json.dumps(record, ensure_ascii=False, default=str)
         end = append_line(self.path, line)
         self._next_seq = seq + 1
-        return Event(seq, record["ts"], type_, record["payload"], end - len(line) - 1, end)
+        # Offsets are in bytes: non-ASCII payloads make the line longer than its len().
+        start = end - len(line.encode("utf-8")) - 1
+        return Event(seq, record["ts"], type_, record["payload"], start, end)
 
     def truncate(self, offset: int) -> None:
         """Cut the log to its first ``offset`` bytes (fsynced)."""

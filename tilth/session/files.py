@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tilth.errors import SessionCorrupt
 
@@ -71,11 +71,30 @@ def read_json(path: Path, *, what: str) -> Any:
         ) from None
 
 
-def append_line(path: Path, line: str) -> int:
-    """Append one line (newline added), flush and fsync; returns the file size after."""
+def append_line(path: Path, line: str, *, repair: bool = False) -> int:
+    """Append one line (newline added), flush and fsync; returns the file size after.
+
+    With ``repair``, a torn last line (no newline: a crash mid-append) is cut
+    first, so the new line is not glued onto it.
+    """
     data = (line + "\n").encode("utf-8")
-    with open(path, "ab") as handle:
+    with open(path, "a+b") as handle:
+        if repair:
+            _cut_torn_tail(handle)
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
         return handle.tell()
+
+
+def _cut_torn_tail(handle: BinaryIO) -> None:
+    size = handle.seek(0, os.SEEK_END)
+    if size == 0:
+        return
+    handle.seek(size - 1)
+    if handle.read(1) == b"\n":
+        return
+    window = min(size, 1 << 20)
+    handle.seek(size - window)
+    cut = handle.read(window).rfind(b"\n")
+    handle.truncate(size - window + cut + 1 if cut >= 0 else 0)

@@ -26,7 +26,9 @@ class Ledger:
         """Append ``entry`` (stamped with ``v`` and ``ts``) and return what was written."""
         self.directory.mkdir(parents=True, exist_ok=True)
         record = {"v": LEDGER_SCHEMA, "ts": utc_now(), **entry}
-        append_line(self.path(task_id), json.dumps(record, ensure_ascii=False, default=str))
+        append_line(
+            self.path(task_id), json.dumps(record, ensure_ascii=False, default=str), repair=True
+        )
         return record
 
     def read(self, task_id: str, limit: int | None = None) -> list[dict[str, Any]]:

@@ -47,6 +47,23 @@ def is_session_id(text: str) -> bool:
     )
 
 
+def _next_session_id(sessions_dir: Path) -> str:
+    """A new id that sorts after every existing one created in the same second.
+
+    The hex part is random, so two sessions made within one second would otherwise
+    sort in random order and "latest" could name the older one.
+    """
+    sid = new_session_id()
+    stamp = sid[:15]
+    same_second = [p.name for p in sessions_dir.glob(f"{stamp}-*") if is_session_id(p.name)]
+    newest = max(same_second, default=None)
+    if newest is not None and sid <= newest:
+        bumped = int(newest[16:], 16) + 1 + secrets.randbelow(256)
+        if bumped <= 0xFFFFFF:
+            sid = f"{stamp}-{bumped:06x}"
+    return sid
+
+
 @dataclass
 class Session:
     """One feature attempt: ``<sessions_dir>/<id>/``."""
@@ -119,7 +136,7 @@ class Session:
         """Make a new session directory with an initial ``checkpoint.json``."""
         sessions_dir.mkdir(parents=True, exist_ok=True)
         while True:
-            sid = new_session_id()
+            sid = _next_session_id(sessions_dir)
             directory = sessions_dir / sid
             try:
                 directory.mkdir()

@@ -17,7 +17,7 @@ def teardown(session: Session) -> list[str]:
     checkpoint is unreadable the source comes from the first ``session_start``.
     """
     notes: list[str] = []
-    source = _source(session)
+    source = recorded_source(session)
     worktree = session.workspace_dir
     if source is not None and (source / ".git").exists():
         if worktree.exists():
@@ -43,7 +43,8 @@ def teardown(session: Session) -> list[str]:
     return notes
 
 
-def _source(session: Session) -> Path | None:
+def recorded_source(session: Session) -> Path | None:
+    """The session's source repo: from the checkpoint, else the first ``session_start``."""
     try:
         raw = session.checkpoint().get("source")
         if raw:

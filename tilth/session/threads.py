@@ -95,7 +95,7 @@ class Thread:
         """Append one message (fsynced); returns it with its new id."""
         self.directory.mkdir(parents=True, exist_ok=True)
         stored = StoredMessage(f"{self.key}#{self._next_number(self.read())}", message, meta)
-        append_line(self.path, stored.to_line())
+        append_line(self.path, stored.to_line(), repair=True)
         return stored
 
     def rewrite(self, messages: list[StoredMessage]) -> None:

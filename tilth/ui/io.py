@@ -97,17 +97,29 @@ class IO:
             return None
         return line.rstrip("\r\n")
 
-    def confirm(self, question: str, *, assume_yes: bool = False, flag: str = "-y") -> None:
+    def confirm(
+        self,
+        question: str,
+        *,
+        assume_yes: bool = False,
+        flag: str = "-y",
+        command: str | None = None,
+    ) -> None:
         """Ask ``[y/N]``; raise ``Aborted`` unless the answer is yes.
 
-        Without a terminal, refuse (exit 2) and name ``flag`` instead of guessing.
+        Without a terminal, refuse (exit 2) and name ``flag`` — or the full
+        ``command`` to run, when given — instead of guessing.
         """
         if assume_yes:
             return
         if not self.interactive:
+            hint = (
+                f"to confirm non-interactively, run: {command}"
+                if command
+                else f"re-run with {flag} to confirm non-interactively"
+            )
             raise UsageError(
-                "refusing to continue without confirmation: stdin is not a terminal",
-                hint=f"re-run with {flag} to confirm non-interactively",
+                "refusing to continue without confirmation: stdin is not a terminal", hint=hint
             )
         answer = self.readline(f"{question} [y/N] ")
         if (answer or "").strip().lower() not in ("y", "yes"):

@@ -1,0 +1,101 @@
+"""Finding sessions: listing, latest overall, latest for a workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tilth.errors import SessionNotFound
+from tilth.session.discovery import (
+    describe,
+    list_sessions,
+    resolve_session,
+    session_ids,
+    sessions_for,
+)
+from tilth.session.store import Session
+
+
+def test_listing_empty_and_missing_dirs(tmp_path: Path) -> None:
+    assert session_ids(tmp_path / "nope") == []
+    with pytest.raises(SessionNotFound) as info:
+        resolve_session(tmp_path / "nope", None)
+    assert "no sessions" in str(info.value)
+
+
+def test_session_ids_ignore_other_entries(tmp_path: Path) -> None:
+    a = Session.create(tmp_path, tmp_path)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "20260101-000000-abcdef.txt").write_text("x")
+    assert session_ids(tmp_path) == [a.id]
+
+
+def test_latest_overall_and_for_a_workspace(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    repo_a, repo_b = tmp_path / "a", tmp_path / "b"
+    repo_a.mkdir()
+    repo_b.mkdir()
+    a1 = Session.create(sessions, repo_a)
+    b1 = Session.create(sessions, repo_b)
+    a2 = Session.create(sessions, repo_a)
+    b2 = Session.create(sessions, repo_b)
+    assert resolve_session(sessions, None).id == b2.id
+    assert resolve_session(sessions, None, source=repo_a).id == a2.id
+    assert resolve_session(sessions, None, source=repo_b).id == b2.id
+    assert resolve_session(sessions, a1.id).id == a1.id
+    assert [s.id for s in sessions_for(sessions, repo_a)] == [a1.id, a2.id]
+    # An unresolved spelling of the same workspace matches too.
+    assert [s.id for s in sessions_for(sessions, repo_b / ".." / "b")] == [b1.id, b2.id]
+
+
+def test_latest_for_a_workspace_without_sessions_is_not_another_repos(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    Session.create(sessions, tmp_path / "a")
+    with pytest.raises(SessionNotFound) as info:
+        resolve_session(sessions, None, source=tmp_path / "other")
+    assert str(tmp_path / "other") in str(info.value)
+
+
+def test_sessions_for_filters_by_status(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    first = Session.create(sessions, tmp_path)
+    second = Session.create(sessions, tmp_path)
+    first.set_status("prepared")
+    assert [s.id for s in sessions_for(sessions, tmp_path, ("prepared",))] == [first.id]
+    assert [s.id for s in sessions_for(sessions, tmp_path, ("running",))] == [second.id]
+
+
+def test_describe_counts_tasks_and_last_stop(tmp_path: Path) -> None:
+    session = Session.create(tmp_path, tmp_path / "repo", parent_session="20260101-000000-aaaaaa")
+    info = describe(session)
+    assert (info.status, info.tasks_done, info.tasks_total, info.last_stop) == (
+        "running",
+        0,
+        0,
+        None,
+    )
+    session.save_prd([{"id": "T-001", "status": "done"}, {"id": "T-002", "status": "pending"}])
+    session.log("stop", reason="iter_cap")
+    session.set_status("failed")
+    info = describe(session)
+    assert info.as_dict() == {
+        "id": session.id,
+        "source": str(tmp_path / "repo"),
+        "status": "failed",
+        "tasks_done": 1,
+        "tasks_total": 2,
+        "last_stop": "iter_cap",
+        "parent": "20260101-000000-aaaaaa",
+        "problem": None,
+    }
+
+
+def test_a_damaged_session_is_listed_not_fatal(tmp_path: Path) -> None:
+    good = Session.create(tmp_path, tmp_path)
+    bad = Session.create(tmp_path, tmp_path)
+    bad.checkpoint_path.write_text("{")
+    rows = {r.id: r for r in list_sessions(tmp_path)}
+    assert rows[good.id].problem is None
+    assert rows[bad.id].status == "unreadable"
+    assert rows[bad.id].problem and "checkpoint.json" in rows[bad.id].problem

@@ -1,0 +1,300 @@
+"""The git wrapper against real repositories."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tilth import git
+from tilth.errors import GitError, WorkspaceError
+
+GIT_IDENTITY_VARS = (
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "EMAIL",
+)
+
+
+def sh(cwd: Path, *args: str) -> str:
+    """Plain git for assertions, independent of the wrapper under test."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture(autouse=True)
+def identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test User")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test User")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
+
+
+# ---- ensure_repo --------------------------------------------------------------------------
+def test_ensure_repo_returns_the_resolved_top_level(repo: Path) -> None:
+    assert git.ensure_repo(repo / "." / "src" / "..") == repo
+
+
+def test_ensure_repo_missing_path(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceError) as info:
+        git.ensure_repo(tmp_path / "missing")
+    assert "does not exist" in str(info.value) and str(tmp_path / "missing") in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_ensure_repo_file_not_dir(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(WorkspaceError, match="not a directory"):
+        git.ensure_repo(tmp_path / "f")
+
+
+def test_ensure_repo_not_a_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(WorkspaceError) as info:
+        git.ensure_repo(plain)
+    assert "is not a git repository" in str(info.value)
+    assert info.value.hint and "git init" in info.value.hint
+
+
+def test_ensure_repo_without_commits(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    sh(empty, "init", "-q", "-b", "main")
+    with pytest.raises(WorkspaceError) as info:
+        git.ensure_repo(empty)
+    assert "no commits yet" in str(info.value)
+    assert info.value.hint and "git commit" in info.value.hint
+
+
+def test_ensure_repo_subdirectory_names_the_root(repo: Path) -> None:
+    with pytest.raises(WorkspaceError) as info:
+        git.ensure_repo(repo / "src")
+    assert "not its top level" in str(info.value)
+    assert info.value.hint and str(repo) in info.value.hint
+
+
+# ---- worktrees ----------------------------------------------------------------------------
+def test_ensure_worktree_create_idempotent_and_recreate(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "sessions" / "s1" / "workspace"
+    made = git.ensure_worktree(repo, target, "session/s1")
+    assert made == target.resolve()
+    assert (target / "README.md").is_file()
+    assert git.branch_exists(repo, "session/s1")
+    assert git.worktrees(repo)[made] == "session/s1"
+    assert git.head(target) == git.head(repo)
+
+    (target / "scratch.txt").write_text("keep me")
+    assert git.ensure_worktree(repo, target, "session/s1") == made
+    assert (target / "scratch.txt").read_text() == "keep me"
+
+    tip = git.commit_all(target, "work on the branch")
+    assert tip is not None
+    shutil.rmtree(target)
+    again = git.ensure_worktree(repo, target, "session/s1")
+    assert again == made
+    assert git.head(target) == tip
+    assert (target / "scratch.txt").read_text() == "keep me"
+    # The source's own checkout never moved.
+    assert sh(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    assert sh(repo, "status", "--porcelain") == ""
+
+
+def test_remove_worktree_and_delete_branch(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "wt"
+    git.ensure_worktree(repo, target, "session/x")
+    (target / "dirty.txt").write_text("uncommitted")
+    git.remove_worktree(repo, target)
+    assert not target.exists()
+    assert target.resolve() not in git.worktrees(repo)
+    assert str(target) not in sh(repo, "worktree", "list")
+    assert git.delete_branch(repo, "session/x") is True
+    assert not git.branch_exists(repo, "session/x")
+    assert git.delete_branch(repo, "session/x") is False
+    git.remove_worktree(repo, target)  # already gone: no error
+
+
+def test_remove_worktree_after_manual_delete_prunes(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "wt"
+    git.ensure_worktree(repo, target, "session/y")
+    shutil.rmtree(target)
+    git.remove_worktree(repo, target)
+    assert target.resolve() not in git.worktrees(repo)
+    assert git.delete_branch(repo, "session/y")
+
+
+def test_remove_worktree_on_an_unregistered_directory(repo: Path, tmp_path: Path) -> None:
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "f").write_text("x")
+    git.remove_worktree(repo, stray)
+    assert (stray / "f").exists()  # not a worktree of this repo: not ours to delete
+
+
+# ---- commits and identity -----------------------------------------------------------------
+def test_commit_all_commits_everything_or_nothing(repo: Path) -> None:
+    assert git.commit_all(repo, "nothing") is None
+    (repo / "new.txt").write_text("n")
+    (repo / "README.md").write_text("changed\n")
+    sha = git.commit_all(repo, "T-001: add things")
+    assert sha == git.head(repo) and len(sha) == 40
+    assert git.subject("HEAD", repo) == "T-001: add things"
+    assert sh(repo, "status", "--porcelain") == ""
+    empty = git.commit_all(repo, "marker", allow_empty=True)
+    assert empty is not None and empty != sha
+    assert git.commits_between(sha, "HEAD", repo) == [(empty, "marker")]
+    assert git.is_ancestor(sha, empty, repo)
+    assert git.rev_parse("HEAD~1", repo) == sha
+    assert git.rev_parse("no-such-ref", repo) is None
+
+
+def test_identity_fallback_when_none_configured(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty_home = tmp_path / "empty-home"
+    empty_home.mkdir()
+    monkeypatch.setenv("HOME", str(empty_home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(empty_home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    for name in GIT_IDENTITY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    assert git.identity_args(repo) == [
+        "-c",
+        "user.name=Tilth",
+        "-c",
+        "user.email=tilth@localhost",
+    ]
+    (repo / "a.txt").write_text("a")
+    git.commit_all(repo, "by tilth")
+    who = sh(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>").strip()
+    assert who == "Tilth <tilth@localhost>|Tilth <tilth@localhost>"
+
+
+def test_configured_identity_is_used(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in GIT_IDENTITY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    sh(repo, "config", "user.name", "Repo Owner")
+    sh(repo, "config", "user.email", "owner@example.invalid")
+    assert git.identity_args(repo) == []
+    (repo / "a.txt").write_text("a")
+    git.commit_all(repo, "by owner")
+    assert (
+        sh(repo, "log", "-1", "--format=%an <%ae>").strip() == "Repo Owner <owner@example.invalid>"
+    )
+
+
+# ---- diffs and cleaning -------------------------------------------------------------------
+def test_diff_with_untracked_includes_new_files_and_leaves_the_index(repo: Path) -> None:
+    (repo / "README.md").write_text("# changed\n")
+    (repo / "brand_new.py").write_text("print('new')\n")
+    index_before = sh(repo, "ls-files", "--stage")
+    status_before = sh(repo, "status", "--porcelain")
+    diff = git.diff_with_untracked(repo)
+    assert "+# changed" in diff
+    assert "brand_new.py" in diff and "+print('new')" in diff
+    numstat = git.diff_with_untracked(repo, stat=True)
+    assert "1\t0\tbrand_new.py" in numstat
+    assert sh(repo, "ls-files", "--stage") == index_before
+    assert sh(repo, "status", "--porcelain") == status_before
+    assert "?? brand_new.py" in status_before
+
+
+def test_diff_against_an_older_base(repo: Path) -> None:
+    base = git.head(repo)
+    (repo / "one.txt").write_text("1\n")
+    git.commit_all(repo, "one")
+    (repo / "two.txt").write_text("2\n")
+    diff = git.diff_with_untracked(repo, base)
+    assert "one.txt" in diff and "two.txt" in diff
+
+
+def test_reset_hard_and_clean_fd_keep_ignored_files(repo: Path) -> None:
+    (repo / ".gitignore").write_text("*.log\n")
+    git.commit_all(repo, "ignore logs")
+    base = git.head(repo)
+    (repo / "later.txt").write_text("later")
+    git.commit_all(repo, "later")
+    (repo / "README.md").write_text("edited\n")
+    (repo / "untracked.txt").write_text("u")
+    (repo / "newdir").mkdir()
+    (repo / "newdir" / "f.txt").write_text("f")
+    (repo / "debug.log").write_text("keep")
+    git.reset_hard(repo, base)
+    assert git.head(repo) == base
+    assert (repo / "README.md").read_text() == "# sample\n"
+    assert not (repo / "later.txt").exists()
+    assert (repo / "untracked.txt").exists()  # reset --hard leaves untracked files
+    assert git.is_dirty(repo)
+    git.clean_fd(repo)
+    assert not (repo / "untracked.txt").exists()
+    assert not (repo / "newdir").exists()
+    assert (repo / "debug.log").read_text() == "keep"
+    assert not git.is_dirty(repo)
+
+
+def test_reset_soft_keeps_changes_staged(repo: Path) -> None:
+    base = git.head(repo)
+    (repo / "x.txt").write_text("x")
+    git.commit_all(repo, "x")
+    git.reset_soft(repo, base)
+    assert git.head(repo) == base
+    assert sh(repo, "diff", "--cached", "--name-only").strip() == "x.txt"
+
+
+def test_stash_with_and_without_changes(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert git.stash(repo, "tilth: nothing") is False
+    assert sh(repo, "stash", "list") == ""
+    (repo / "README.md").write_text("edited\n")
+    (repo / "new.txt").write_text("n")
+    for name in GIT_IDENTITY_VARS:  # stashing needs an identity too
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("HOME", str(repo.parent))
+    assert git.stash(repo, "tilth: before rewind") is True
+    assert "tilth: before rewind" in sh(repo, "stash", "list")
+    assert not git.is_dirty(repo)
+    assert not (repo / "new.txt").exists()
+
+
+# ---- errors and timeouts ------------------------------------------------------------------
+def test_git_error_carries_cmd_rc_and_stderr(repo: Path) -> None:
+    with pytest.raises(GitError) as info:
+        git.git("checkout", "no-such-branch", cwd=repo)
+    err = info.value
+    assert err.cmd == ["git", "checkout", "no-such-branch"]
+    assert err.returncode != 0 and err.returncode != -9
+    assert "no-such-branch" in err.stderr
+    assert "git checkout no-such-branch" in str(err) and f"exit {err.returncode}" in str(err)
+    assert git.git("checkout", "no-such-branch", cwd=repo, check=False) == ""
+    assert git.ok("checkout", "no-such-branch", cwd=repo) is False
+
+
+def test_timeout_kills_git_and_its_children(repo: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    alias = f"!sleep 60 & echo $! > {pidfile}; wait"
+    with pytest.raises(GitError) as info:
+        git.git("-c", f"alias.slow={alias}", "slow", cwd=repo, timeout=1)
+    assert info.value.returncode == -9
+    assert "timed out" in str(info.value)
+    pid = int(pidfile.read_text().strip())
+    for _ in range(100):  # the orphaned sleep is reaped shortly after the group is killed
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
