@@ -1,0 +1,377 @@
+"""Capturing a turn's code state: the ``ToolObserver`` that turn checkpoints are built from.
+
+A turn checkpoint's code is ``head`` (a commit on the session branch) plus an *overlay*:
+every file that differs from that commit at the end of the turn, as ``path → entry``
+(``None`` when head has the file but the worktree does not). The tree at a checkpoint is
+head's tree with the overlay applied, exactly, so a restore needs nothing that was not
+captured at a turn boundary, and changes made by ``bash`` are restorable like edits.
+
+Cost follows the change, not the repo: the candidates re-examined at a turn's end are the
+previous overlay, the paths edit tools announced (``before_write``, first touch per path
+per turn) and what the watcher saw change (inotify, or a stat scan after ``bash``). Each
+is compared with head's blob id (one cached ``git ls-tree`` per head) and, when it
+differs, stored in the shared blob store.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tilth import git
+from tilth.session.store import Session
+from tilth.timeline.fswatch import (
+    StatScanner,
+    Watcher,
+    WatchUnavailable,
+    ignored_dirs,
+    start_watcher,
+)
+from tilth.timeline.snapshots import (
+    BlobStore,
+    Entry,
+    FileState,
+    git_blob_sha,
+    max_file_bytes,
+    read_state,
+    store_state,
+)
+
+GitId = tuple[str, str]
+"""``(git mode, git blob sha)`` of one file."""
+BASH_GAP = (
+    "bash may have had effects outside files (processes, network, paths outside the workspace)"
+)
+MAX_LISTED_GAPS = 20
+
+
+def _rel_ok(rel: str) -> bool:
+    return bool(rel) and rel != ".git" and not rel.startswith(".git/")
+
+
+@dataclass
+class TurnResult:
+    """What ``finish_turn`` hands the recorder."""
+
+    overlay: dict[str, Entry | None]
+    files_changed: list[str]
+    gaps: list[str]
+    head: str
+    bytes_stored: int = 0
+
+
+@dataclass
+class _Baseline:
+    """The captured state at the end of the previous turn (or at start)."""
+
+    head: str
+    overlay: dict[str, Entry | None] = field(default_factory=dict)
+    ids: dict[str, GitId | None] = field(default_factory=dict)
+    """Git ids of the overlay's paths, so states compare without reading blobs back."""
+
+
+class TreeCache:
+    """``git ls-tree -r`` of recent heads: path → (mode, blob sha)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._trees: dict[str, dict[str, GitId]] = {}
+
+    def get(self, head: str) -> dict[str, GitId]:
+        tree = self._trees.get(head)
+        if tree is None:
+            out = git.git("ls-tree", "-r", "-z", "--full-tree", head, cwd=self.root)
+            tree = {}
+            for item in out.split("\0"):
+                meta, _, path = item.partition("\t")
+                parts = meta.split(" ")
+                if len(parts) == 3 and parts[1] == "blob":
+                    tree[path] = (parts[0], parts[2])
+            if len(self._trees) >= 4:
+                self._trees.pop(next(iter(self._trees)))
+            self._trees[head] = tree
+        return tree
+
+
+def read_head(worktree: Path) -> str:
+    """The worktree's HEAD sha, read from the ref files (git is asked only when that fails)."""
+    try:
+        dotgit = worktree / ".git"
+        gitdir = dotgit
+        if dotgit.is_file():
+            gitdir = Path(dotgit.read_text().split(":", 1)[1].strip())
+            if not gitdir.is_absolute():
+                gitdir = (worktree / gitdir).resolve()
+        common = gitdir
+        if (gitdir / "commondir").is_file():
+            common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+        value = (gitdir / "HEAD").read_text().strip()
+        if not value.startswith("ref: "):
+            return value if len(value) == 40 else git.head(worktree)
+        ref = value[5:]
+        for base in (gitdir, common):
+            loose = base / ref
+            if loose.is_file():
+                sha = loose.read_text().strip()
+                if len(sha) == 40:
+                    return sha
+        for line in (common / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split(" ", 1)[0]
+    except (OSError, IndexError):
+        pass
+    return git.head(worktree)
+
+
+def _git_id(state: FileState) -> GitId:
+    return state.git_mode, git_blob_sha(state.data)
+
+
+class TurnCapture:
+    """The ``ToolObserver`` that records, per turn, which files changed and what they hold."""
+
+    def __init__(
+        self,
+        session: Session | None,
+        worktree: Path,
+        store: BlobStore,
+        *,
+        cap: int | None = None,
+        watch: bool = True,
+    ) -> None:
+        self.session = session
+        self.root = worktree.resolve()
+        self.store = store
+        self.cap = max_file_bytes() if cap is None else cap
+        self.trees = TreeCache(self.root)
+        self.skip = ignored_dirs(self.root)
+        self._watch = watch
+        self._watcher: Watcher | None = None
+        self._touched: set[str] = set()
+        self._seen: set[str] = set()
+        self._bash: list[str] = []
+        self._full_scan = False
+        self._ignored_cache: dict[str, bool] = {}
+        self.baseline = _Baseline(read_head(self.root))
+        self.resync()
+
+    # ---- the ToolObserver seam ------------------------------------------------------------
+    def before_write(self, path: Path) -> None:
+        """An edit tool is about to write ``path``: remember it (first touch per turn)."""
+        rel = self._relative(path)
+        if rel is not None:
+            self._touched.add(rel)
+
+    def before_bash(self, command: str) -> None:
+        """Drain what changed so far, so the command's own changes are told apart."""
+        self._drain()
+
+    def after_bash(self, command: str) -> None:
+        """Collect every path the command created, modified or deleted inside the worktree."""
+        self._bash.append(command)
+        self._drain(after_bash=True)
+
+    # ---- turn boundaries ----------------------------------------------------------------
+    def finish_turn(self) -> TurnResult:
+        """The turn's overlay, changed files and coverage gaps; starts the next turn."""
+        self._drain()
+        head = read_head(self.root)
+        base = self.baseline
+        candidates = self._touched | self._seen | set(base.overlay)
+        if head != base.head:
+            candidates |= self._paths_between(base.head, head)
+        if self._full_scan:
+            candidates |= self._status_paths()
+        result = self._evaluate(head, candidates)
+        if self._bash:
+            result.gaps.append(BASH_GAP)
+        self._touched.clear()
+        self._seen.clear()
+        self._bash.clear()
+        self._full_scan = False
+        return result
+
+    def resync(self) -> TurnResult:
+        """Recompute the state from scratch (at start, and after a restore changed the tree)."""
+        self._drain()
+        self._touched.clear()
+        self._seen.clear()
+        self._bash.clear()
+        head = read_head(self.root)
+        self.baseline = _Baseline(head)
+        result = self._evaluate(head, self._status_paths())
+        self._full_scan = False
+        if self._watch and self._watcher is None:
+            self._watcher = start_watcher(self.root, self.skip)
+        return result
+
+    def close(self) -> None:
+        """Release the watcher's resources."""
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+    # ---- internals --------------------------------------------------------------------------
+    def _relative(self, path: Path) -> str | None:
+        path = Path(path)
+        if not path.is_absolute():
+            path = self.root / path
+        try:
+            rel = path.relative_to(self.root).as_posix()
+        except ValueError:
+            try:
+                rel = path.resolve().relative_to(self.root).as_posix()
+            except ValueError:
+                return None
+        return rel if _rel_ok(rel) else None
+
+    def _drain(self, *, after_bash: bool = False) -> None:
+        watcher = self._watcher
+        if watcher is None:
+            if after_bash:
+                self._full_scan = True
+            return
+        if isinstance(watcher, StatScanner) and not after_bash:
+            return  # a stat scan costs a walk: only pay it where bash may have written
+        try:
+            self._seen |= {p for p in watcher.changed() if _rel_ok(p)}
+        except WatchUnavailable:
+            # Events were lost: this turn falls back to a full comparison, and from now on
+            # the stat scanner is used.
+            watcher.close()
+            self._watcher = StatScanner(self.root, self.skip)
+            self._full_scan = True
+
+    def _status_paths(self) -> set[str]:
+        out = git.git(
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules",
+            cwd=self.root,
+        )
+        return {item[3:] for item in out.split("\0") if len(item) > 3}
+
+    def _paths_between(self, old: str, new: str) -> set[str]:
+        out = git.git(
+            "diff", "--name-only", "-z", "--no-renames", old, new, cwd=self.root, check=False
+        )
+        return {p for p in out.split("\0") if p}
+
+    def _expand(self, candidates: set[str], tree: dict[str, GitId]) -> set[str]:
+        """Directory candidates (moved or deleted dirs) stand for every known file below."""
+        out: set[str] = set()
+        prefixes: list[str] = []
+        for rel in candidates:
+            if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
+                prefixes.append(rel + "/")
+                out |= _files_below(self.root, rel, self.skip)
+            else:
+                out.add(rel)
+        missing_dirs = [
+            rel + "/"
+            for rel in candidates
+            if rel not in tree
+            and rel not in self.baseline.overlay
+            and not (self.root / rel).exists()
+        ]
+        prefixes += missing_dirs
+        if prefixes:
+            known = set(tree) | set(self.baseline.overlay)
+            out |= {p for p in known if p.startswith(tuple(prefixes))}
+        return out
+
+    def _ignored(self, paths: list[str]) -> set[str]:
+        unknown = [p for p in paths if p not in self._ignored_cache]
+        if unknown:
+            out = git.git(
+                "check-ignore",
+                "--no-index",
+                "-z",
+                "--stdin",
+                cwd=self.root,
+                check=False,
+                input_text="\0".join(unknown) + "\0",
+            )
+            hits = {p for p in out.split("\0") if p}
+            for p in unknown:
+                self._ignored_cache[p] = p in hits
+        return {p for p in paths if self._ignored_cache[p]}
+
+    def _evaluate(self, head: str, candidates: set[str]) -> TurnResult:
+        tree = self.trees.get(head)
+        base = self.baseline
+        base_tree = tree if base.head == head else self.trees.get(base.head)
+        candidates = self._expand(candidates, tree)
+        skipped = [
+            p
+            for p in candidates
+            if p.split("/", 1)[0] in self.skip or any(p.startswith(d + "/") for d in self.skip)
+        ]
+        new_paths = [p for p in candidates if p not in tree and p not in skipped]
+        ignored = set(skipped) | (self._ignored(new_paths) if new_paths else set())
+        overlay: dict[str, Entry | None] = {}
+        ids: dict[str, GitId | None] = {}
+        changed: list[str] = []
+        gaps: list[str] = []
+        ignored_hits: list[str] = []
+        stored = 0
+        for rel in sorted(candidates):
+            state = read_state(self.root / rel)
+            if rel in ignored:
+                if state is not None or rel in base.overlay:
+                    ignored_hits.append(rel)
+                continue
+            now: GitId | None = _git_id(state) if state is not None else None
+            before = base.ids[rel] if rel in base.overlay else base_tree.get(rel)
+            if now != before:
+                changed.append(rel)
+            if now == tree.get(rel):
+                continue
+            if state is None:
+                overlay[rel], ids[rel] = None, None
+                continue
+            if rel in base.overlay and base.ids.get(rel) == now and base.overlay[rel]:
+                overlay[rel], ids[rel] = base.overlay[rel], now  # unchanged: no re-store
+                continue
+            outcome = store_state(self.store, rel, state, self.cap)
+            if outcome.entry is None:
+                gaps.append(outcome.gap or f"not captured: {rel}")
+                continue
+            stored += outcome.size
+            overlay[rel], ids[rel] = outcome.entry, now
+            if state.kind == "l":
+                target = (self.root / rel).parent / os.fsdecode(state.data)
+                if not _inside(target, self.root):
+                    gaps.append(f"symlink points outside the workspace, target not captured: {rel}")
+        if ignored_hits:
+            listed = ", ".join(ignored_hits[:MAX_LISTED_GAPS])
+            more = len(ignored_hits) - MAX_LISTED_GAPS
+            gaps.append(
+                f"ignored path changed, not captured: {listed}"
+                + (f" (and {more} more)" if more > 0 else "")
+            )
+        self.store.sync()
+        self.baseline = _Baseline(head, overlay, ids)
+        return TurnResult(overlay, changed, gaps, head, stored)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):
+        return False
+
+
+def _files_below(root: Path, rel: str, skip: set[str]) -> set[str]:
+    found: set[str] = set()
+    for current, dirs, names in os.walk(root / rel):
+        base = Path(current).relative_to(root).as_posix()
+        dirs[:] = [d for d in dirs if f"{base}/{d}" not in skip]
+        found.update(f"{base}/{n}" for n in names)
+        # Links to directories are entries too: os.walk lists them among dirs.
+        found.update(f"{base}/{d}" for d in dirs if (Path(current) / d).is_symlink())
+    return found

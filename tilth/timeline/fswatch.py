@@ -1,0 +1,288 @@
+"""Finding which files changed in a worktree without reading the whole tree every turn.
+
+Two strategies behind one interface (``changed() -> set of relative paths``):
+
+- ``InotifyWatcher`` (Linux): one watch per non-ignored directory, set up once; each call
+  drains the kernel's queue, so its cost follows the number of changes, not the repo size.
+- ``StatScanner`` (everywhere, and the fallback when watches run out): a persistent cache
+  of ``path → (size, mtime_ns, inode, ctime_ns)``; each call walks the tree and reports
+  entries whose stat differs.
+
+Both skip ``.git`` and the directories git ignores (listed once, at start); they report
+ignored paths they do notice so capture can record them as coverage gaps.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from tilth import git
+
+StatKey = tuple[int, int, int, int]
+
+
+class Watcher(Protocol):
+    """Reports the relative paths that may have changed since the previous call."""
+
+    def changed(self) -> set[str]: ...
+
+    def close(self) -> None: ...
+
+
+def ignored_dirs(root: Path) -> set[str]:
+    """Relative paths of the directories git ignores under ``root`` (collapsed), plus ``.git``."""
+    out = git.git(
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+        "--directory",
+        cwd=root,
+        check=False,
+    )
+    dirs = {p.rstrip("/") for p in out.split("\0") if p.endswith("/")}
+    dirs.add(".git")
+    return dirs
+
+
+def _walk_dirs(root: Path, skip: set[str]) -> Iterable[str]:
+    """Every directory under ``root`` (relative, ``""`` for the root) not in ``skip``."""
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        yield rel
+        try:
+            with os.scandir(root / rel if rel else root) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        child = f"{rel}/{entry.name}" if rel else entry.name
+                        if child not in skip:
+                            stack.append(child)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+
+
+class StatScanner:
+    """A stat walk against a persistent cache: reports files whose stat changed."""
+
+    def __init__(self, root: Path, skip: set[str]) -> None:
+        self.root = root
+        self.skip = skip
+        self.cache: dict[str, StatKey] = self._scan()
+
+    def _scan(self) -> dict[str, StatKey]:
+        found: dict[str, StatKey] = {}
+        root = self.root
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            try:
+                entries = os.scandir(root / rel if rel else root)
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue
+            with entries:
+                for entry in entries:
+                    child = f"{rel}/{entry.name}" if rel else entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        if child not in self.skip:
+                            stack.append(child)
+                        continue
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    found[child] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        return found
+
+    def changed(self) -> set[str]:
+        """Paths created, deleted or modified since the previous call."""
+        now = self._scan()
+        old = self.cache
+        self.cache = now
+        diff = {p for p, key in now.items() if old.get(p) != key}
+        diff.update(p for p in old if p not in now)
+        return diff
+
+    def close(self) -> None:
+        self.cache = {}
+
+
+# ---- inotify via ctypes ----------------------------------------------------------------
+_IN_MODIFY = 0x002
+_IN_ATTRIB = 0x004
+_IN_CLOSE_WRITE = 0x008
+_IN_MOVED_FROM = 0x040
+_IN_MOVED_TO = 0x080
+_IN_CREATE = 0x100
+_IN_DELETE = 0x200
+_IN_DELETE_SELF = 0x400
+_IN_MOVE_SELF = 0x800
+_IN_Q_OVERFLOW = 0x4000
+_IN_IGNORED = 0x8000
+_IN_ISDIR = 0x40000000
+_IN_ONLYDIR = 0x01000000
+_IN_DONT_FOLLOW = 0x02000000
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+_MASK = (
+    _IN_MODIFY
+    | _IN_ATTRIB
+    | _IN_CLOSE_WRITE
+    | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE
+    | _IN_DELETE_SELF
+    | _IN_MOVE_SELF
+    | _IN_ONLYDIR
+    | _IN_DONT_FOLLOW
+)
+_HEADER = struct.Struct("iIII")
+
+
+class WatchUnavailable(OSError):
+    """inotify cannot be used here (not Linux, or out of watches/instances)."""
+
+
+def _libc() -> ctypes.CDLL:
+    name = ctypes.util.find_library("c")
+    if not name or not hasattr(os, "read"):
+        raise WatchUnavailable("no C library")
+    lib = ctypes.CDLL(name, use_errno=True)
+    if not hasattr(lib, "inotify_init1"):
+        raise WatchUnavailable("no inotify on this system")
+    return lib
+
+
+class InotifyWatcher:
+    """Persistent inotify watches on every non-ignored directory of ``root``."""
+
+    def __init__(self, root: Path, skip: set[str]) -> None:
+        self.root = root
+        self.skip = skip
+        self._lib = _libc()
+        fd = self._lib.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            raise WatchUnavailable(os.strerror(ctypes.get_errno()))
+        self.fd = fd
+        self._dirs: dict[int, str] = {}
+        self.overflowed = False
+        try:
+            for rel in _walk_dirs(root, skip):
+                self._add(rel)
+        except WatchUnavailable:
+            self.close()
+            raise
+
+    def _add(self, rel: str) -> None:
+        path = os.fsencode(self.root / rel if rel else self.root)
+        wd = self._lib.inotify_add_watch(self.fd, ctypes.c_char_p(path), _MASK)
+        if wd < 0:
+            err = ctypes.get_errno()
+            if err in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
+                return
+            raise WatchUnavailable(f"inotify_add_watch failed: {os.strerror(err)}")
+        self._dirs[wd] = rel
+
+    def _read(self) -> bytes:
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def changed(self) -> set[str]:
+        """Paths with events since the previous call; new directories are watched and listed.
+
+        Raises ``WatchUnavailable`` when the kernel queue overflowed (events were lost)
+        or watches ran out, so the caller falls back to a full scan.
+        """
+        found: set[str] = set()
+        new_dirs: list[str] = []
+        data = self._read()
+        pos = 0
+        while pos + _HEADER.size <= len(data):
+            wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
+            raw_name = data[pos + _HEADER.size : pos + _HEADER.size + length].rstrip(b"\0")
+            pos += _HEADER.size + length
+            if mask & _IN_Q_OVERFLOW:
+                self.overflowed = True
+                raise WatchUnavailable("inotify queue overflowed")
+            base = self._dirs.get(wd)
+            if mask & _IN_IGNORED:
+                self._dirs.pop(wd, None)
+                continue
+            if mask & _IN_MOVE_SELF:
+                # A moved directory keeps its watch under the old name; drop it (the
+                # destination is watched afresh when its MOVED_TO arrives).
+                if base is not None:
+                    found.add(base)
+                self._lib.inotify_rm_watch(self.fd, wd)
+                self._dirs.pop(wd, None)
+                continue
+            if base is None or not raw_name:
+                continue
+            name = os.fsdecode(raw_name)
+            rel = f"{base}/{name}" if base else name
+            found.add(rel)
+            if mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO) and rel not in self.skip:
+                new_dirs.append(rel)
+        for rel in new_dirs:
+            # Files created in a new directory before its watch existed raise no event:
+            # watch and list the directory (and its subdirectories) once now.
+            for sub in _walk_dirs_under(self.root, rel, self.skip):
+                self._add(sub)
+                found.update(_list_files(self.root, sub))
+        return found
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _walk_dirs_under(root: Path, start: str, skip: set[str]) -> Iterable[str]:
+    stack = [start]
+    while stack:
+        rel = stack.pop()
+        yield rel
+        try:
+            with os.scandir(root / rel) as entries:
+                for entry in entries:
+                    child = f"{rel}/{entry.name}"
+                    if entry.is_dir(follow_symlinks=False) and child not in skip:
+                        stack.append(child)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+
+
+def _list_files(root: Path, rel: str) -> set[str]:
+    try:
+        with os.scandir(root / rel) as entries:
+            return {f"{rel}/{e.name}" for e in entries if not e.is_dir(follow_symlinks=False)}
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return set()
+
+
+def start_watcher(root: Path, skip: set[str] | None = None) -> Watcher:
+    """The fastest watcher available for ``root``: inotify, else a stat scanner."""
+    skip = ignored_dirs(root) if skip is None else skip
+    if os.environ.get("TILTH_CAPTURE_WATCH", "").strip().lower() != "scan":
+        try:
+            return InotifyWatcher(root, skip)
+        except (WatchUnavailable, OSError, AttributeError):
+            pass
+    return StatScanner(root, skip)

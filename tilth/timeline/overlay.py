@@ -1,0 +1,172 @@
+"""Restoring a checkpoint's code exactly: head's tree with the overlay applied.
+
+``plan_code(...)`` is pure reading: which files a restore would write or delete, and which
+files the user changed since the latest recorded state (conflicts, left alone unless
+forced). ``keep_conflicts`` stores those files' current contents so the plan can be
+journaled; ``apply_code`` is then idempotent — running it again after a crash gives the
+same tree: ``git reset --hard <head>``, ``git clean -fd``, overlay written, kept files
+put back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tilth import git
+from tilth.timeline.capture import GitId, TreeCache
+from tilth.timeline.snapshots import (
+    BlobStore,
+    Entry,
+    FileState,
+    blob_id,
+    git_blob_sha,
+    read_state,
+    split_entry,
+    store_state,
+    write_entry,
+)
+
+Overlay = dict[str, Entry | None]
+
+
+@dataclass
+class CodePlan:
+    """What restoring a checkpoint's code changes in the worktree."""
+
+    head: str
+    overlay: Overlay
+    restore: list[str] = field(default_factory=list)
+    """Files whose content the restore writes (created or overwritten)."""
+    delete: list[str] = field(default_factory=list)
+    """Files the restore removes."""
+    conflicts: list[str] = field(default_factory=list)
+    """Files changed since the latest recorded state (by the user): kept unless forced."""
+    keep: Overlay = field(default_factory=dict)
+    """The conflicts' current contents, put back after the restore (see ``keep_conflicts``)."""
+    force: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "head": self.head,
+            "overlay": self.overlay,
+            "restore": self.restore,
+            "delete": self.delete,
+            "conflicts": self.conflicts,
+            "keep": self.keep,
+            "force": self.force,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CodePlan:
+        return cls(
+            head=str(data["head"]),
+            overlay=dict(data.get("overlay") or {}),
+            restore=list(data.get("restore") or []),
+            delete=list(data.get("delete") or []),
+            conflicts=list(data.get("conflicts") or []),
+            keep=dict(data.get("keep") or {}),
+            force=bool(data.get("force")),
+        )
+
+
+def _changed_paths(worktree: Path, base: str) -> set[str]:
+    """Paths where the worktree (untracked included, ignored not) differs from ``base``."""
+    tracked = git.git("diff", "--name-only", "-z", "--no-renames", base, cwd=worktree)
+    untracked = git.git("ls-files", "-z", "--others", "--exclude-standard", cwd=worktree)
+    return {p for p in (tracked + "\0" + untracked).split("\0") if p}
+
+
+def _same(
+    state: FileState | None, entry: Entry | None, head_id: GitId | None, in_overlay: bool
+) -> bool:
+    """True when ``state`` equals the recorded state (overlay entry, else head's blob)."""
+    if in_overlay:
+        if entry is None or state is None:
+            return entry is None and state is None
+        blob, kind = split_entry(entry)
+        return state.kind == kind and blob_id(state.data) == blob
+    if state is None or head_id is None:
+        return state is None and head_id is None
+    return (state.git_mode, git_blob_sha(state.data)) == head_id
+
+
+def plan_code(
+    worktree: Path,
+    target_head: str,
+    target_overlay: Overlay,
+    latest_head: str | None = None,
+    latest_overlay: Overlay | None = None,
+    *,
+    force: bool = False,
+    trees: TreeCache | None = None,
+) -> CodePlan:
+    """The files restoring (target_head, target_overlay) writes, deletes, and conflicts with.
+
+    ``latest_*`` is the newest recorded state ("what the agent last wrote"); a file whose
+    current content differs from it is a conflict. Without it there are no conflicts.
+    """
+    trees = trees or TreeCache(worktree)
+    plan = CodePlan(target_head, dict(target_overlay), force=force)
+    target_tree = trees.get(target_head)
+    current_states: dict[str, FileState | None] = {}
+
+    def current(rel: str) -> FileState | None:
+        if rel not in current_states:
+            current_states[rel] = read_state(worktree / rel)
+        return current_states[rel]
+
+    if latest_head is not None:
+        latest_overlay = latest_overlay or {}
+        latest_tree = trees.get(latest_head)
+        suspects = _changed_paths(worktree, latest_head) | set(latest_overlay)
+        for rel in sorted(suspects):
+            if not _same(
+                current(rel), latest_overlay.get(rel), latest_tree.get(rel), rel in latest_overlay
+            ):
+                plan.conflicts.append(rel)
+    for rel in sorted(_changed_paths(worktree, target_head) | set(target_overlay)):
+        if not force and rel in plan.conflicts:
+            continue
+        state = current(rel)
+        in_overlay = rel in target_overlay
+        if _same(state, target_overlay.get(rel), target_tree.get(rel), in_overlay):
+            continue
+        wanted_absent = target_overlay[rel] is None if in_overlay else rel not in target_tree
+        (plan.delete if wanted_absent else plan.restore).append(rel)
+    return plan
+
+
+def keep_conflicts(plan: CodePlan, worktree: Path, store: BlobStore) -> CodePlan:
+    """Store the conflicting files' current contents so ``apply_code`` can put them back."""
+    if plan.force:
+        plan.keep = {}
+        return plan
+    for rel in plan.conflicts:
+        state = read_state(worktree / rel)
+        if state is None:
+            plan.keep[rel] = None
+            continue
+        # Kept files are the user's: no size cap applies to them.
+        stored = store_state(store, rel, state, cap=1 << 62)
+        plan.keep[rel] = stored.entry
+    store.sync()
+    return plan
+
+
+def apply_code(plan: CodePlan, worktree: Path, store: BlobStore) -> None:
+    """Make the worktree equal the plan's target (kept files aside); safe to run twice."""
+    git.reset_hard(worktree, plan.head)
+    git.clean_fd(worktree)
+    apply_overlay(worktree, plan.overlay, store)
+    for rel, entry in plan.keep.items():
+        write_entry(store, worktree, rel, entry)
+
+
+def apply_overlay(worktree: Path, overlay: Overlay, store: BlobStore) -> None:
+    """Write every overlay entry over the worktree (deletions first, so dirs can become files)."""
+    for rel in sorted(p for p, e in overlay.items() if e is None):
+        write_entry(store, worktree, rel, None)
+    for rel in sorted(p for p, e in overlay.items() if e is not None):
+        write_entry(store, worktree, rel, overlay[rel])

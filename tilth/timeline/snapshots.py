@@ -1,0 +1,274 @@
+"""The content-addressed blob store that turn checkpoints keep file contents in.
+
+One store per user, shared by every session: ``$TILTH_HOME/snapshots/objects/ab/cdef…``,
+named by the blake2b-256 of the content and zlib-compressed, so a file that stays the
+same across turns or sessions is stored once. Blobs are written atomically and never
+rewritten; a reader checks the hash, so a torn blob is reported, never restored.
+
+An *entry* is how an overlay names one file's state: the blob id, plus ``:x`` for an
+executable file or ``:l`` for a symbolic link (the blob then holds the link target).
+``None`` means "the file does not exist".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilth.errors import TilthError
+from tilth.session.files import fsync_dir
+
+DEFAULT_MAX_FILE_BYTES = 32 << 20
+MAX_FILE_ENV = "TILTH_CHECKPOINT_MAX_FILE_BYTES"
+_ZLIB_LEVEL = 1  # fast: capture latency matters more than the last few percent of disk
+
+Entry = str
+"""``<blob id>``, ``<blob id>:x`` (executable) or ``<blob id>:l`` (symlink)."""
+
+
+class SnapshotError(TilthError):
+    """A stored file content is missing or damaged."""
+
+
+def max_file_bytes(environ: dict[str, str] | None = None) -> int:
+    """The per-file size cap (``TILTH_CHECKPOINT_MAX_FILE_BYTES``, default 32 MiB)."""
+    from tilth.errors import ConfigError
+
+    raw = (environ if environ is not None else os.environ).get(MAX_FILE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_FILE_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{MAX_FILE_ENV} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise ConfigError(f"{MAX_FILE_ENV} must not be negative, got {value}")
+    return value
+
+
+def blob_id(data: bytes) -> str:
+    """The store's name for ``data``: blake2b-256, hex."""
+    return hashlib.blake2b(data, digest_size=32).hexdigest()
+
+
+def git_blob_sha(data: bytes) -> str:
+    """The id git gives ``data`` as a blob (to compare with ``git ls-tree`` without a call)."""
+    digest = hashlib.sha1(b"blob %d\x00" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def split_entry(entry: Entry) -> tuple[str, str]:
+    """``(blob id, kind)`` where kind is ``f`` (file), ``x`` (executable) or ``l`` (link)."""
+    blob, _, kind = entry.partition(":")
+    return blob, kind or "f"
+
+
+def make_entry(blob: str, kind: str) -> Entry:
+    """The entry string for a blob of ``kind`` (``f``, ``x`` or ``l``)."""
+    return blob if kind == "f" else f"{blob}:{kind}"
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What is at one path right now: its bytes and kind, read once."""
+
+    data: bytes
+    kind: str
+    """``f`` regular, ``x`` executable, ``l`` symbolic link (data = link target)."""
+
+    @property
+    def git_mode(self) -> str:
+        return {"f": "100644", "x": "100755", "l": "120000"}[self.kind]
+
+
+def read_state(path: Path) -> FileState | None:
+    """The state of ``path``: None when absent (or a directory), else its bytes and kind."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    import stat as stat_mod
+
+    if stat_mod.S_ISLNK(st.st_mode):
+        return FileState(os.fsencode(os.readlink(path)), "l")
+    if not stat_mod.S_ISREG(st.st_mode):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    return FileState(data, "x" if st.st_mode & 0o111 else "f")
+
+
+class BlobStore:
+    """``<root>/objects/ab/cdef…``: zlib-compressed blobs named by their blake2b."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.objects = root / "objects"
+        self._dirty_dirs: set[Path] = set()
+
+    @classmethod
+    def for_home(cls, home: Path) -> BlobStore:
+        """The store shared by every session under ``$TILTH_HOME``."""
+        return cls(home / "snapshots")
+
+    def path(self, blob: str) -> Path:
+        """Where blob ``blob`` lives (whether or not it exists)."""
+        blob = split_entry(blob)[0]
+        if len(blob) != 64 or any(c not in "0123456789abcdef" for c in blob):
+            raise SnapshotError(f"{blob!r} is not a snapshot blob id")
+        return self.objects / blob[:2] / blob[2:]
+
+    def has(self, blob: str) -> bool:
+        return self.path(blob).is_file()
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` (once) and return its blob id; call ``sync`` before relying on it."""
+        blob = blob_id(data)
+        target = self.path(blob)
+        if target.exists():
+            return blob
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(zlib.compress(data, _ZLIB_LEVEL))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+        self._dirty_dirs.add(target.parent)
+        return blob
+
+    def sync(self) -> None:
+        """Make the names of blobs written since the last call durable (one fsync per dir)."""
+        for directory in self._dirty_dirs:
+            fsync_dir(directory)
+        if self._dirty_dirs:
+            fsync_dir(self.objects)
+        self._dirty_dirs.clear()
+
+    def get(self, blob: str) -> bytes:
+        """The content of ``blob``; raises ``SnapshotError`` when missing or damaged."""
+        blob = split_entry(blob)[0]
+        try:
+            raw = self.path(blob).read_bytes()
+        except FileNotFoundError:
+            raise SnapshotError(
+                f"snapshot blob {blob[:12]} is missing from {self.objects}",
+                hint="it was removed outside Tilth; this checkpoint's files cannot be restored",
+            ) from None
+        try:
+            data = zlib.decompress(raw)
+        except zlib.error:
+            data = b""
+            raw = b""
+        if not raw or blob_id(data) != blob:
+            raise SnapshotError(f"snapshot blob {blob[:12]} is damaged (hash mismatch)")
+        return data
+
+    def size_on_disk(self, blob: str) -> int:
+        """Compressed bytes of ``blob`` (0 when absent)."""
+        try:
+            return self.path(blob).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def iter_blobs(self) -> Iterator[tuple[str, Path]]:
+        """Every stored ``(blob id, path)``; stray temp files are skipped."""
+        if not self.objects.is_dir():
+            return
+        for fan in sorted(self.objects.iterdir()):
+            if len(fan.name) != 2 or not fan.is_dir():
+                continue
+            for item in sorted(fan.iterdir()):
+                if item.name.startswith("."):
+                    continue
+                yield fan.name + item.name, item
+
+    def delete(self, blob: str) -> int:
+        """Remove ``blob``; returns the bytes freed."""
+        target = self.path(blob)
+        try:
+            size = target.stat().st_size
+            target.unlink()
+        except FileNotFoundError:
+            return 0
+        return size
+
+    def total_bytes(self) -> int:
+        """Compressed size of every stored blob."""
+        return sum(p.stat().st_size for _, p in self.iter_blobs())
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The outcome of storing one path: its entry, or a gap saying why it was not stored."""
+
+    entry: Entry | None
+    gap: str | None = None
+    size: int = 0
+
+
+def store_state(store: BlobStore, rel: str, state: FileState, cap: int) -> Stored:
+    """Put ``state`` in the store, or report it as a gap when it is over ``cap``."""
+    if state.kind != "l" and len(state.data) > cap:
+        return Stored(None, f"file over size cap: {rel} ({len(state.data)} bytes)")
+    blob = store.put(state.data)
+    return Stored(make_entry(blob, state.kind), size=len(state.data))
+
+
+def write_entry(store: BlobStore, root: Path, rel: str, entry: Entry | None) -> None:
+    """Make ``root/rel`` hold ``entry`` (None deletes it); parents are created as needed."""
+    path = root / rel
+    if entry is None:
+        remove_path(root, rel)
+        return
+    blob, kind = split_entry(entry)
+    data = store.get(blob)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.is_dir():
+        import shutil
+
+        shutil.rmtree(path)
+    _clear_parents(root, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "l":
+        os.symlink(os.fsdecode(data), path)
+        return
+    tmp = path.parent / f".{path.name}.tilth-restore.tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.chmod(tmp, 0o755 if kind == "x" else 0o644)
+    os.replace(tmp, path)
+
+
+def remove_path(root: Path, rel: str) -> None:
+    """Delete ``root/rel`` and any directories below ``root`` it leaves empty."""
+    path = root / rel
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+    except FileNotFoundError:
+        return
+    parent = path.parent
+    while parent != root and parent.is_relative_to(root):
+        try:
+            parent.rmdir()
+        except OSError:
+            return
+        parent = parent.parent
+
+
+def _clear_parents(root: Path, path: Path) -> None:
+    """Remove a file or link standing where one of ``path``'s parent directories must go."""
+    for parent in reversed(list(path.relative_to(root).parents)[:-1]):
+        full = root / parent
+        if full.is_symlink() or (full.exists() and not full.is_dir()):
+            full.unlink()
