@@ -60,6 +60,12 @@ class Settings:
     """Snapshot retention by age (``TILTH_CHECKPOINT_MAX_AGE_DAYS``)."""
     checkpoint_max_bytes: int = 1 << 30
     """Snapshot retention by total size (``TILTH_CHECKPOINT_MAX_BYTES``)."""
+    model_max_retries: int = 4
+    """Retries after a 429, 5xx, timeout or lost connection (``TILTH_MODEL_MAX_RETRIES``)."""
+    model_backoff_seconds: float = 1.0
+    """First retry delay, doubled each retry (``TILTH_MODEL_BACKOFF_SECONDS``)."""
+    model_timeout_seconds: float = 300.0
+    """Time limit for one model request (``TILTH_MODEL_TIMEOUT_SECONDS``)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
 
@@ -75,6 +81,12 @@ _INT_DEFAULTS = {
     "TILTH_MAX_TOKENS": 2_000_000,
     "TILTH_CHECKPOINT_MAX_AGE_DAYS": 30,
     "TILTH_CHECKPOINT_MAX_BYTES": 1 << 30,
+    "TILTH_MODEL_MAX_RETRIES": 4,
+}
+
+_FLOAT_DEFAULTS = {
+    "TILTH_MODEL_BACKOFF_SECONDS": 1.0,
+    "TILTH_MODEL_TIMEOUT_SECONDS": 300.0,
 }
 
 
@@ -104,7 +116,7 @@ def find_env_file(environ: Mapping[str, str]) -> Path | None:
 
 
 def merged_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Process environment over the ``.env`` file's values (blank entries dropped)."""
+    """Process environment over the ``.env`` file's values (blank entries count as unset)."""
     environ = os.environ if environ is None else environ
     merged: dict[str, str] = {}
     env_file = find_env_file(environ)
@@ -115,10 +127,9 @@ def merged_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
             if value is not None and value.strip():
                 merged[key] = value.strip()
     for key, value in environ.items():
+        # Blank counts as unset, so a blank variable does not mask the .env value.
         if value.strip():
             merged[key] = value.strip()
-        elif key in merged:
-            del merged[key]
     return merged
 
 
@@ -132,6 +143,21 @@ def _int(env: Mapping[str, str], name: str) -> int:
         raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
     if value < 0:
         raise ConfigError(f"{name} must not be negative, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, *, positive: bool = False) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return _FLOAT_DEFAULTS[name]
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ConfigError(f"{name} must be a finite number, got {raw!r}")
+    if value < 0 or (positive and value == 0):
+        raise ConfigError(f"{name} must be {'positive' if positive else 'not negative'}, got {raw}")
     return value
 
 
@@ -155,6 +181,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         default_tier=tier,
         checkpoint_max_age_days=_int(env, "TILTH_CHECKPOINT_MAX_AGE_DAYS"),
         checkpoint_max_bytes=_int(env, "TILTH_CHECKPOINT_MAX_BYTES"),
+        model_max_retries=_int(env, "TILTH_MODEL_MAX_RETRIES"),
+        model_backoff_seconds=_float(env, "TILTH_MODEL_BACKOFF_SECONDS"),
+        model_timeout_seconds=_float(env, "TILTH_MODEL_TIMEOUT_SECONDS", positive=True),
         env=env,
     )
 

@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from tilth.config import Role, Settings
 from tilth.model.base import AssistantTurn, Model, ToolCall, Usage, function_tool
-from tilth.model.fake_server import FakeServer
 from tilth.model.openai_client import OpenAIModel, RetryHook
 from tilth.model.script import (
     Script,
@@ -21,6 +22,9 @@ from tilth.model.script import (
     turn_from_reply,
 )
 from tilth.model.scripted import ScriptedModel
+
+if TYPE_CHECKING:
+    from tilth.model.fake_server import FakeServer
 
 __all__ = [
     "AssistantTurn",
@@ -53,3 +57,12 @@ def model_for(settings: Settings, role: Role, *, on_retry: RetryHook | None = No
         timeout_seconds=settings.model_timeout_seconds,
         on_retry=on_retry,
     )
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use, so ``python -m tilth.model.fake_server`` does not load it twice.
+    if name == "FakeServer":
+        from tilth.model.fake_server import FakeServer
+
+        return FakeServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

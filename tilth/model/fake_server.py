@@ -37,6 +37,7 @@ class FakeServer:
         self._requests: list[dict[str, Any]] = []
         self._counter = 0
         self._httpd: ThreadingHTTPServer | None = None
+        self._bound_port: int | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -47,9 +48,10 @@ class FakeServer:
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the fake server is not running")
-        return int(self._httpd.server_address[1])
+        """The bound port (still known after ``stop``)."""
+        if self._bound_port is None:
+            raise RuntimeError("the fake server has not been started")
+        return self._bound_port
 
     @property
     def base_url(self) -> str:
@@ -66,8 +68,13 @@ class FakeServer:
         httpd.block_on_close = False
         httpd.fake = self  # type: ignore[attr-defined]
         self._httpd = httpd
+        self._bound_port = int(httpd.server_address[1])
+        # A short poll interval keeps ``stop`` (and so every test using the server) quick.
         self._thread = threading.Thread(
-            target=httpd.serve_forever, name="tilth-fake-server", daemon=True
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="tilth-fake-server",
+            daemon=True,
         )
         self._thread.start()
         return self
