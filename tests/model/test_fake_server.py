@@ -150,6 +150,8 @@ def test_runs_as_a_module_and_prints_its_base_url(tmp_path: Path) -> None:
         assert process.stdout is not None
         base_url = process.stdout.readline().strip()
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        assert process.stderr is not None
+        assert f"TILTH_BASE_URL={base_url}" in process.stderr.readline()
         endpoint = Endpoint(role="worker", base_url=base_url, api_key="k", model="any")
         turn = OpenAIModel(endpoint, max_retries=0, timeout_seconds=10).complete([], [])
         assert turn.content == "from a subprocess"

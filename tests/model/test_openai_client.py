@@ -18,6 +18,7 @@ from tilth.model import (
     empty,
     error,
     function_tool,
+    raw,
     reply,
     tool_call,
     tool_call_raw,
@@ -254,3 +255,32 @@ def test_which_statuses_are_retried() -> None:
         502,
         503,
     ]
+
+
+def test_a_web_page_instead_of_json_fails_at_once(fast_model: ModelFactory) -> None:
+    script = Script([raw("<html>welcome</html>", content_type="text/html"), reply("unused")])
+    with FakeServer(script) as server:
+        with pytest.raises(ModelError) as caught:
+            fast_model(server).complete(USER, [])
+    assert len(server.requests) == 1
+    assert str(caught.value).startswith(
+        f"unreadable reply from the worker model at {server.base_url}: not a chat completion"
+    )
+    assert caught.value.hint and "API root" in caught.value.hint
+
+
+def test_an_error_inside_a_200_reply_is_retried(fast_model: ModelFactory) -> None:
+    # OpenRouter reports some upstream failures this way.
+    reasons: list[str] = []
+    upstream = json.dumps({"error": {"message": "upstream timed out", "code": 502}})
+    script = Script([raw(upstream), reply("recovered")])
+    with FakeServer(script) as server:
+        model = fast_model(server, on_retry=lambda _, why, __: reasons.append(why))
+        assert model.complete(USER, []).content == "recovered"
+    assert reasons == ["provider error: upstream timed out"]
+
+
+def test_a_reply_without_choices_is_an_empty_turn(fast_model: ModelFactory) -> None:
+    with FakeServer(Script([raw(json.dumps({"id": "x", "choices": []}))])) as server:
+        turn = fast_model(server).complete(USER, [])
+    assert turn.is_empty and turn.usage.total == 0

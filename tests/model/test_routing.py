@@ -102,3 +102,16 @@ def test_malformed_retry_settings_name_the_variable(
 def test_missing_endpoint_is_a_config_error(tilth_home: Path) -> None:
     with pytest.raises(ConfigError, match="TILTH_BASE_URL"):
         model_for(load_settings({"TILTH_HOME": str(tilth_home)}), "evaluator")
+
+
+def test_one_fake_server_serves_every_role_by_model_name(tilth_home: Path) -> None:
+    script = Script(
+        {"worker": [reply("built it")], "evaluator": [reply("accept")], "prep": [reply("seeded")]}
+    )
+    with FakeServer(script) as server:
+        settings = load_settings({"TILTH_HOME": str(tilth_home), **server.tilth_env()})
+        answers = [
+            model_for(settings, role).complete([], []).content
+            for role in ("prep", "worker", "evaluator")
+        ]
+    assert answers == ["seeded", "built it", "accept"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tilth.errors import ModelError, UsageError
-from tilth.model import Script, delay, empty, error, reply, tool_call, tool_call_raw
+from tilth.model import Script, delay, empty, error, raw, reply, tool_call, tool_call_raw
 from tilth.model.script import turn_from_reply
 
 
@@ -20,6 +20,7 @@ def test_builders_make_plain_json() -> None:
         error(429, "slow down"),
         delay(0.5, reply("late")),
         empty(),
+        raw("<html>", status=502, content_type="text/html"),
     ]
     assert json.loads(json.dumps(built)) == built
     assert built[0]["tool_calls"] == [{"name": "read_file", "arguments": {"path": "a"}}]
@@ -152,6 +153,7 @@ def test_hand_written_files_may_leave_out_defaults(tmp_path: Path) -> None:
         ('[{"tool_calls": [{"arguments": {}}]}]', "each tool call needs a string name"),
         ('{"worker": {"content": "x"}}', "replies for 'worker' must be a list"),
         ('[{"type": "delay", "seconds": -1, "then": {}}]', "non-negative"),
+        ('[{"type": "raw", "body": 5}]', "raw body must be a string"),
     ],
 )
 def test_bad_script_files_are_named_errors(tmp_path: Path, text: str, complaint: str) -> None:

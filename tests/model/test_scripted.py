@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tilth.errors import ModelError
-from tilth.model import Model, Script, ScriptedModel, delay, error, reply, tool_call
+from tilth.model import Model, Script, ScriptedModel, delay, error, raw, reply, tool_call
 
 
 def test_replays_turns_and_records_requests() -> None:
@@ -54,3 +54,8 @@ def test_delay_then_answers() -> None:
 def test_is_a_model() -> None:
     model: Model = ScriptedModel(Script([reply("x")]))
     assert model.complete([], []).content == "x"
+
+
+def test_raw_http_replies_need_the_fake_server() -> None:
+    with pytest.raises(ModelError, match="only be played by the fake server"):
+        ScriptedModel(Script([raw("<html>")])).complete([], [])

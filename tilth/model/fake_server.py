@@ -24,6 +24,7 @@ from tilth.model.script import Reply, Script, arguments_text, finish_reason_of
 _COMPLETIONS_PATHS = ("/v1/chat/completions", "/chat/completions")
 _MODELS_PATHS = ("/v1/models", "/models")
 _CHUNK_CHARS = 16
+FAKE_API_KEY = "fake-key"
 
 
 class FakeServer:
@@ -117,6 +118,18 @@ class FakeServer:
             self._counter += 1
             return f"chatcmpl-fake-{self._counter}"
 
+    def tilth_env(
+        self, *, worker: str = "worker", evaluator: str = "evaluator", prep: str = "prep"
+    ) -> dict[str, str]:
+        """Settings aiming every Tilth role here; a role's model name picks its script queue."""
+        return {
+            "TILTH_BASE_URL": self.base_url,
+            "TILTH_API_KEY": FAKE_API_KEY,
+            "TILTH_WORKER_MODEL": worker,
+            "TILTH_EVALUATOR_MODEL": evaluator,
+            "TILTH_PREP_MODEL": prep,
+        }
+
     def model_names(self) -> list[str]:
         return self.script.models or ["scripted"]
 
@@ -171,6 +184,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if reply["type"] == "error":
                 self._send_error(reply["status"], reply["message"])
+            elif reply["type"] == "raw":
+                self._send_raw(reply["status"], reply["body"], reply["content_type"])
             elif body.get("stream"):
                 self._send_stream(model, reply, body)
             else:
@@ -182,9 +197,12 @@ class _Handler(BaseHTTPRequestHandler):
         return {name.lower(): value for name, value in self.headers.items()}
 
     def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode("utf-8")
+        self._send_raw(status, json.dumps(payload), "application/json")
+
+    def _send_raw(self, status: int, body: str, content_type: str) -> None:
+        data = body.encode("utf-8")
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -321,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 2
     print(server.base_url, flush=True)
+    settings = " ".join(f"{name}={value}" for name, value in server.tilth_env().items())
+    print(f"serving {args.script}; point tilth here with: {settings}", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ the API key.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import time
@@ -92,36 +93,51 @@ class OpenAIModel:
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                response = self._client.chat.completions.create(**options)
-            except openai.APIStatusError as exc:
-                reason = self._status_reason(exc)
-                if not is_retryable_status(exc.status_code):
-                    hint = self._status_hint(exc.status_code)
-                    raise self._error(
-                        f"the {self._where} refused the request: {reason}", hint
-                    ) from None
-                failure = f"could not get an answer from the {self._where}: {reason}"
-            except openai.APITimeoutError:
-                reason = f"no answer within {self.timeout_seconds:g}s"
-                failure = f"could not reach the {self._where}: {reason}"
-            except openai.APIConnectionError as exc:
-                reason = _connection_reason(exc)
-                failure = f"could not reach the {self._where}: {reason}"
-            except openai.APIError as exc:
-                # A reply the SDK could not read (not JSON, wrong shape): retrying will not help.
-                detail = _one_line(str(exc)) or type(exc).__name__
-                raise self._error(f"unreadable reply from the {self._where}: {detail}") from None
-            else:
-                return turn_from_response(response)
-            if attempt == attempts:
-                plural = "attempt" if attempts == 1 else "attempts"
-                hint = self._status_hint(None)
-                raise self._error(f"{failure} (after {attempts} {plural})", hint) from None
-            wait = backoff_delay(attempt, self.backoff_seconds)
-            if self.on_retry is not None:
-                self.on_retry(attempt, self._scrub(reason), wait)
-            time.sleep(wait)
+                return self._call_once(options)
+            except _Transient as transient:
+                if attempt == attempts:
+                    plural = "attempt" if attempts == 1 else "attempts"
+                    message = f"{transient.failure} (after {attempts} {plural})"
+                    raise self._error(message, self._status_hint(None)) from None
+                wait = backoff_delay(attempt, self.backoff_seconds)
+                if self.on_retry is not None:
+                    self.on_retry(attempt, self._scrub(transient.reason), wait)
+                time.sleep(wait)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _call_once(self, options: dict[str, Any]) -> AssistantTurn:
+        """One request; ``_Transient`` for what a retry may fix, ``ModelError`` for the rest."""
+        try:
+            response = self._client.chat.completions.create(**options)
+        except openai.APIStatusError as exc:
+            reason = self._status_reason(exc)
+            if is_retryable_status(exc.status_code):
+                raise _Transient(
+                    reason, f"could not get an answer from the {self._where}: {reason}"
+                ) from None
+            message = f"the {self._where} refused the request: {reason}"
+            raise self._error(message, self._status_hint(exc.status_code)) from None
+        except openai.APITimeoutError:
+            reason = f"no answer within {self.timeout_seconds:g}s"
+            raise _Transient(reason, f"could not reach the {self._where}: {reason}") from None
+        except openai.APIConnectionError as exc:
+            reason = _connection_reason(exc)
+            raise _Transient(reason, f"could not reach the {self._where}: {reason}") from None
+        except openai.APIError as exc:
+            detail = _one_line(str(exc)) or type(exc).__name__
+            raise self._error(f"unreadable reply from the {self._where}: {detail}") from None
+        if getattr(response, "choices", None) is None:
+            provider_error = _provider_error(response)
+            if provider_error is not None:
+                # OpenRouter reports upstream failures in a 200 body; they are usually transient.
+                reason = f"provider error: {provider_error}"
+                raise _Transient(
+                    reason, f"could not get an answer from the {self._where}: {reason}"
+                )
+            shown = _one_line(str(response))[:80]
+            message = f"unreadable reply from the {self._where}: not a chat completion ({shown})"
+            raise self._error(message, f"check that {self._variable('BASE_URL')} is the API root")
+        return turn_from_response(response)
 
     @property
     def _where(self) -> str:
@@ -159,6 +175,24 @@ class OpenAIModel:
     def _scrub(self, text: str) -> str:
         key = self.endpoint.api_key
         return text.replace(key, "***") if key else text
+
+
+class _Transient(Exception):
+    """A failure a retry may fix: ``reason`` for the retry event, ``failure`` for the last error."""
+
+    def __init__(self, reason: str, failure: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.failure = failure
+
+
+def _provider_error(response: Any) -> str | None:
+    """The message of an ``{"error": ...}`` object sent with HTTP 200, if any."""
+    extras = getattr(response, "model_extra", None) or {}
+    found = extras.get("error")
+    if isinstance(found, dict):
+        found = found.get("message") or json.dumps(found)
+    return _one_line(str(found)) if found else None
 
 
 def _one_line(text: str) -> str:

@@ -6,7 +6,9 @@ A script is a queue of *reply dicts*, plain JSON so it can live in a file:
   "finish_reason", "reasoning", "reasoning_details"}`` — one assistant turn;
 - ``{"type": "error", "status", "message"}`` — the call fails (HTTP ``status`` from the fake
   server, ``ModelError`` from the scripted model);
-- ``{"type": "delay", "seconds", "then"}`` — wait, then answer with ``then``.
+- ``{"type": "delay", "seconds", "then"}`` — wait, then answer with ``then``;
+- ``{"type": "raw", "status", "body", "content_type"}`` — the fake server sends ``body`` as is
+  (odd providers: HTML pages, errors inside a 200); the scripted model cannot play it.
 
 ``Script`` hands them out one per call, per model name (``"*"`` answers any model), or from a
 function for dynamic answers. Tool calls get ids ``call_1``, ``call_2``… in the order the script
@@ -30,7 +32,7 @@ Reply = dict[str, Any]
 ReplyFunction = Callable[[str, dict[str, Any]], Reply]
 
 ANY_MODEL = "*"
-_KINDS = ("reply", "error", "delay")
+_KINDS = ("reply", "error", "delay", "raw")
 
 
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -74,6 +76,11 @@ def delay(seconds: float, then: Reply) -> Reply:
     return {"type": "delay", "seconds": seconds, "then": then}
 
 
+def raw(body: str, status: int = 200, content_type: str = "application/json") -> Reply:
+    """An HTTP answer the fake server sends verbatim (to imitate a misbehaving provider)."""
+    return {"type": "raw", "status": status, "body": body, "content_type": content_type}
+
+
 def empty() -> Reply:
     """A turn with no content and no tool calls (a provider's empty response)."""
     return reply(None)
@@ -91,6 +98,19 @@ def check_reply(value: Any, where: str = "reply") -> Reply:
         if not isinstance(status, int) or not 400 <= status <= 599:
             raise UsageError(f"{where}: error status must be an HTTP error code, got {status!r}")
         return {"type": "error", "status": status, "message": str(value.get("message", ""))}
+    if kind == "raw":
+        status = value.get("status", 200)
+        if not isinstance(status, int) or not 200 <= status <= 599:
+            raise UsageError(f"{where}: raw status must be an HTTP status code, got {status!r}")
+        if not isinstance(value.get("body"), str):
+            raise UsageError(f"{where}: raw body must be a string")
+        content_type = str(value.get("content_type") or "application/json")
+        return {
+            "type": "raw",
+            "status": status,
+            "body": value["body"],
+            "content_type": content_type,
+        }
     if kind == "delay":
         seconds = value.get("seconds")
         if not isinstance(seconds, int | float) or seconds < 0:
@@ -149,6 +169,8 @@ def turn_from_reply(reply_dict: Reply) -> AssistantTurn:
         checked = checked["then"]
     if checked["type"] == "error":
         raise ModelError(f"scripted error: HTTP {checked['status']}: {checked['message']}")
+    if checked["type"] == "raw":
+        raise ModelError("a raw HTTP reply can only be played by the fake server")
     calls = [
         ToolCall(
             id=str(call.get("id") or f"call_{number}"),

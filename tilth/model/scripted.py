@@ -37,7 +37,7 @@ class ScriptedModel:
     def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> AssistantTurn:
-        """The next scripted turn; error replies raise ``ModelError``."""
+        """The next scripted turn; error (and raw HTTP) replies raise ``ModelError``."""
         # Copies, because callers keep appending to their message lists.
         request = {
             "model": self.script_key,
