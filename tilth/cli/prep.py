@@ -1,0 +1,160 @@
+"""``tilth prep-feature``: interview the user and write a seed for a workspace."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from tilth import git
+from tilth.cli.common import io, settings, workspace_argument
+from tilth.config import Settings
+from tilth.errors import UsageError
+from tilth.session.discovery import sessions_for
+from tilth.session.store import Session
+from tilth.ui import pickers
+from tilth.ui.io import IO
+
+
+@click.command("prep-feature")
+@workspace_argument
+@click.option("--brief", default=None, metavar="TEXT", help="The feature or refactor, in a line.")
+@click.option(
+    "--force", is_flag=True, help="Discard this workspace's prepared/running/failed sessions first."
+)
+@click.option(
+    "--keep-existing", is_flag=True, help="Start a new session alongside the existing ones."
+)
+@click.option(
+    "--answers",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Answer the interview from FILE, one answer per line, in order (for CI).",
+)
+def prep_feature(
+    workspace: Path, brief: str | None, force: bool, keep_existing: bool, answers: Path | None
+) -> int:
+    """Interview the user about a feature and write a seed: tasks plus acceptance tests.
+
+    The seed is committed on a new branch session/<id> in its own worktree; the
+    workspace's working tree is never touched. Without a terminal, answers are
+    read from stdin one per line (or from --answers FILE).
+    """
+    if force and keep_existing:
+        raise UsageError("--force and --keep-existing are mutually exclusive")
+    out = io()
+    cfg = settings()
+    source = git.ensure_repo(workspace)
+    from tilth.seed.terminal import TerminalFrontend, load_answers
+
+    answer_lines = load_answers(answers) if answers is not None else None
+    endpoint = cfg.endpoint("prep")  # a missing setting fails here, before anything is created
+    handed_over = _existing_sessions(out, cfg, source, brief, force=force, keep=keep_existing)
+    if handed_over is not None:
+        return handed_over
+    text = _brief(out, brief)
+
+    from tilth.model import model_for
+    from tilth.seed.prepare import prepare
+
+    def on_retry(attempt: int, reason: str, delay: float) -> None:
+        out.warn(f"prep model: {reason}; retry {attempt} in {delay:.1f}s")
+
+    def on_started(session: Session, worktree: Path) -> None:
+        out.say(f"session  {session.id}")
+        out.say(f"branch   {session.branch}")
+        out.say(f"model    {endpoint.model}")
+
+    frontend = TerminalFrontend(out, answer_lines, source=str(answers))
+    prepared = prepare(
+        settings=cfg,
+        source=source,
+        brief=text,
+        model=model_for(cfg, "prep", on_retry=on_retry),
+        frontend=frontend,
+        on_started=on_started,
+    )
+    if prepared.checkpoint_note:
+        out.warn(prepared.checkpoint_note)
+    out.dim(f"seed commit {prepared.sha[:12]}")
+    out.ok(f"prepared {prepared.session.dir}/")
+    out.say(f"→ next: tilth run {shlex.quote(str(source))}")
+    return 0
+
+
+def _brief(out: IO, brief: str | None) -> str:
+    """The brief from ``--brief``, else one line from the terminal or stdin."""
+    if brief is None:
+        if out.interactive:
+            out.say("Describe the feature or refactor (one line):")
+        line = out.readline("> ")
+        if line is None:
+            raise UsageError("no brief given", hint="pass --brief TEXT")
+        brief = line
+    if not brief.strip():
+        raise UsageError("the brief is empty", hint="pass --brief TEXT describing the feature")
+    return brief.strip()
+
+
+def _existing_sessions(
+    out: IO, cfg: Settings, source: Path, brief: str | None, *, force: bool, keep: bool
+) -> int | None:
+    """Deal with sessions already in flight; an exit code when the prep should not go on."""
+    blockers = sessions_for(cfg.sessions_dir, source, pickers.BLOCKING_STATUSES)
+    if not blockers:
+        return None
+    if keep:
+        out.dim(f"prepping alongside {len(blockers)} existing session(s)")
+        return None
+    if force:
+        out.dim(f"--force: discarding {len(blockers)} session(s)")
+        _discard(out, blockers)
+        return None
+    if not out.interactive:
+        out.say(f"cannot prep: this workspace already has {len(blockers)} session(s) in flight:")
+        pickers.print_rows(out, blockers)
+        command = ["tilth", "prep-feature", str(source)]
+        if brief is not None:
+            command += ["--brief", brief]
+        shown = " ".join(shlex.quote(part) for part in command)
+        raise UsageError(
+            "stdin is not a terminal, so there is no one to ask what to do with them",
+            hint=f"discard them and prep: `{shown} --force`; "
+            f"or keep them and prep alongside: `{shown} --keep-existing`",
+        )
+    action = pickers.choose_for_existing(out, blockers)
+    if action == pickers.CANCEL:
+        out.say("cancelled")
+        return 0
+    if action == pickers.RUN:
+        return _hand_over(out, ["run", str(source)])
+    if action == pickers.RESUME:
+        return _hand_over(out, ["resume", blockers[0].id])
+    if action == pickers.DISCARD:
+        _discard(out, blockers)
+    return None
+
+
+def _discard(out: IO, blockers: list[Session]) -> None:
+    """Tear every blocking session down (worktree, branch, directory)."""
+    from tilth.session.teardown import teardown
+
+    for session in blockers:
+        with session.lock():
+            notes = teardown(session)
+        out.dim(f"discarded {session.id}")
+        for note in notes:
+            out.dim(f"  {note}")
+
+
+def _hand_over(out: IO, argv: list[str]) -> int:
+    """Run another verb in this process, or name it when it is not available."""
+    from tilth.cli import VERBS, _available, main
+
+    if _available(VERBS[argv[0]][0]):
+        return main(argv)
+    command = " ".join(shlex.quote(part) for part in ["tilth", *argv])
+    out.say(f"to continue, run: {command}")
+    return 0

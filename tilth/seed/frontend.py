@@ -1,0 +1,40 @@
+"""The interview's two seams: who answers questions, and where the seed goes.
+
+The engine knows nothing about terminals or file layouts. A frontend asks the
+user and shows progress; a sink validates and stores the bundle. Swap either
+(a web page, a test stub, a remote store) without touching the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class InterviewFrontend(Protocol):
+    """Puts the model's questions to a person and shows them how the interview goes."""
+
+    def ask_user(self, question: str, options: list[str] | None = None) -> str:
+        """The user's answer to ``question`` (an option's text, or free text)."""
+        ...
+
+    def show_summary(self, tldr: str, open_questions: list[str], blockers: list[str]) -> None:
+        """Show what was written once the seed is stored."""
+        ...
+
+    def update_tokens(self, prompt_total: int, completion_total: int) -> None:
+        """The interview's running token totals, after every model call."""
+        ...
+
+
+class SeedSink(Protocol):
+    """Stores a seed bundle all-or-nothing.
+
+    ``write_seed`` validates everything first and raises
+    ``tilth.session.seed_rules.SeedRuleError`` (message written for the model, which
+    fixes the bundle and calls again) without writing anything. Once it returns, the
+    whole bundle is in place; a crash part-way leaves the previous state.
+    """
+
+    def write_seed(self, prd_entries: Any, test_files: Any, meta: dict[str, Any]) -> list[str]:
+        """Validate and write the bundle; returns the test files' paths in the worktree."""
+        ...

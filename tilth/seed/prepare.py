@@ -1,0 +1,140 @@
+"""One prep from start to end: session, worktree, interview, seed commit, status.
+
+``prepare`` creates the session and its worktree on ``session/<id>`` before the
+interview (the source working tree is never touched), holds the session lock
+throughout, and leaves the session either ``prepared`` (seed committed) or
+``failed`` with a ``stop`` event saying why — never ``running``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilth import git
+from tilth.config import Settings
+from tilth.errors import Interrupted, TilthError
+from tilth.model.base import Model
+from tilth.seed.frontend import InterviewFrontend
+from tilth.seed.interview import InterviewAbort, InterviewResult, run_interview
+from tilth.seed.sink import FileSeedSink
+from tilth.session.store import Session
+
+PHASE = "prep-feature"
+
+
+@dataclass
+class Prepared:
+    """A finished prep."""
+
+    session: Session
+    worktree: Path
+    sha: str
+    result: InterviewResult
+    checkpoint_note: str | None = None
+    """Set when the seed checkpoint could not be recorded (the seed itself is fine)."""
+
+
+def seed_commit_message(tasks: int, tests: int) -> str:
+    """The seed commit's subject."""
+    return f"seed: {tasks} task(s) + {tests} acceptance test(s)"
+
+
+def prepare(
+    *,
+    settings: Settings,
+    source: Path,
+    brief: str,
+    model: Model,
+    frontend: InterviewFrontend,
+    on_started: Callable[[Session, Path], None] = lambda session, worktree: None,
+) -> Prepared:
+    """Run a whole prep; on any failure the session is marked ``failed`` and the error raised."""
+    session = Session.create(settings.sessions_dir, source)
+    with session.lock():
+        try:
+            return _prepare(session, settings, source, brief, model, frontend, on_started)
+        except KeyboardInterrupt:
+            _fail(session, "interrupted", "interrupted by the user")
+            raise Interrupted(
+                f"interrupted; session {session.id} is marked failed",
+                hint=f"discard it with `tilth reset {session.id}`",
+            ) from None
+        except InterviewAbort as exc:
+            _fail(session, exc.reason, exc.message)
+            raise
+        except TilthError as exc:
+            _fail(session, "error", exc.message)
+            raise
+        except Exception as exc:  # the prep boundary: record the failure, then let the CLI report
+            _fail(session, "error", f"{type(exc).__name__}: {exc}")
+            raise
+
+
+def _prepare(
+    session: Session,
+    settings: Settings,
+    source: Path,
+    brief: str,
+    model: Model,
+    frontend: InterviewFrontend,
+    on_started: Callable[[Session, Path], None],
+) -> Prepared:
+    worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
+    session.update_checkpoint(workspace=str(worktree), branch=session.branch, phase=PHASE)
+    session.log(
+        "session_start",
+        source=str(source),
+        phase=PHASE,
+        worktree=str(worktree),
+        branch=session.branch,
+    )
+    on_started(session, worktree)
+    result = run_interview(
+        session=session,
+        source=source,
+        model=model,
+        frontend=frontend,
+        sink=FileSeedSink(session.dir, worktree),
+        brief=brief,
+        backoff_seconds=settings.model_backoff_seconds,
+    )
+    message = seed_commit_message(result.tasks, len(result.test_files))
+    # Always a commit, even when every test already existed verbatim: it anchors reset --to-seed.
+    sha = git.commit_all(worktree, message, allow_empty=True)
+    assert sha is not None
+    session.log(
+        "session_prepared",
+        tokens_used=result.tokens_used,
+        interviewer_model=model.name,
+        prd_entries=result.tasks,
+        test_files=len(result.test_files),
+    )
+    session.log("seed_committed", sha=sha, branch=session.branch)
+    session.set_status("prepared")
+    return Prepared(session, worktree, sha, result, _record_seed_checkpoint(session, worktree))
+
+
+def _record_seed_checkpoint(session: Session, worktree: Path) -> str | None:
+    """Record the seed checkpoint; a note instead of an error when it cannot be."""
+    try:
+        # Imported by name: the timeline package is optional for a prep to succeed.
+        recorder = importlib.import_module("tilth.timeline").Recorder
+    except (ImportError, AttributeError):
+        return "the timeline module is not available; no seed checkpoint was recorded"
+    try:
+        recorder(session, worktree).seed()
+    except (TilthError, OSError) as exc:
+        return f"could not record the seed checkpoint: {exc}"
+    return None
+
+
+def _fail(session: Session, reason: str, message: str) -> None:
+    """Mark the session failed with a ``stop`` event; best effort, never masks the cause."""
+    try:
+        session.log("stop", reason=reason, error=message, phase=PHASE)
+        session.set_status("failed")
+    except (TilthError, OSError):
+        pass
