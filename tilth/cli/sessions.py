@@ -30,12 +30,16 @@ def sessions(as_json: bool, workspace: str | None) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("id", "status", "tasks", "last stop", "source"):
-        table.add_column(column)
+    # Ids must stay whole (people copy them into the next command); long text folds.
+    table.add_column("id", no_wrap=True, min_width=22)
+    table.add_column("status", overflow="fold")
+    table.add_column("tasks", no_wrap=True)
+    table.add_column("last stop", no_wrap=True)
+    table.add_column("source", overflow="fold")
     for r in rows:
         status = r.status if not r.parent else f"{r.status} (fork of {r.parent})"
         if r.problem:
             status = f"unreadable: {r.problem}"
         tasks = f"{r.tasks_done}/{r.tasks_total}" if r.tasks_total else "-"
         table.add_row(r.id, status, tasks, r.last_stop or "-", r.source or "?")
-    out.console.print(table)
+    out.table(table)

@@ -104,7 +104,8 @@ def resolve_session(
     sessions_dir: Path, session_id: str | None, source: Path | None = None
 ) -> Session:
     """The named session, or the latest (for ``source`` when given, else overall)."""
-    if session_id:
+    # An empty id is a mistake, not "latest": never resolve it to some other session.
+    if session_id is not None:
         return Session.open(sessions_dir, session_id)
     if source is not None:
         mine = sessions_for(sessions_dir, source)

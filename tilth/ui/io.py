@@ -79,6 +79,15 @@ class IO:
         if hint:
             self.err_console.print(f"hint: {hint}", style="yellow", markup=False)
 
+    def table(self, table: Any) -> None:
+        """Print a rich table; piped output is never wrapped or cropped to a guessed width."""
+        if self.console.is_terminal:
+            self.console.print(table)
+            return
+        from rich.console import Console
+
+        Console(file=self.stdout, width=100_000, highlight=False, color_system=None).print(table)
+
     def print_json(self, value: Any) -> None:
         """Plain JSON on stdout (no styling), for ``--json`` flags."""
         import json
