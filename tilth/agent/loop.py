@@ -1,0 +1,163 @@
+"""The outer loop: check caps, take the next task, run its pipeline, record, repeat.
+
+Every way out of the loop is a ``Stop``; each is logged as one ``stop`` event,
+mapped to a session status and an exit code, with the records refreshed first.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tilth import git
+from tilth.agent.pipeline import run_task
+from tilth.agent.records import append_progress, write_summary
+from tilth.agent.resume import failed_subject
+from tilth.agent.run_context import RunContext, StopRun
+from tilth.errors import TilthError
+from tilth.session.store import Status
+
+TASK_FAILURES = ("iter_cap", "evaluator_cap", "empty_responses", "no_case")
+RESUMABLE_STOPS = ("wall_clock", "token_cap", "interrupted")
+CAP_SETTINGS = {
+    "iter_cap": "TILTH_MAX_ITERATIONS_PER_TASK",
+    "evaluator_cap": "TILTH_MAX_EVALUATOR_CALLS_PER_TASK",
+    "wall_clock": "TILTH_MAX_WALL_CLOCK_MINUTES",
+    "token_cap": "TILTH_MAX_TOKENS",
+}
+
+
+@dataclass(frozen=True)
+class Stop:
+    """How a run ended."""
+
+    reason: str
+    detail: str = ""
+    task_id: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def status(self) -> Status:
+        """The session status this stop leaves behind."""
+        if self.reason == "all_done":
+            return "all_done"
+        return "running" if self.reason in RESUMABLE_STOPS else "failed"
+
+    @property
+    def exit_code(self) -> int:
+        """0 all done, 130 Ctrl-C, 1 error, 3 halted on a failed task or a cap."""
+        return {"all_done": 0, "interrupted": 130, "error": 1}.get(self.reason, 3)
+
+
+def next_task(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The task to work on: one interrupted mid-way first, else the first pending one."""
+    for wanted in ("in_progress", "pending"):
+        for task in tasks:
+            if (task.get("status") or "pending") == wanted:
+                return task
+    return None
+
+
+def run_loop(ctx: RunContext) -> Stop:
+    """Drive tasks until all are done or something stops the run; always logs ``stop``."""
+    try:
+        while True:
+            ctx.check_caps()
+            task = next_task(ctx.session.load_prd())
+            if task is None:
+                return finish(ctx, _no_open_task(ctx))
+            outcome = _run_one(ctx, task)
+            if outcome is not None:
+                return finish(ctx, outcome)
+    except StopRun as stop:
+        return finish(ctx, Stop(stop.reason, stop.detail))
+    except KeyboardInterrupt:
+        return finish(ctx, Stop("interrupted", "interrupted by the user (Ctrl-C)"))
+    except TilthError as exc:
+        return finish(ctx, Stop("error", str(exc), error=exc))
+    except Exception as exc:  # the loop boundary: logged as stop {error}, reported by the CLI
+        return finish(ctx, Stop("error", f"unexpected {type(exc).__name__}: {exc}", error=exc))
+
+
+def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
+    """Run one task's pipeline and record its outcome; a ``Stop`` when it failed."""
+    task_id, title = str(task["id"]), str(task.get("title", ""))
+    if task.get("status") != "in_progress":
+        _set_task_status(ctx, task_id, "in_progress")
+    ctx.progress.status(task=task_id, tokens=ctx.session.tokens_used)
+    ctx.progress.note(f"▶ {task_id}: {title}", style="bold")
+    outcome = run_task(ctx, task)
+    if outcome.status == "done":
+        _set_task_status(ctx, task_id, "done")
+        append_progress(ctx.session, task_id, "done", title)
+        ctx.session.log("task_done", task_id=task_id, summary=outcome.summary)
+        sha = git.head(ctx.worktree)
+        ctx.session.log("commit", task_id=task_id, sha=sha)
+        _refresh(ctx)
+        ctx.progress.note(f"✓ {task_id} done ({sha[:10]})", style="green")
+        return None
+    reason = outcome.reason or "error"
+    _set_task_status(ctx, task_id, "failed")
+    append_progress(ctx.session, task_id, f"failed:{reason}", title)
+    placeholder = git.commit_all(
+        ctx.worktree, failed_subject(task_id, reason, title), allow_empty=True
+    )
+    ctx.session.log("task_failed", task_id=task_id, reason=reason, placeholder_sha=placeholder)
+    setting = CAP_SETTINGS.get(reason)
+    hint = f" [{setting}]" if setting else ""
+    ctx.progress.note(f"✗ {task_id} failed ({reason}){hint}; halting the run", style="red")
+    return Stop(reason, outcome.summary or "", task_id=task_id)
+
+
+def _no_open_task(ctx: RunContext) -> Stop:
+    failed = [str(t["id"]) for t in ctx.session.load_prd() if t.get("status") == "failed"]
+    if failed:
+        detail = f"task {failed[0]} is failed; `tilth resume {ctx.session.id}` retries it"
+        return Stop("error", detail, task_id=failed[0])
+    return Stop("all_done", "all tasks complete")
+
+
+def finish(ctx: RunContext, stop: Stop) -> Stop:
+    """Log ``stop``, set the session status and refresh the records (Ctrl-C held off)."""
+    with _sigint_deferred():
+        payload: dict[str, Any] = {"reason": stop.reason}
+        if stop.detail:
+            payload["detail"] = stop.detail
+        if stop.task_id:
+            payload["task_id"] = stop.task_id
+        ctx.session.log("stop", **payload)
+        ctx.session.set_status(stop.status)
+        _refresh(ctx)
+    return stop
+
+
+def _set_task_status(ctx: RunContext, task_id: str, status: str) -> None:
+    tasks = ctx.session.load_prd()
+    for entry in tasks:
+        if entry.get("id") == task_id:
+            entry["status"] = status
+    ctx.session.save_prd(tasks)
+
+
+def _refresh(ctx: RunContext) -> None:
+    try:
+        write_summary(ctx.session)
+    except (OSError, TilthError) as exc:
+        ctx.progress.note(f"summary refresh failed: {exc}", style="dim")
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ignore Ctrl-C while the final state is written, so a second press cannot tear it."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals are not ours to juggle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

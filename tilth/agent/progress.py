@@ -1,0 +1,112 @@
+"""Live run progress on the terminal: task, stage, turn and tokens.
+
+On a terminal a rich status line is kept up to date below the notes; otherwise
+(CI, pipes) each change is one plain line, so logs stay readable.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from tilth.ui.io import IO
+
+if TYPE_CHECKING:
+    from rich.status import Status
+
+
+class TerminalProgress:
+    """The run's ``Progress``: a live status line on a TTY, plain lines elsewhere."""
+
+    def __init__(self, out: IO, *, live: bool | None = None, label: str = "") -> None:
+        self.out = out
+        self.live = _is_tty(out) if live is None else live
+        self.label = label
+        """Shown before the status (e.g. "scripted model"), so it is never forgotten."""
+        self.task: str | None = None
+        self.stage: str | None = None
+        self.turn: int | None = None
+        self.tokens: int | None = None
+        self._status: Status | None = None
+        self._last_key: tuple[Any, ...] | None = None
+
+    # ---- Progress protocol -------------------------------------------------------------
+    def status(
+        self,
+        *,
+        task: str | None = None,
+        stage: str | None = None,
+        turn: int | None = None,
+        tokens: int | None = None,
+    ) -> None:
+        """Update what is shown; a new task or stage clears the turn."""
+        if task is not None and task != self.task:
+            self.task, self.stage, self.turn = task, None, None
+        if stage is not None and stage != self.stage:
+            self.stage, self.turn = stage, None
+        if turn is not None:
+            self.turn = turn
+        if tokens is not None:
+            self.tokens = tokens
+        self._render()
+
+    def note(self, text: str, style: str | None = None) -> None:
+        """A notable line, printed above the status line."""
+        self.out.say(text, style=style)
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def start(self) -> TerminalProgress:
+        if self.live and self._status is None:
+            self._status = self.out.console.status(self.line(), spinner="dots")
+            self._status.start()
+        return self
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def __enter__(self) -> TerminalProgress:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # ---- rendering ------------------------------------------------------------------------
+    def line(self) -> str:
+        """The status as one line: ``T-001 · implementing · turn 3 · 4,210 tokens``."""
+        parts = [self.label] if self.label else []
+        if self.task:
+            parts.append(self.task)
+        if self.stage:
+            parts.append(self.stage)
+        if self.turn is not None:
+            parts.append(f"turn {self.turn}")
+        if self.tokens is not None:
+            parts.append(f"{self.tokens:,} tokens")
+        return " · ".join(parts) or "starting"
+
+    def _render(self) -> None:
+        text = self.line()
+        if self._status is not None:
+            self._status.update(text)
+            return
+        # Plain lines only when task, stage or turn moves: a token update alone is not news.
+        key = (self.task, self.stage, self.turn)
+        if self.live or key == self._last_key:
+            return
+        self._last_key = key
+        self.out.say(text, style="dim")
+
+
+def _is_tty(out: IO) -> bool:
+    stream: Any = out.stdout
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,99 @@
+"""Getting a stopped session ready to run again: failed tasks retried, placeholder unwound.
+
+The placeholder commit a failed task leaves (``T-NNN: FAILED (<reason>): <title>``)
+holds the task's partial work. Resuming soft-resets it, so that work is back in the
+index and the retry's diff is cumulative — the evaluator sees everything the task
+changed, not only what changed after the failure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilth import git
+from tilth.session.store import Session
+
+FAILED_SUBJECT = re.compile(r"^(?P<task>T-\d{3,}): FAILED \((?P<reason>[a-z_]+)\)")
+
+
+def failed_subject(task_id: str, reason: str, title: str) -> str:
+    """The subject of the placeholder commit a failed task leaves behind."""
+    return f"{task_id}: FAILED ({reason}): {' '.join(title.split())}"
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What ``tilth resume`` found and changed before re-entering the loop."""
+
+    last_stop: str | None
+    retried: list[str]
+    """Tasks that were ``failed`` and are ``pending`` again."""
+    pending: list[str]
+    """Other tasks still to do (an ``in_progress`` one first)."""
+    unwound_commit: str | None
+    """Sha of the FAILED placeholder that was soft-reset, if any."""
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.retried and not self.pending
+
+    @property
+    def text(self) -> str:
+        """The plan in one line, for the terminal and the event."""
+        bits = []
+        if self.retried:
+            bits.append(f"retrying {', '.join(self.retried)} (was: failed)")
+            if self.pending:
+                bits.append(f"then: {', '.join(self.pending)}")
+        elif self.pending:
+            bits.append(f"pending: {', '.join(self.pending)}")
+        else:
+            bits.append("no failed or pending tasks; nothing to do")
+        if self.last_stop:
+            bits.append(f"last stop: {self.last_stop}")
+        if self.unwound_commit:
+            bits.append(f"unwound FAILED placeholder commit {self.unwound_commit[:10]}")
+        return "; ".join(bits)
+
+    def event_payload(self) -> dict[str, Any]:
+        return {
+            "last_stop": self.last_stop,
+            "retried": self.retried,
+            "pending": self.pending,
+            "unwound_commit": self.unwound_commit,
+            "plan": self.text,
+        }
+
+
+def unwind_failed_commit(worktree: Path, task_ids: set[str] | None = None) -> str | None:
+    """Soft-reset HEAD when it is a FAILED placeholder (of one of ``task_ids``); its sha or None."""
+    match = FAILED_SUBJECT.match(git.subject("HEAD", worktree))
+    if match is None or (task_ids is not None and match["task"] not in task_ids):
+        return None
+    if git.rev_parse("HEAD^", worktree) is None:
+        return None
+    sha = git.head(worktree)
+    git.reset_soft(worktree, "HEAD^")
+    return sha
+
+
+def prepare_resume(session: Session, worktree: Path) -> ResumePlan:
+    """Flip failed tasks to pending, unwind the placeholder, and say what will run."""
+    tasks = session.load_prd()
+    retried = [str(t["id"]) for t in tasks if t.get("status") == "failed"]
+    for entry in tasks:
+        if entry.get("status") == "failed":
+            entry["status"] = "pending"
+    if retried:
+        # The pipeline sees the task's recorded failure and starts a fresh attempt itself.
+        session.save_prd(tasks)
+    open_ids = {str(t["id"]) for t in tasks if t.get("status") in ("pending", "in_progress")}
+    unwound = unwind_failed_commit(worktree, open_ids) if open_ids else None
+    ordered = [t for t in tasks if t.get("status") == "in_progress"] + [
+        t for t in tasks if t.get("status", "pending") == "pending"
+    ]
+    pending = [str(t["id"]) for t in ordered if str(t["id"]) not in retried]
+    return ResumePlan(session.last_stop(), retried, pending, unwound)

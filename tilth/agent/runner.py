@@ -1,0 +1,196 @@
+"""Driving one session for ``run``/``resume``: lock, worktree, models, the loop, the summary.
+
+The lock is held for the whole invocation so two processes never drive one
+session; ``timeline.recover`` runs right after taking it, so a rewind that a
+crash interrupted is finished (or undone) before anything else reads the state.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from tilth import git
+from tilth.agent.loop import CAP_SETTINGS, Stop, run_loop
+from tilth.agent.progress import TerminalProgress
+from tilth.agent.records import task_counts, write_summary
+from tilth.agent.resume import ResumePlan, prepare_resume
+from tilth.agent.run_context import RunContext
+from tilth.config import Role, Settings
+from tilth.errors import TilthError, WorkspaceError
+from tilth.model import model_for
+from tilth.model.base import Model
+from tilth.session.store import Session
+from tilth.ui.io import IO
+
+
+def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model, Model]:
+    """Worker and evaluator models, each logging ``model_retry`` before a retry."""
+
+    def hook(role: Role) -> Any:
+        def on_retry(attempt: int, reason: str, delay: float) -> None:
+            session.log("model_retry", role=role, attempt=attempt, reason=reason, delay=delay)
+            out.warn(f"{role} model call failed ({reason}); retry {attempt} in {delay:.1f}s")
+
+        return on_retry
+
+    worker = model_for(settings, "worker", on_retry=hook("worker"))
+    evaluator = model_for(settings, "evaluator", on_retry=hook("evaluator"))
+    return worker, evaluator
+
+
+def is_scripted(model: Model) -> bool:
+    """True for the scripted model (the demo and tests): it must be labelled everywhere."""
+    return model.name.lower().startswith("scripted")
+
+
+def ensure_session_worktree(session: Session) -> Path:
+    """The session's worktree, re-created from its branch when it went missing."""
+    source = session.source
+    if source is None or not (source / ".git").exists():
+        raise WorkspaceError(
+            f"the source repository of session {session.id} ({source or 'unknown'}) is gone",
+            hint=f"discard the session with `tilth reset {session.id}`",
+        )
+    if not git.branch_exists(source, session.branch):
+        raise WorkspaceError(
+            f"branch {session.branch} no longer exists in {source}",
+            hint=f"the session cannot continue; discard it with `tilth reset {session.id}`",
+        )
+    worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
+    session.update_checkpoint(workspace=str(worktree), branch=session.branch)
+    return worktree
+
+
+def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Stop:
+    """Run (or resume) ``session`` to a stop, holding its lock throughout."""
+    worker, evaluator = models_for_run(settings, session, out)
+    started = time.monotonic()
+    with session.lock():
+        from tilth.timeline import Recorder, recover
+
+        recover(session)
+        had_worktree = session.workspace_dir.is_dir()
+        worktree = ensure_session_worktree(session)
+        if not had_worktree:
+            out.warn(f"the worktree was missing; re-created it at {worktree}")
+        if resume:
+            plan = prepare_resume(session, worktree)
+            session.log("session_resume", session_id=session.id, **plan.event_payload())
+            out.say(f"resume plan: {plan.text}")
+        else:
+            source = session.source
+            session.log(
+                "session_start",
+                source=str(source),
+                phase="run",
+                worktree=str(worktree),
+                branch=session.branch,
+            )
+        session.set_status("running")
+        scripted = is_scripted(worker) or is_scripted(evaluator)
+        _print_header(out, session, worktree, worker, evaluator, scripted)
+        label = "scripted model" if scripted else ""
+        with TerminalProgress(out, label=label) as progress:
+            ctx = RunContext(
+                session=session,
+                settings=settings,
+                worktree=worktree,
+                worker=worker,
+                evaluator=evaluator,
+                recorder=Recorder(session, worktree),
+                progress=progress,
+                scripted=scripted,
+                started=started,
+            )
+            stop = run_loop(ctx)
+        chat = _write_chat_html(session, out)
+    print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
+    return stop
+
+
+def _print_header(
+    out: IO, session: Session, worktree: Path, worker: Model, evaluator: Model, scripted: bool
+) -> None:
+    out.say(f"session   {session.id}")
+    out.say(f"worktree  {worktree}")
+    out.say(f"branch    {session.branch}")
+    out.say(f"worker    {worker.name}")
+    out.say(f"evaluator {evaluator.name}")
+    if scripted:
+        out.say("note      the model is SCRIPTED: canned replies, no real model involved", "yellow")
+
+
+def _write_chat_html(session: Session, out: IO) -> Path | None:
+    try:
+        from tilth.ui.visualize import write_chat_html
+    except ImportError:
+        return None
+    try:
+        return Path(write_chat_html(session))
+    except (OSError, TilthError) as exc:
+        out.warn(f"could not write chat.html: {exc}")
+        return None
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _share(value: float, cap: float) -> str:
+    return f"{value / cap:.0%}" if cap else "no cap"
+
+
+def print_run_summary(
+    out: IO,
+    session: Session,
+    settings: Settings,
+    stop: Stop,
+    seconds: float,
+    chat: Path | None,
+    scripted: bool,
+) -> None:
+    """The end-of-run block: where things are and how far the run got."""
+    counts = task_counts(session)
+    tokens = session.tokens_used
+    wall = settings.max_wall_clock_minutes
+    out.say("── run summary ──", style="bold")
+    out.say(f"session   {session.id}" + ("  (scripted model)" if scripted else ""))
+    out.say(f"branch    {session.branch}")
+    out.say(f"stopped   {stop.reason}" + (f": {stop.detail}" if stop.detail else ""))
+    out.say(
+        f"duration  {_duration(seconds)} "
+        f"({_share(seconds, wall * 60)} of TILTH_MAX_WALL_CLOCK_MINUTES={wall})"
+    )
+    out.say(
+        f"tokens    {tokens:,} ({_share(tokens, settings.max_tokens)} of "
+        f"TILTH_MAX_TOKENS={settings.max_tokens:,})"
+    )
+    other = counts["in_progress"]
+    out.say(
+        f"tasks     {counts['total']} total: {counts['done']} done, {counts['failed']} failed, "
+        f"{counts['pending'] + other} pending"
+    )
+    out.say(f"status    {session.status}")
+    if chat is not None:
+        out.say(f"chat      {chat}")
+    else:
+        out.say(f"chat      run `tilth visualize {session.id}` to write chat.html")
+    if stop.reason in CAP_SETTINGS and stop.reason in ("wall_clock", "token_cap"):
+        out.say(f"next      raise {CAP_SETTINGS[stop.reason]} if needed, then `tilth resume`")
+    if stop.exit_code in (3, 130) or stop.reason == "error":
+        out.say(f"next      tilth resume {session.id}")
+
+
+def refresh_records(session: Session) -> None:
+    """Rebuild ``summary.json`` (used after resume planning decides nothing runs)."""
+    write_summary(session)
+
+
+__all__ = ["ResumePlan", "drive", "ensure_session_worktree", "print_run_summary"]

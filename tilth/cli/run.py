@@ -1,0 +1,148 @@
+"""``tilth run`` and ``tilth resume``: pick the session, drive it, exit with what happened."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from tilth import git
+from tilth.agent.loop import Stop
+from tilth.cli.common import io, pick_session, session_id_argument, settings, workspace_argument
+from tilth.config import Settings
+from tilth.errors import TilthError
+from tilth.session.discovery import sessions_for
+from tilth.session.store import Session
+from tilth.ui.io import IO
+
+EXIT_USAGE = 2
+
+
+@click.command()
+@workspace_argument
+def run(workspace: Path) -> int:
+    """Run the prepared session for WORKSPACE through its tasks.
+
+    \b
+    Exit codes: 0 all tasks done; 3 halted on a failed task or a cap;
+    130 interrupted (Ctrl-C); 1 error; 2 nothing to run (see the message).
+    """
+    cfg = settings()
+    out = io()
+    source = git.ensure_repo(workspace)
+    prepared = sessions_for(cfg.sessions_dir, source, statuses=("prepared",))
+    if len(prepared) > 1:
+        out.error(f"{len(prepared)} prepared sessions for {source}; `tilth run` needs exactly one")
+        from tilth.ui.pickers import print_rows
+
+        print_rows(out, prepared)
+        out.say(
+            "→ discard the ones you don't want with `tilth reset <id>` until one remains",
+            style="yellow",
+        )
+        return EXIT_USAGE
+    if not prepared:
+        return _nothing_prepared(cfg, out, source)
+    session = prepared[0]
+    out.dim(f"picking up prepared session {session.id}")
+    return _drive(session, cfg, out, resume=False)
+
+
+@click.command()
+@session_id_argument
+def resume(session_id: str | None) -> int:
+    """Continue a stopped session where it left off (the latest one without SESSION_ID).
+
+    Failed tasks go back to pending and the FAILED placeholder commit is
+    unwound so the retry builds on the partial work. A task interrupted
+    mid-way continues from its last completed turn. A prepared session that
+    never ran is simply run, as `tilth run` would. Exit codes as for `tilth run`.
+    """
+    cfg = settings()
+    out = io()
+    session = pick_session(cfg, session_id, out, "resume")
+    return resume_session(session, cfg, out)
+
+
+def resume_session(session: Session, cfg: Settings, out: IO) -> int:
+    """Resume ``session`` (shared by ``tilth resume`` and the ``run`` picker)."""
+    if session.status == "prepared":
+        out.dim(f"session {session.id} is prepared and never ran; running it (as `tilth run`)")
+        return _drive(session, cfg, out, resume=False)
+    tasks = session.load_prd()
+    if tasks and all(t.get("status") == "done" for t in tasks):
+        out.ok(f"session {session.id} is all done; nothing to resume")
+        return 0
+    return _drive(session, cfg, out, resume=True)
+
+
+def _drive(session: Session, cfg: Settings, out: IO, *, resume: bool) -> int:
+    from tilth.agent.runner import drive
+
+    stop = drive(session, cfg, out, resume=resume)
+    return _report(stop, out)
+
+
+def _report(stop: Stop, out: IO) -> int:
+    if stop.reason == "error":
+        hint = None
+        if stop.error is not None and not isinstance(stop.error, TilthError):
+            if os.environ.get("TILTH_DEBUG"):
+                raise stop.error
+            hint = "set TILTH_DEBUG=1 to see the traceback"
+        elif isinstance(stop.error, TilthError):
+            hint = stop.error.hint
+        out.error(stop.detail or "the run stopped on an error", hint=hint)
+    elif stop.reason == "interrupted":
+        out.warn("interrupted; state saved — `tilth resume` continues from here")
+    return stop.exit_code
+
+
+# ---- nothing prepared ---------------------------------------------------------------------------
+def _nothing_prepared(cfg: Settings, out: IO, source: Path) -> int:
+    """No prepared session: a picker on a terminal, else the next command (exit 2)."""
+    from tilth.ui import pickers
+
+    prior = prior_session(cfg, source)
+    if not out.interactive:
+        if prior is None or not pickers.is_seeded(prior):
+            out.error(f"no prepared session for {source}")
+            out.say(f"→ tilth prep-feature {source}   (seed one first)", style="yellow")
+        else:
+            stop = prior.last_stop() or "no stop event"
+            out.error(f"no prepared session for {source}; session {prior.id} is resumable ({stop})")
+            out.say(f"→ tilth resume {prior.id}   (continue it)", style="yellow")
+            out.say(
+                f"→ tilth reset {prior.id} -y && tilth prep-feature {source}   "
+                "(discard it and start fresh)",
+                style="yellow",
+            )
+        return EXIT_USAGE
+    action = pickers.choose_without_prepared(out, prior)
+    if action == pickers.RESUME and prior is not None:
+        return resume_session(prior, cfg, out)
+    if action == pickers.DISCARD and prior is not None:
+        from tilth.session.teardown import teardown
+
+        with prior.lock():
+            teardown(prior)
+        out.dim(f"discarded {prior.id}")
+        return _prep_then_run(source)
+    if action == pickers.PREP_NOW:
+        return _prep_then_run(source)
+    out.say("cancelled")
+    return 0
+
+
+def _prep_then_run(source: Path) -> int:
+    from tilth.cli import main
+
+    rc = main(["prep-feature", str(source)])
+    return rc if rc != 0 else main(["run", str(source)])
+
+
+def prior_session(cfg: Settings, source: Path) -> Session | None:
+    """The newest session of ``source`` that ran (or began prep) and stopped short."""
+    found = sessions_for(cfg.sessions_dir, source, statuses=("running", "failed"))
+    return found[-1] if found else None
