@@ -66,6 +66,12 @@ class Settings:
     """First retry delay, doubled each retry (``TILTH_MODEL_BACKOFF_SECONDS``)."""
     model_timeout_seconds: float = 300.0
     """Time limit for one model request (``TILTH_MODEL_TIMEOUT_SECONDS``)."""
+    empty_backoff_seconds: float = 2.0
+    """Wait after an empty model response, times the streak (``TILTH_EMPTY_BACKOFF_SECONDS``)."""
+    test_timeout_seconds: float = 180.0
+    """Time limit for one seed-test or lint run (``TILTH_TEST_TIMEOUT_SECONDS``)."""
+    lint_command: str | None = None
+    """Shell command the verifying stage runs as a linter (``TILTH_LINT_COMMAND``); None = none."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
 
@@ -87,6 +93,8 @@ _INT_DEFAULTS = {
 _FLOAT_DEFAULTS = {
     "TILTH_MODEL_BACKOFF_SECONDS": 1.0,
     "TILTH_MODEL_TIMEOUT_SECONDS": 300.0,
+    "TILTH_EMPTY_BACKOFF_SECONDS": 2.0,
+    "TILTH_TEST_TIMEOUT_SECONDS": 180.0,
 }
 
 
@@ -184,6 +192,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         model_max_retries=_int(env, "TILTH_MODEL_MAX_RETRIES"),
         model_backoff_seconds=_float(env, "TILTH_MODEL_BACKOFF_SECONDS"),
         model_timeout_seconds=_float(env, "TILTH_MODEL_TIMEOUT_SECONDS", positive=True),
+        empty_backoff_seconds=_float(env, "TILTH_EMPTY_BACKOFF_SECONDS"),
+        test_timeout_seconds=_float(env, "TILTH_TEST_TIMEOUT_SECONDS", positive=True),
+        lint_command=env.get("TILTH_LINT_COMMAND") or None,
         env=env,
     )
 
