@@ -1,0 +1,263 @@
+"""Renderers for review, task, stage, commit and timeline events in ``chat.html``."""
+
+from __future__ import annotations
+
+from tilth.ui.visualize_cards import Card, renders
+from tilth.ui.visualize_html import (
+    Fields,
+    bullets,
+    collapsible,
+    esc,
+    kv,
+    pre,
+    text_block,
+)
+from tilth.ui.visualize_tools import render_args
+
+
+# ---- review: case, tests, verdicts -----------------------------------------------------------
+@renders("case_submitted")
+def _case_submitted(f: Fields) -> Card:
+    case = f.get("case")
+    source = case if isinstance(case, dict) else f.payload
+    f.used.update(("summary", "ac_coverage", "work_arounds", "uncertainties"))
+    return Card("review", "agent ok", "case submitted", render_args("submit_case", source))
+
+
+@renders("case_rejected", "case_parse_error")
+def _case_rejected(f: Fields) -> Card:
+    reasons = f.items("errors", "reasons", "problems")
+    reason = f.text("reason", "error", "message")
+    body = (text_block(reason) if reason else "") + bullets(reasons)
+    feedback = f.text("feedback")
+    if feedback:
+        body += collapsible("feedback sent to the worker", pre(feedback))
+    return Card("review", "bad", "case rejected", body)
+
+
+@renders("tests_run", "validator_run")
+def _tests_run(f: Fields) -> Card:
+    passed = f.get("passed", "ok")
+    state = "passed" if passed else "failed"
+    counts = kv(
+        [
+            ("command", f.get("command")),
+            ("files", f.items("files", "test_files")),
+            ("exit code", f.get("returncode", "exit_code")),
+            ("duration", f.get("duration", "seconds")),
+        ]
+    )
+    results = f.get("results")
+    listing = ""
+    if isinstance(results, list):
+        listing = (
+            "<ul>"
+            + "".join(
+                f"<li>{'✓' if r.get('passed') else '✗'} {esc(r.get('name', '?'))}</li>"
+                for r in results
+                if isinstance(r, dict)
+            )
+            + "</ul>"
+        )
+    output = f.text("output", "stdout", "summary")
+    body = counts + listing
+    if output:
+        body += collapsible(f"output ({len(output)} chars)", pre(output), open_=not passed)
+    return Card("review", "ok" if passed else "bad", f"tests {state}", body)
+
+
+@renders("evaluator_verdict")
+def _verdict(f: Fields) -> Card:
+    verdict = (f.text("verdict") or "?").lower()
+    category = f.text("rejection_category", "category")
+    accepted = verdict == "accept"
+    title = (
+        "evaluator accepts"
+        if accepted
+        else f"evaluator rejects{' · ' + category if category else ''}"
+    )
+    body = text_block(f.text("concern")) if f.text("concern") else ""
+    evidence = f.items("evidence")
+    if evidence:
+        body += '<h4 class="meta">evidence</h4>' + bullets(evidence)
+    next_step = f.text("next_step")
+    if next_step:
+        body += f'<div class="text"><b>Next step:</b> {esc(next_step)}</div>'
+    if f.get("parse_failed"):
+        body += '<div class="meta">the verdict could not be parsed; failed closed</div>'
+    return Card("review", f"evaluator {'ok' if accepted else 'bad'}", title, body)
+
+
+@renders("ledger_appended")
+def _ledger(f: Fields) -> Card:
+    summary = f.text("verdict_summary", "verdict") or "entry"
+    entries = f.get("entries", "count")
+    return Card(
+        "review",
+        "dim",
+        f"ledger · {summary}",
+        kv([("entries for this task", entries), ("file", f.get("path"))]),
+    )
+
+
+# ---- tasks, stages, commits ------------------------------------------------------------------
+@renders("task_start")
+def _task_start(f: Fields) -> Card:
+    title = f.text("title")
+    body = kv(
+        [
+            ("task", title),
+            ("attempt", f.get("attempt_no")),
+            ("tier", f.get("tier")),
+            ("stages", f.items("stages")),
+        ]
+    )
+    return Card("lifecycle", "info", f"task started · {f.payload.get('task_id', '?')}", body)
+
+
+@renders("task_done")
+def _task_done(f: Fields) -> Card:
+    summary = f.text("summary")
+    return Card(
+        "lifecycle",
+        "ok",
+        f"task done · {f.payload.get('task_id', '?')}",
+        text_block(summary) if summary else "",
+    )
+
+
+@renders("task_failed")
+def _task_failed(f: Fields) -> Card:
+    reason = f.text("reason") or "unknown"
+    body = text_block(f.text("error", "message")) if f.text("error", "message") else ""
+    return Card("lifecycle", "bad", f"task failed · {reason}", body)
+
+
+@renders("stage_started")
+def _stage_started(f: Fields) -> Card:
+    stage = f.payload.get("stage") or f.text("name") or "?"
+    return Card(
+        "lifecycle",
+        "dim",
+        f"stage started · {stage}",
+        kv([("task", f.payload.get("task_id")), ("from", f.get("base_sha", "sha"))]),
+    )
+
+
+@renders("stage_completed")
+def _stage_completed(f: Fields) -> Card:
+    stage = f.payload.get("stage") or f.text("name") or "?"
+    sha = f.text("sha")
+    return Card(
+        "lifecycle",
+        "ok",
+        f"stage completed · {stage}",
+        kv(
+            [
+                ("task", f.payload.get("task_id")),
+                ("commit", sha[:10] if sha else None),
+                ("output", f.get("summary", "output")),
+            ]
+        ),
+    )
+
+
+@renders("commit")
+def _commit(f: Fields) -> Card:
+    sha = f.text("sha")
+    title = f"committed · {sha[:8]}" if sha else "commit · nothing to commit"
+    return Card(
+        "lifecycle",
+        "ok" if sha else "dim",
+        title,
+        kv([("message", f.get("message", "subject")), ("files", f.items("files"))]),
+    )
+
+
+# ---- timeline --------------------------------------------------------------------------------
+@renders("checkpoint")
+def _checkpoint(f: Fields) -> Card:
+    ident = f.text("id", "checkpoint", "checkpoint_id") or "?"
+    label = f.text("label", "kind")
+    return Card(
+        "timeline",
+        "dim",
+        f"checkpoint · {ident}{' · ' + label if label else ''}",
+        kv(
+            [("files captured", f.get("files")), ("not captured", f.items("uncaptured", "skipped"))]
+        ),
+    )
+
+
+@renders("rewind")
+def _rewind(f: Fields) -> Card:
+    target = f.text("to", "checkpoint", "target") or "?"
+    scope = f.text("scope", "mode")
+    return Card(
+        "timeline",
+        "warn",
+        f"rewind to {target}{' · ' + scope if scope else ''}",
+        kv(
+            [
+                ("files restored", f.items("files", "restored")),
+                ("plan", f.get("plan")),
+                ("events cut after", f.get("events_cut", "seq")),
+                ("commit", f.get("head", "sha")),
+            ]
+        ),
+    )
+
+
+@renders("restart")
+def _restart(f: Fields) -> Card:
+    stage = f.text("from_stage", "stage_name")
+    task = f.payload.get("task_id") or f.text("task") or "?"
+    title = f"restart · {task}{' from ' + stage if stage else ''}"
+    return Card(
+        "timeline", "warn", title, kv([("reason", f.get("reason")), ("plan", f.get("plan"))])
+    )
+
+
+@renders("fork")
+def _fork(f: Fields) -> Card:
+    child = f.text("new_session", "child", "to_session")
+    parent = f.text("from_session", "parent")
+    return Card(
+        "timeline",
+        "info",
+        f"fork{' → ' + child if child else ''}",
+        kv(
+            [
+                ("from session", parent),
+                ("at checkpoint", f.get("at", "checkpoint")),
+                ("branch", f.get("branch")),
+            ]
+        ),
+    )
+
+
+@renders("reset_to_seed")
+def _reset_to_seed(f: Fields) -> Card:
+    sha = f.text("seed_sha", "sha")
+    return Card(
+        "timeline",
+        "warn",
+        "reset to seed",
+        kv([("seed commit", sha[:10] if sha else None), ("deleted", f.items("deleted"))]),
+    )
+
+
+@renders("summarize")
+def _summarize(f: Fields) -> Card:
+    direction = f.text("direction") or "?"
+    body = kv(
+        [
+            ("thread", f.get("thread")),
+            ("at", f.get("at", "checkpoint")),
+            ("messages replaced", f.get("replaced", "messages")),
+        ]
+    )
+    summary = f.text("summary")
+    if summary:
+        body += collapsible("summary", text_block(summary))
+    return Card("timeline", "info", f"summarized · {direction}", body)
