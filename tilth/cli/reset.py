@@ -26,12 +26,14 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool) -> None:
     """
     cfg = settings()
     out = io()
-    session = pick_session(cfg, session_id, out, "reset")
     if to_seed:
-        from tilth.timeline.seed_reset import reset_to_seed_command
+        from tilth.timeline.seed_reset import reset_to_seed_command, resolve_for_seed_reset
 
-        reset_to_seed_command(session, out, assume_yes=assume_yes)
+        reset_to_seed_command(
+            resolve_for_seed_reset(cfg, session_id, out), out, assume_yes=assume_yes
+        )
         return
+    session = pick_session(cfg, session_id, out, "reset")
     with session.lock():
         try:
             session.checkpoint()

@@ -1,0 +1,182 @@
+"""``tilth checkpoints``, ``tilth rewind`` and ``tilth restart``: thin fronts on the timeline."""
+
+from __future__ import annotations
+
+import click
+
+from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
+from tilth.errors import SessionLocked, UsageError
+from tilth.session.store import Session
+from tilth.timeline import (
+    SCOPES,
+    Checkpoint,
+    execute_rewind,
+    open_for_writing,
+    plan_rewind,
+    read_timeline,
+    recover,
+    resolve_checkpoint,
+)
+from tilth.ui.io import IO
+
+
+def _recover_if_free(session: Session, out: IO) -> None:
+    """Finish an interrupted operation unless a live run holds the lock (then only read)."""
+    try:
+        with session.lock():
+            message = recover(session)
+    except SessionLocked:
+        return
+    if message:
+        out.warn(message)
+
+
+def _row(cp: Checkpoint) -> dict[str, object]:
+    return {
+        "id": cp.id,
+        "seq": cp.seq,
+        "ts": cp.ts,
+        "kind": cp.kind,
+        "task_id": cp.task_id,
+        "stage": cp.stage,
+        "turn": cp.turn,
+        "actor": cp.actor,
+        "label": cp.label,
+        "head": cp.head,
+        "files_changed": cp.files_changed,
+        "gaps": cp.gaps,
+    }
+
+
+@click.command()
+@session_id_argument
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def checkpoints(session_id: str | None, as_json: bool) -> None:
+    """List a session's checkpoints: id, time, kind, task/stage/turn, label, files changed."""
+    out = io()
+    session = pick_session(settings(), session_id, out, "checkpoints")
+    _recover_if_free(session, out)
+    timeline = read_timeline(session)
+    for problem in timeline.problems:
+        out.warn(problem)
+    if as_json:
+        out.print_json([_row(cp) for cp in timeline.checkpoints])
+        return
+    if not timeline.checkpoints:
+        out.say(f"session {session.id} has no checkpoints yet")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("id", "time", "kind", "where", "label", "files"):
+        table.add_column(column, overflow="fold")
+    for cp in timeline.checkpoints:
+        files = _files_text(cp)
+        table.add_row(cp.id, cp.ts.replace("T", " ")[:19], cp.kind, cp.where, cp.label, files)
+    out.console.print(table)
+
+
+def _files_text(cp: Checkpoint) -> str:
+    text = "-"
+    if cp.files_changed:
+        shown = ", ".join(cp.files_changed[:3])
+        more = len(cp.files_changed) - 3
+        text = f"{len(cp.files_changed)}: {shown}" + (f" +{more}" if more > 0 else "")
+    if cp.gaps:
+        text += f" (gaps: {'; '.join(cp.gaps)})"
+    return text
+
+
+def _pick(session: Session, out: IO) -> Checkpoint:
+    """The numbered checkpoint picker (newest first), or the exit-2 pointer without a TTY."""
+    if not out.interactive:
+        raise UsageError(
+            "which checkpoint? --to is required when stdin is not a terminal",
+            hint=f"`tilth checkpoints {session.id}` lists them; e.g. "
+            f"`tilth rewind {session.id} --to latest --dry-run`",
+        )
+    found = read_timeline(session).checkpoints
+    if not found:
+        raise UsageError(f"session {session.id} has no checkpoints to rewind to")
+    options = [
+        (cp.id, f"{cp.id}  {cp.ts[:19].replace('T', ' ')}  {cp.kind:10} {cp.where}  {cp.label}")
+        for cp in reversed(found)
+    ]
+    choice = out.choose("Rewind to which checkpoint?", options)
+    if choice == "cancel":
+        from tilth.errors import Aborted
+
+        raise Aborted("cancelled; nothing was changed")
+    return resolve_checkpoint(session, choice)
+
+
+@click.command()
+@session_id_argument
+@click.option(
+    "--to",
+    "to_ref",
+    default=None,
+    metavar="CHECKPOINT",
+    help="cp-0007, 7, seed, latest, T-001 (task start) or T-001/planning (stage).",
+)
+@click.option(
+    "--scope",
+    type=click.Choice(SCOPES),
+    default="both",
+    show_default=True,
+    help="both: code and conversation; code: files only; conversation: threads+state.",
+)
+@click.option("--dry-run", is_flag=True, help="Print what would change and change nothing.")
+@yes_option
+def rewind(
+    session_id: str | None, to_ref: str | None, scope: str, dry_run: bool, assume_yes: bool
+) -> None:
+    """Return code and/or conversation to a checkpoint."""
+    out = io()
+    session = pick_session(settings(), session_id, out, "rewind")
+    with open_for_writing(session, out.warn):
+        target = resolve_checkpoint(session, to_ref) if to_ref else _pick(session, out)
+        plan = plan_rewind(session, target, scope)
+        out.say(plan.render())
+        if dry_run:
+            out.dim("dry run: nothing was changed")
+            return
+        out.confirm(f"Rewind session {session.id} to {target.id}?", assume_yes=assume_yes)
+        execute_rewind(session, plan)
+    out.ok(f"rewound session {session.id} to {target.id} ({scope})")
+    if scope != "code":
+        out.say(f"continue from there with: tilth resume {session.id}")
+
+
+@click.command()
+@click.argument("args", nargs=-1, metavar="[SESSION_ID] T-NNN")
+@click.option(
+    "--from",
+    "from_stage",
+    default=None,
+    metavar="STAGE",
+    help="Restart from this completed stage (default: the whole task).",
+)
+@yes_option
+def restart(args: tuple[str, ...], from_stage: str | None, assume_yes: bool) -> None:
+    """Restart a task, or a task from one of its completed stages. Never runs it."""
+    from tilth.timeline.restart import plan_restart
+
+    if len(args) == 1:
+        session_id, task_id = None, args[0]
+    elif len(args) == 2:
+        session_id, task_id = args
+    else:
+        raise UsageError(
+            "expected [SESSION_ID] T-NNN", hint="e.g. `tilth restart T-002 --from implementing`"
+        )
+    cfg = settings()
+    out = io()
+    session = pick_session(cfg, session_id, out, "restart")
+    with open_for_writing(session, out.warn):
+        plan = plan_restart(session, task_id, from_stage, cfg.default_tier)
+        out.say(plan.render())
+        out.confirm(f"Restart {task_id}?", assume_yes=assume_yes)
+        execute_rewind(session, plan)
+    out.ok(f"{task_id} restarted; it is pending")
+    out.say(f"run it with: tilth resume {session.id}")

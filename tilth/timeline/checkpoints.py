@@ -1,0 +1,205 @@
+"""Checkpoints on disk: one JSON file each, listing, resolving references, deleting a tail.
+
+A checkpoint lives in ``sessions/<id>/timeline/checkpoints/cp-NNNN.json``. One
+file per checkpoint keeps a delete cheap and means a corrupt file loses only
+itself. Sequence numbers are never reused: ``timeline/seq`` remembers the
+highest one ever handed out, so a checkpoint recorded after a rewind gets a
+fresh id even though the ids after the rewind target were deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from tilth.errors import SessionCorrupt, UsageError
+from tilth.session.files import atomic_write_json, atomic_write_text, read_json
+from tilth.session.store import Session
+
+CHECKPOINT_FILE_SCHEMA = 1
+KINDS = ("seed", "task_start", "stage", "turn")
+_FILE_RE = re.compile(r"^cp-(\d+)\.json$")
+_TASK_RE = re.compile(r"^T-\d{3,}$")
+
+
+@dataclass
+class Checkpoint:
+    """One place on the session's timeline: code, conversation and harness state."""
+
+    id: str
+    seq: int
+    kind: str
+    ts: str
+    label: str
+    task_id: str | None
+    stage: str | None
+    turn: int | None
+    actor: str | None
+    head: str
+    event_offset: int
+    event_seq: int
+    state: dict[str, Any]
+    threads: dict[str, str | None]
+    overlay: dict[str, str | None] = field(default_factory=dict)
+    files_changed: list[str] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored JSON object (with its schema version)."""
+        return {"schema": CHECKPOINT_FILE_SCHEMA, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Checkpoint:
+        """Parse a stored object; raises ``ValueError`` on a malformed one."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        names = {f.name for f in fields(cls)}
+        missing = [n for n in ("id", "seq", "kind", "head", "event_offset") if n not in data]
+        if missing:
+            raise ValueError(f"missing field(s) {', '.join(missing)}")
+        values = {k: v for k, v in data.items() if k in names}
+        values.setdefault("ts", "")
+        values.setdefault("label", "")
+        for key in ("task_id", "stage", "turn", "actor"):
+            values.setdefault(key, None)
+        values.setdefault("event_seq", 0)
+        values.setdefault("state", {})
+        values.setdefault("threads", {})
+        if not isinstance(values["seq"], int) or not isinstance(values["event_offset"], int):
+            raise ValueError("seq and event_offset must be integers")
+        return cls(**values)
+
+    @property
+    def where(self) -> str:
+        """``T-001/planning turn 3`` style position, for listings."""
+        parts = [p for p in (self.task_id, self.stage) if p]
+        text = "/".join(parts)
+        if self.turn is not None:
+            text = f"{text} turn {self.turn}".strip()
+        return text or "-"
+
+
+def checkpoint_id(seq: int) -> str:
+    """The stable id of sequence number ``seq``."""
+    return f"cp-{seq:04d}"
+
+
+def timeline_dir(session: Session) -> Path:
+    """``sessions/<id>/timeline``."""
+    return session.dir / "timeline"
+
+
+def checkpoints_dir(session: Session) -> Path:
+    return timeline_dir(session) / "checkpoints"
+
+
+def checkpoint_path(session: Session, seq: int) -> Path:
+    return checkpoints_dir(session) / f"{checkpoint_id(seq)}.json"
+
+
+def stored_seqs(session: Session) -> list[int]:
+    """Sequence numbers of the checkpoint files present, ascending (no parsing)."""
+    try:
+        names = os.listdir(checkpoints_dir(session))
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for n in names if (m := _FILE_RE.match(n)))
+
+
+def _seq_counter_path(session: Session) -> Path:
+    return timeline_dir(session) / "seq"
+
+
+def highest_seq(session: Session) -> int:
+    """The highest sequence number ever handed out (files or the counter)."""
+    try:
+        counter = int(_seq_counter_path(session).read_text().strip())
+    except (OSError, ValueError):
+        counter = 0
+    return max([counter, *stored_seqs(session)])
+
+
+def write_checkpoint(session: Session, checkpoint: Checkpoint) -> None:
+    """Persist ``checkpoint`` and advance the never-reuse counter."""
+    atomic_write_text(_seq_counter_path(session), f"{checkpoint.seq}\n")
+    atomic_write_json(checkpoint_path(session, checkpoint.seq), checkpoint.to_dict())
+
+
+@dataclass
+class TimelineRead:
+    """The checkpoints that could be read, oldest first, and the files that could not."""
+
+    checkpoints: list[Checkpoint]
+    problems: list[str]
+
+
+def read_timeline(session: Session) -> TimelineRead:
+    """Every checkpoint of ``session``; a corrupt file is reported and skipped."""
+    found: list[Checkpoint] = []
+    problems: list[str] = []
+    for seq in stored_seqs(session):
+        path = checkpoint_path(session, seq)
+        try:
+            found.append(Checkpoint.from_dict(read_json(path, what="checkpoint")))
+        except FileNotFoundError:
+            continue
+        except (SessionCorrupt, ValueError, TypeError) as exc:
+            problems.append(f"{path.name}: unreadable ({exc}); skipped")
+    return TimelineRead(found, problems)
+
+
+def list_checkpoints(session: Session) -> list[Checkpoint]:
+    """The session's checkpoints, oldest first (corrupt files skipped)."""
+    return read_timeline(session).checkpoints
+
+
+def delete_after(session: Session, seq: int) -> int:
+    """Delete every checkpoint file with a sequence number above ``seq``; returns how many."""
+    removed = 0
+    for later in stored_seqs(session):
+        if later > seq:
+            checkpoint_path(session, later).unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def resolve_checkpoint(session: Session, ref: str) -> Checkpoint:
+    """Find a checkpoint by id, number, ``seed``, ``latest``, ``T-001`` or ``T-001/planning``.
+
+    ``T-001`` is the task's first start; ``T-001/<stage>`` the latest completion of
+    that stage. Raises ``UsageError`` naming what exists when nothing matches.
+    """
+    ref = ref.strip()
+    checkpoints = list_checkpoints(session)
+    if not checkpoints:
+        raise UsageError(
+            f"session {session.id} has no checkpoints yet",
+            hint="checkpoints are recorded by `tilth prep-feature` and `tilth run`",
+        )
+    match: Checkpoint | None = None
+    if ref == "latest":
+        match = checkpoints[-1]
+    elif ref == "seed":
+        match = next((c for c in checkpoints if c.kind == "seed"), None)
+    elif ref.isdigit():
+        match = next((c for c in checkpoints if c.seq == int(ref)), None)
+    elif re.match(r"^cp-\d+$", ref):
+        match = next((c for c in checkpoints if c.seq == int(ref[3:])), None)
+    elif _TASK_RE.match(ref):
+        match = next((c for c in checkpoints if c.kind == "task_start" and c.task_id == ref), None)
+    elif "/" in ref and _TASK_RE.match(ref.split("/", 1)[0]):
+        task, stage = ref.split("/", 1)
+        stages = [
+            c for c in checkpoints if c.kind == "stage" and (c.task_id, c.stage) == (task, stage)
+        ]
+        match = stages[-1] if stages else None
+    if match is None:
+        raise UsageError(
+            f"no checkpoint {ref!r} in session {session.id}",
+            hint="`tilth checkpoints` lists them; refer to one by id (cp-0007), number, "
+            "seed, latest, a task (T-001) or a stage (T-001/planning)",
+        )
+    return match

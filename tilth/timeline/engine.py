@@ -1,0 +1,259 @@
+"""The executing half of going back: journaled, idempotent steps, and recovery.
+
+``execute_rewind`` writes the intent journal, then runs the plan's steps in a
+fixed order, marking each started and done. Every step writes absolute values
+(reset to a sha, cut to an offset, truncate to a message id), so repeating a
+step that was interrupted half-way is harmless. ``recover`` finishes an
+operation that had started mutating, or drops one that had not.
+
+Step names (also the ``TILTH_FAULT_AT`` values; ``<step>+`` = just after it):
+``journal`` (written, nothing changed yet), ``stash``, ``code``, ``note``,
+``state``, ``ledger``, ``threads``, ``paths``, ``events``, ``checkpoints``,
+``log``, ``finish``. A plan runs only the steps it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tilth import git
+from tilth.session.store import Session
+from tilth.session.threads import Thread
+from tilth.timeline.checkpoints import delete_after
+from tilth.timeline.harness import (
+    cut_lines,
+    last_event,
+    remove_path,
+    restore_counts,
+    restore_files,
+    restore_threads,
+    truncate_log,
+)
+from tilth.timeline.journal import (
+    Journal,
+    clear_journal,
+    fault_point,
+    log_operation,
+    read_journal,
+    write_journal,
+)
+from tilth.timeline.plan import RewindPlan
+
+STEP_ORDER = (
+    "stash",
+    "code",
+    "note",
+    "state",
+    "ledger",
+    "threads",
+    "paths",
+    "events",
+    "checkpoints",
+    "log",
+    "finish",
+)
+
+
+def steps_for(plan: RewindPlan) -> list[str]:
+    """The steps ``plan`` needs, in execution order."""
+    wanted = {
+        "stash": plan.stash_message is not None and plan.head is not None,
+        "code": plan.head is not None,
+        "note": plan.note is not None,
+        "state": plan.state is not None,
+        "ledger": plan.state is not None,
+        "threads": plan.threads is not None,
+        "paths": bool(plan.delete_paths),
+        "events": plan.event_offset is not None,
+        "checkpoints": plan.keep_through_seq is not None,
+        "log": plan.event is not None,
+        "finish": True,
+    }
+    return [step for step in STEP_ORDER if wanted[step]]
+
+
+# ---- the steps -------------------------------------------------------------------------------
+def _stash(session: Session, plan: RewindPlan) -> None:
+    assert plan.stash_message is not None
+    # Idempotent: once stashed, the worktree is clean and there is nothing left to stash.
+    git.stash(Path(plan.worktree), plan.stash_message)
+
+
+def _code(session: Session, plan: RewindPlan) -> None:
+    assert plan.head is not None
+    worktree = Path(plan.worktree)
+    git.reset_hard(worktree, plan.head)
+    git.clean_fd(worktree)
+    if plan.overlay:
+        restorer = overlay_restorer()
+        if restorer is not None:
+            restorer(session, worktree, plan.overlay)
+
+
+def overlay_restorer() -> Callable[[Session, Path, dict[str, str | None]], None] | None:
+    """The turn-snapshot layer's ``capture.restore_overlay``, when it is installed."""
+    import importlib
+
+    try:
+        module = importlib.import_module("tilth.timeline.capture")
+    except ImportError:
+        return None
+    restorer = getattr(module, "restore_overlay", None)
+    return restorer if callable(restorer) else None
+
+
+def _note(session: Session, plan: RewindPlan) -> None:
+    assert plan.note is not None
+    thread = Thread(session.threads.directory, plan.note["thread"])
+    stored = thread.read()
+    if stored and stored[-1].meta.get("op") == plan.op_id:
+        return
+    thread.append({"role": "user", "content": plan.note["text"]}, kind="rewind_note", op=plan.op_id)
+
+
+def _state(session: Session, plan: RewindPlan) -> None:
+    assert plan.state is not None
+    restore_files(session, plan.state)
+
+
+def _ledger(session: Session, plan: RewindPlan) -> None:
+    assert plan.state is not None
+    restore_counts(session.ledger.directory, dict(plan.state.get("ledger") or {}))
+    lines = plan.state.get("progress_lines")
+    if isinstance(lines, int):
+        cut_lines(session.progress_path, lines)
+
+
+def _threads(session: Session, plan: RewindPlan) -> None:
+    assert plan.threads is not None
+    restore_threads(session.threads.directory, plan.threads)
+
+
+def _paths(session: Session, plan: RewindPlan) -> None:
+    for rel in plan.delete_paths:
+        remove_path(session.dir / rel)
+
+
+def _events(session: Session, plan: RewindPlan) -> None:
+    assert plan.event_offset is not None
+    truncate_log(session.events.path, plan.event_offset)
+
+
+def _checkpoints(session: Session, plan: RewindPlan) -> None:
+    assert plan.keep_through_seq is not None
+    delete_after(session, plan.keep_through_seq)
+
+
+def _log(session: Session, plan: RewindPlan) -> None:
+    assert plan.event is not None
+    last = last_event(session.events.path)
+    if last and last.get("type") == plan.event["type"]:
+        payload = last.get("payload")
+        if isinstance(payload, dict) and payload.get("op") == plan.op_id:
+            return
+    payload = {**plan.event.get("payload", {}), "op": plan.op_id, "dropped": plan.summary()}
+    session.events.append(str(plan.event["type"]), payload)
+
+
+def _finish(session: Session, plan: RewindPlan, *, recovered: bool) -> None:
+    log_operation(
+        session,
+        plan.op_id,
+        plan.op,
+        target=plan.target,
+        label=plan.target_label,
+        scope=plan.scope,
+        head=plan.head,
+        stash=plan.stash_message if plan.summary()["stashed"] else None,
+        summary=plan.summary(),
+        recovered=recovered,
+    )
+    clear_journal(session)
+
+
+_STEPS: dict[str, Callable[[Session, RewindPlan], None]] = {
+    "stash": _stash,
+    "code": _code,
+    "note": _note,
+    "state": _state,
+    "ledger": _ledger,
+    "threads": _threads,
+    "paths": _paths,
+    "events": _events,
+    "checkpoints": _checkpoints,
+    "log": _log,
+}
+
+
+# ---- running and recovering --------------------------------------------------------------------
+def _run(session: Session, journal: Journal, plan: RewindPlan, *, recovered: bool) -> None:
+    for step in journal.steps:
+        if step in journal.done:
+            continue
+        if step not in journal.started:
+            journal.started.append(step)
+            write_journal(session, journal)
+        fault_point(step)
+        if step == "finish":
+            _finish(session, plan, recovered=recovered)
+            fault_point("finish+")
+            return
+        _STEPS[step](session, plan)
+        fault_point(f"{step}+")
+        journal.done.append(step)
+        write_journal(session, journal)
+
+
+def execute_rewind(session: Session, plan: RewindPlan) -> None:
+    """Carry out ``plan`` crash-safely. The caller holds the session lock."""
+    journal = Journal(plan.op_id, plan.to_dict(), steps_for(plan))
+    write_journal(session, journal)
+    fault_point("journal")
+    _run(session, journal, plan, recovered=False)
+
+
+def recover(session: Session) -> str | None:
+    """Finish (or drop, if it changed nothing yet) an interrupted operation.
+
+    Returns a sentence for the user, or None when nothing was in flight. The
+    caller holds the session lock.
+    """
+    journal = read_journal(session)
+    if journal is None:
+        return None
+    plan = RewindPlan.from_dict(journal.plan)
+    if not journal.started:
+        log_operation(
+            session,
+            plan.op_id,
+            plan.op,
+            target=plan.target,
+            scope=plan.scope,
+            outcome="abandoned",
+        )
+        clear_journal(session)
+        return (
+            f"an interrupted {_name(plan)} to {plan.target} had not changed anything; "
+            "it was cancelled"
+        )
+    _run(session, journal, plan, recovered=True)
+    return f"finished an interrupted {_name(plan)} to {plan.target} ({plan.target_label})"
+
+
+def _name(plan: RewindPlan) -> str:
+    return plan.op.replace("_", " ")
+
+
+@contextmanager
+def open_for_writing(
+    session: Session, notify: Callable[[str], Any] | None = None
+) -> Iterator[None]:
+    """Hold the session lock and recover any interrupted operation first."""
+    with session.lock():
+        message = recover(session)
+        if message and notify is not None:
+            notify(message)
+        yield

@@ -1,0 +1,131 @@
+"""The intent journal, the operations log and the fault-injection seam.
+
+``timeline/journal.json`` is written (atomically) before the first mutation of a
+go-back operation. It holds the full plan and, per step, whether it started and
+finished. ``timeline/operations.jsonl`` is an append-only record of every
+rewind, restart, reset-to-seed and fork; unlike ``events.jsonl`` it is never cut,
+so it still remembers operations that erased the events around them.
+
+Fault injection: ``TILTH_FAULT_AT=<step>`` makes the process SIGKILL itself just
+before ``<step>`` runs (after the journal says it started); ``<step>+`` kills it
+right after the step's mutation, before the journal says it finished. Tests use
+this to prove every step is safe to interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tilth.errors import SessionCorrupt
+from tilth.session.events import utc_now
+from tilth.session.files import append_line, atomic_write_json, fsync_dir, read_json
+from tilth.session.store import Session
+from tilth.timeline.checkpoints import timeline_dir
+
+JOURNAL_SCHEMA = 1
+OPS_SCHEMA = 1
+FAULT_ENV = "TILTH_FAULT_AT"
+
+
+def journal_path(session: Session) -> Path:
+    return timeline_dir(session) / "journal.json"
+
+
+def operations_path(session: Session) -> Path:
+    return timeline_dir(session) / "operations.jsonl"
+
+
+@dataclass
+class Journal:
+    """One operation in flight: its plan and the progress of its steps."""
+
+    op_id: str
+    plan: dict[str, Any]
+    steps: list[str]
+    started: list[str] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": JOURNAL_SCHEMA,
+            "op_id": self.op_id,
+            "plan": self.plan,
+            "steps": self.steps,
+            "started": self.started,
+            "done": self.done,
+        }
+
+
+def write_journal(session: Session, journal: Journal) -> None:
+    """Persist the journal atomically (the commit point of each step transition)."""
+    atomic_write_json(journal_path(session), journal.to_dict())
+
+
+def read_journal(session: Session) -> Journal | None:
+    """The journal of an interrupted operation, or None when nothing is in flight."""
+    path = journal_path(session)
+    try:
+        data = read_json(path, what="timeline journal")
+    except FileNotFoundError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
+        raise SessionCorrupt(
+            f"the rewind journal {path} is not readable",
+            hint=f"inspect it; deleting it abandons the interrupted operation ({path})",
+        )
+    return Journal(
+        op_id=str(data.get("op_id", "")),
+        plan=data["plan"],
+        steps=[str(s) for s in data.get("steps", [])],
+        started=[str(s) for s in data.get("started", [])],
+        done=[str(s) for s in data.get("done", [])],
+    )
+
+
+def clear_journal(session: Session) -> None:
+    path = journal_path(session)
+    path.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def fault_point(step: str) -> None:
+    """SIGKILL this process when ``TILTH_FAULT_AT`` names ``step`` (tests only)."""
+    if os.environ.get(FAULT_ENV, "").strip() == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ---- operations log ---------------------------------------------------------------------------
+def read_operations(session: Session) -> list[dict[str, Any]]:
+    """Every readable entry of the operations log, oldest first."""
+    from tilth.session.events import iter_lines
+
+    out: list[dict[str, Any]] = []
+    for line, _, _, complete in iter_lines(operations_path(session)):
+        if not complete or not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def log_operation(session: Session, op_id: str, kind: str, **fields: Any) -> bool:
+    """Append one entry unless ``op_id`` is already logged; True when it appended."""
+    if any(entry.get("op_id") == op_id for entry in read_operations(session)):
+        return False
+    record = {"v": OPS_SCHEMA, "ts": utc_now(), "op_id": op_id, "kind": kind, **fields}
+    path = operations_path(session)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, ensure_ascii=False, default=str)
+    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+        line = "\n" + line  # a torn last line stays a (skipped) line of its own
+    append_line(path, line)
+    return True

@@ -1,0 +1,157 @@
+"""The Recorder: marks checkpoints on the timeline as the run loop and prep-feature go.
+
+Recording is a pure read of the session directory plus ``git rev-parse HEAD``:
+the caller persists prd.json, tasks/*.json, the ledger, threads and tokens
+*before* it calls the recorder. Nothing here scans the event log or reads a
+thread from its start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tilth import git
+from tilth.session.events import utc_now
+from tilth.session.store import Session
+from tilth.timeline.checkpoints import (
+    Checkpoint,
+    checkpoint_id,
+    checkpoint_path,
+    highest_seq,
+    stored_seqs,
+    write_checkpoint,
+)
+from tilth.timeline.harness import capture_state, log_tail, thread_heads
+from tilth.timeline.worktree import dirty_paths
+
+if TYPE_CHECKING:
+    from tilth.tools.base import ToolObserver
+
+
+class Recorder:
+    """Records checkpoints for one session whose worktree is ``worktree``."""
+
+    def __init__(self, session: Session, worktree: Path) -> None:
+        self.session = session
+        self.worktree = worktree
+        self.observer: ToolObserver | None = None
+        """Turn-level file capture (set by the snapshot layer); None records heads only."""
+        self._next_seq: int | None = None
+        self._last_head: str | None = None
+
+    # ---- the four kinds ------------------------------------------------------------------
+    def seed(self) -> Checkpoint:
+        """The instant the seed was committed."""
+        return self._record("seed", "seed committed")
+
+    def task_start(self, task_id: str) -> Checkpoint:
+        """A task is about to start (its base commit is HEAD now)."""
+        return self._record("task_start", f"{task_id} start", task_id=task_id)
+
+    def stage(self, task_id: str, stage: str) -> Checkpoint:
+        """A stage has completed and been committed."""
+        return self._record("stage", f"{task_id} {stage} done", task_id=task_id, stage=stage)
+
+    def turn(
+        self, actor: str, *, task_id: str | None, stage: str | None, turn: int, label: str
+    ) -> Checkpoint:
+        """A model turn (and the tools it ran) has finished."""
+        return self._record("turn", label, task_id=task_id, stage=stage, turn=turn, actor=actor)
+
+    # ---- recording -----------------------------------------------------------------------
+    def _allocate_seq(self) -> int:
+        if self._next_seq is None:
+            self._next_seq = highest_seq(self.session) + 1
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
+
+    def _previous_head(self) -> str | None:
+        if self._last_head is not None:
+            return self._last_head
+        seqs = stored_seqs(self.session)
+        if not seqs:
+            return None
+        import json
+
+        try:
+            data = json.loads(checkpoint_path(self.session, seqs[-1]).read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+        head = data.get("head") if isinstance(data, dict) else None
+        return str(head) if head else None
+
+    def _record(
+        self,
+        kind: str,
+        label: str,
+        *,
+        task_id: str | None = None,
+        stage: str | None = None,
+        turn: int | None = None,
+        actor: str | None = None,
+    ) -> Checkpoint:
+        head = git.head(self.worktree)
+        size, event_seq = log_tail(self.session.events.path)
+        overlay, files, gaps = self._capture_files(kind, head)
+        seq = self._allocate_seq()
+        checkpoint = Checkpoint(
+            id=checkpoint_id(seq),
+            seq=seq,
+            kind=kind,
+            ts=utc_now(),
+            label=label,
+            task_id=task_id,
+            stage=stage,
+            turn=turn,
+            actor=actor,
+            head=head,
+            event_offset=size,
+            event_seq=event_seq,
+            state=capture_state(self.session),
+            threads=thread_heads(self.session.threads.directory),
+            overlay=overlay,
+            files_changed=files,
+            gaps=gaps,
+        )
+        write_checkpoint(self.session, checkpoint)
+        self._last_head = head
+        return checkpoint
+
+    def _capture_files(
+        self, kind: str, head: str
+    ) -> tuple[dict[str, str | None], list[str], list[str]]:
+        """Overlay, files changed since the previous checkpoint, and capture gaps.
+
+        Without an observer only committed changes are seen; a turn that leaves
+        uncommitted work says so in its gaps, because a rewind to it restores HEAD.
+        """
+        previous = self._previous_head()
+        files: list[str] = []
+        if previous and previous != head:
+            out = git.git("diff", "--name-only", "--no-renames", previous, head, cwd=self.worktree)
+            files = [line for line in out.splitlines() if line]
+        overlay: dict[str, str | None] = {}
+        gaps: list[str] = []
+        if kind == "turn" and self.observer is None:
+            dirty = dirty_paths(self.worktree)
+            if dirty:
+                files = sorted(set(files) | set(dirty))
+                gaps.append(
+                    f"{len(dirty)} uncommitted file(s) not snapshotted; "
+                    "a rewind here restores the last commit"
+                )
+        return overlay, files, gaps
+
+
+def describe_state(checkpoint: Checkpoint) -> dict[str, Any]:
+    """A short summary of a checkpoint's harness state (for ``--json`` listings)."""
+    from tilth.timeline.harness import task_statuses
+
+    state = checkpoint.state
+    return {
+        "tasks": task_statuses(state.get("prd")),
+        "tokens_used": state.get("tokens_used"),
+        "status": state.get("status"),
+    }

@@ -1,0 +1,283 @@
+"""``tilth restart``: restart a task, or a task from one of its completed stages.
+
+A restart is a go-back to the checkpoint just before the target stage (or the
+task's start), with two twists: uncommitted changes are stashed first, and the
+task's status becomes ``pending``. When no checkpoint exists (an older session),
+the commit is found from the ``stage_completed`` event, then from the commit
+subject ``task/<T>: complete <stage> stage``, else the whole task restarts with
+a warning.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilth import git
+from tilth.errors import UsageError
+from tilth.session.events import iter_lines, utc_now
+from tilth.session.store import Session
+from tilth.timeline.checkpoints import Checkpoint, list_checkpoints
+from tilth.timeline.harness import capture_state, worktree_of
+from tilth.timeline.plan import (
+    RewindError,
+    RewindPlan,
+    new_op_id,
+    plan_rewind,
+    report_code,
+    report_state,
+)
+
+L1_STAGES = ("planning", "implementing", "code_review", "verifying")
+L2_STAGES = (
+    "brainstorming",
+    "design_review",
+    "planning",
+    "implementing",
+    "code_review",
+    "verifying",
+)
+STAGES_BY_TIER = {"L1": L1_STAGES, "L2": L2_STAGES}
+
+
+@dataclass(frozen=True)
+class StageTarget:
+    """Where a restart goes: a checkpoint when one exists, else just a commit."""
+
+    head: str
+    checkpoint: Checkpoint | None
+    from_stage: str
+    warning: str | None = None
+
+
+def stages_of(task: dict[str, Any], default_tier: str) -> tuple[str, ...]:
+    """The task's pipeline by its tier (or the default tier)."""
+    tier = str(task.get("tier") or default_tier).upper()
+    return STAGES_BY_TIER.get(tier, L1_STAGES)
+
+
+def _task(session: Session, task_id: str) -> dict[str, Any]:
+    tasks = [t for t in session.load_prd() if isinstance(t, dict)]
+    for task in tasks:
+        if task.get("id") == task_id:
+            return task
+    known = ", ".join(str(t.get("id")) for t in tasks) or "none"
+    raise UsageError(f"session {session.id} has no task {task_id} (tasks: {known})")
+
+
+def _commit_subject(task_id: str, stage: str) -> str:
+    return f"task/{task_id}: complete {stage} stage"
+
+
+def _commits_by_subject(worktree: Path, task_id: str) -> dict[str, str]:
+    """``stage → newest sha`` of this task's stage commits on the current branch."""
+    out = git.git(
+        "log", "--format=%H%x09%s", "-F", f"--grep=task/{task_id}: complete ", "HEAD", cwd=worktree
+    )
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        sha, _, subject = line.partition("\t")
+        prefix, suffix = f"task/{task_id}: complete ", " stage"
+        if subject.startswith(prefix) and subject.endswith(suffix):
+            found.setdefault(subject[len(prefix) : -len(suffix)], sha)
+    return found
+
+
+def _stage_event_sha(session: Session, task_id: str, stage: str) -> str | None:
+    """The sha of the newest ``stage_completed`` event for (task, stage) (a full scan)."""
+    sha = None
+    needle = b'"stage_completed"'
+    for line, _, _, complete in iter_lines(session.events.path):
+        if not complete or needle not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        payload = record.get("payload") if isinstance(record, dict) else None
+        if (
+            isinstance(payload, dict)
+            and record.get("type") == "stage_completed"
+            and payload.get("task_id") == task_id
+            and payload.get("stage") == stage
+            and payload.get("sha")
+        ):
+            sha = str(payload["sha"])
+    return sha
+
+
+def completed_stages(
+    session: Session, task_id: str, stages: tuple[str, ...], worktree: Path
+) -> list[str]:
+    """Stages of the task that have completed: a stage checkpoint or a stage commit."""
+    done = {
+        c.stage for c in list_checkpoints(session) if c.kind == "stage" and c.task_id == task_id
+    }
+    done |= set(_commits_by_subject(worktree, task_id))
+    return [s for s in stages if s in done]
+
+
+def _base(session: Session, task_id: str, worktree: Path) -> StageTarget:
+    starts = [
+        c for c in list_checkpoints(session) if c.kind == "task_start" and c.task_id == task_id
+    ]
+    if starts:
+        return StageTarget(starts[0].head, starts[0], "")
+    state = capture_state(session)["tasks"].get(task_id)
+    base = state.get("base_commit") if isinstance(state, dict) else None
+    if isinstance(base, str) and git.rev_parse(base, worktree):
+        return StageTarget(base, None, "")
+    raise RewindError(
+        f"cannot find where task {task_id} started (no task_start checkpoint and no "
+        f"base_commit in tasks/{task_id}.json)",
+        hint="`tilth checkpoints` shows what exists; `tilth rewind --to <cp>` can go back by hand",
+    )
+
+
+def find_target(
+    session: Session, task_id: str, from_stage: str | None, default_tier: str
+) -> StageTarget:
+    """Resolve ``--from`` to the commit (and checkpoint) the restart returns to."""
+    task = _task(session, task_id)
+    stages = stages_of(task, default_tier)
+    worktree = worktree_of(session)
+    if from_stage is None or from_stage == stages[0]:
+        return _with_stage(_base(session, task_id, worktree), stages[0])
+    completed = completed_stages(session, task_id, stages, worktree)
+    if from_stage not in completed:
+        valid = [stages[0], *[s for s in completed if s != stages[0]]]
+        why = "is not a stage of its tier" if from_stage not in stages else "has not completed"
+        raise UsageError(
+            f"cannot restart {task_id} from {from_stage!r}: it {why}",
+            hint=f"valid --from stages for {task_id}: {', '.join(valid)} "
+            "(without --from the whole task restarts)",
+        )
+    previous = stages[stages.index(from_stage) - 1]
+    found = [
+        c
+        for c in list_checkpoints(session)
+        if c.kind == "stage" and c.task_id == task_id and c.stage == previous
+    ]
+    if found:
+        return StageTarget(found[-1].head, found[-1], from_stage)
+    sha = _stage_event_sha(session, task_id, previous)
+    if sha is None or git.rev_parse(sha, worktree) is None:
+        sha = _commits_by_subject(worktree, task_id).get(previous)
+    if sha is not None:
+        return StageTarget(sha, None, from_stage)
+    base = _base(session, task_id, worktree)
+    return StageTarget(
+        base.head,
+        base.checkpoint,
+        stages[0],
+        warning=f"the commit of stage {previous} was not found; restarting the whole task",
+    )
+
+
+def _with_stage(target: StageTarget, stage: str) -> StageTarget:
+    return StageTarget(target.head, target.checkpoint, stage, target.warning)
+
+
+def _prune_stages(value: Any, dropped: set[str]) -> Any:
+    """Remove the dropped stages from any stage-keyed dict or stage-name list, recursively."""
+    if isinstance(value, dict):
+        return {k: _prune_stages(v, dropped) for k, v in value.items() if k not in dropped}
+    if isinstance(value, list):
+        return [
+            _prune_stages(v, dropped) for v in value if not (isinstance(v, str) and v in dropped)
+        ]
+    return value
+
+
+def _fallback_state(
+    session: Session, task_id: str, stages: tuple[str, ...], from_stage: str
+) -> dict[str, Any]:
+    """Harness state when no checkpoint exists: this and later tasks cleared by hand."""
+    state = capture_state(session)
+    prd = [t for t in state["prd"] or [] if isinstance(t, dict)]
+    ids = [str(t.get("id")) for t in prd]
+    later = set(ids[ids.index(task_id) + 1 :]) if task_id in ids else set()
+    for task in prd:
+        if task.get("id") in later:
+            task["status"] = "pending"
+    tasks = {k: v for k, v in state["tasks"].items() if k not in later}
+    if from_stage == stages[0]:
+        tasks.pop(task_id, None)
+    elif task_id in tasks:
+        dropped = set(stages[stages.index(from_stage) :])
+        tasks[task_id] = _prune_stages(tasks[task_id], dropped)
+    state["tasks"] = tasks
+    state["ledger"] = {k: v for k, v in state["ledger"].items() if k not in later}
+    if state["status"] in ("all_done", "failed", "prepared"):
+        state["status"] = "running"
+    return state
+
+
+def plan_restart(
+    session: Session, task_id: str, from_stage: str | None, default_tier: str
+) -> RewindPlan:
+    """What ``tilth restart <task> [--from <stage>]`` will change (no writes)."""
+    task = _task(session, task_id)
+    stages = stages_of(task, default_tier)
+    target = find_target(session, task_id, from_stage, default_tier)
+    worktree = worktree_of(session)
+    if target.checkpoint is not None:
+        plan = plan_rewind(session, target.checkpoint, "both")
+        plan.op, plan.target_label = "restart", target.checkpoint.label
+    else:
+        plan = RewindPlan(
+            op="restart",
+            op_id=new_op_id(),
+            session_id=session.id,
+            target=target.head[:12],
+            target_label=f"commit {target.head[:12]}",
+            scope="both",
+            worktree=str(worktree),
+            head=target.head,
+            state=_fallback_state(session, task_id, stages, target.from_stage),
+        )
+        report_code(plan, worktree, target.head)
+        plan.warnings.append(
+            "no checkpoint for this point: conversation threads and the event log are kept"
+        )
+    assert plan.state is not None
+    state = json.loads(json.dumps(plan.state))
+    for entry in state.get("prd") or []:
+        if isinstance(entry, dict) and entry.get("id") == task_id:
+            entry["status"] = "pending"
+    plan.state = state
+    report_state(plan, session, state)
+    stamp = utc_now()
+    plan.stash_message = f"tilth restart {task_id} {stamp}"
+    rerun = stages[stages.index(target.from_stage) :]
+    whole = target.from_stage == stages[0]
+    plan.headline = (
+        f"restart {task_id} of session {session.id}"
+        + ("" if whole else f" from {target.from_stage}")
+        + f" (back to {target.head[:12]})"
+    )
+    stash_line = (
+        f"will be stashed as '{plan.stash_message}' ({len(plan.conflicts)} file(s))"
+        if plan.conflicts
+        else "none (nothing to stash)"
+    )
+    plan.details = [
+        f"stages that will re-run: {' -> '.join(rerun)}",
+        f"commits rolled back: {len(plan.commits_dropped)}",
+        f"uncommitted changes: {stash_line}",
+        f"{task_id} becomes pending; nothing runs until `tilth resume {session.id}`",
+    ]
+    if target.warning:
+        plan.warnings.insert(0, target.warning)
+    plan.event = {
+        "type": "restart",
+        "payload": {
+            "task_id": task_id,
+            "from": target.from_stage,
+            "to": plan.target,
+            "head": target.head,
+        },
+    }
+    return plan

@@ -1,0 +1,210 @@
+"""``tilth reset --to-seed``: contributor tooling that erases a run back to its seed.
+
+Rewinds the session to the instant ``prep-feature`` returned so the same seed
+can be run again without a new interview. It is one more go-back operation on
+the timeline engine (plan → confirm → journaled execute), with the pre-flight
+checks and wording of the original proposal. Because ``events.jsonl`` must end
+at ``seed_committed`` afterwards, the reset itself is recorded only in
+``timeline/operations.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilth import git
+from tilth.config import Settings
+from tilth.errors import SessionCorrupt, SessionNotFound, TilthError
+from tilth.session.events import iter_lines
+from tilth.session.seed_rules import SeedRuleError, check_prd
+from tilth.session.store import DERIVED_FILES, Session
+from tilth.timeline.checkpoints import list_checkpoints
+from tilth.timeline.engine import execute_rewind, open_for_writing
+from tilth.timeline.plan import RewindPlan, new_op_id, report_code, report_events, report_threads
+from tilth.ui.io import IO
+
+CONFIRM_WARNING = (
+    "This is destructive and irreversible. Everything the run did after the seed is "
+    "deleted for good: its commits and code changes, its event log entries, ledgers, "
+    "conversations and reports. There is no archive and no undo; the prior run's code "
+    "and logs are unrecoverable."
+)
+
+
+class SeedResetError(TilthError):
+    """A pre-flight check of ``reset --to-seed`` failed; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class SeedAnchor:
+    """Where the seed sits: its commit, and the end of its ``seed_committed`` line."""
+
+    sha: str
+    branch: str
+    end: int
+    seq: int
+    tokens_used: int
+
+
+def _fail(session: Session, problem: str) -> SeedResetError:
+    source = _source_hint(session)
+    return SeedResetError(
+        f"cannot reset session {session.id} to its seed: {problem}; nothing was changed",
+        hint=f"discard it with `tilth reset {session.id}` and seed again with "
+        f"`tilth prep-feature {source}`",
+    )
+
+
+def _source_hint(session: Session) -> str:
+    try:
+        return str(session.checkpoint().get("source") or "<workspace>")
+    except (SessionCorrupt, OSError):
+        return "<workspace>"
+
+
+def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) -> Session:
+    """The session to reset; a missing one gets the reset + prep-feature pointer."""
+    from tilth.session.discovery import resolve_session
+
+    try:
+        session = resolve_session(settings.sessions_dir, session_id)
+    except SessionNotFound as exc:
+        raise SeedResetError(
+            f"cannot reset to seed: {exc}",
+            hint="start a session with `tilth prep-feature <workspace>` "
+            "(`tilth reset <id>` discards a broken one)",
+        ) from None
+    if session_id is None:
+        out.dim(f"reset: latest session is {session.id}")
+    return session
+
+
+def find_anchor(session: Session) -> tuple[dict[str, Any] | None, dict[str, Any] | None, int, int]:
+    """The first ``seed_committed`` record, the ``session_prepared`` before it, end and seq.
+
+    Stops at the seed: the scan covers the prep trail only, never the run.
+    """
+    prepared: dict[str, Any] | None = None
+    for line, _, end, complete in iter_lines(session.events.path):
+        if not complete:
+            break
+        if b'"session_prepared"' not in line and b'"seed_committed"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("type") == "session_prepared":
+            prepared = record
+        elif record.get("type") == "seed_committed":
+            return record, prepared, end, int(record.get("seq") or 0)
+    return None, prepared, 0, 0
+
+
+def preflight(session: Session) -> SeedAnchor:
+    """Every check of the proposal, in its order; raises ``SeedResetError`` on the first miss."""
+    if not session.dir.is_dir():
+        raise _fail(session, f"the session directory {session.dir} does not exist")
+    try:
+        cp = session.checkpoint()
+    except SessionCorrupt as exc:
+        raise _fail(session, str(exc)) from None
+    seed, prepared, end, seq = find_anchor(session)
+    payload = seed.get("payload") if seed else None
+    if not isinstance(payload, dict) or not payload.get("sha") or not payload.get("branch"):
+        raise _fail(
+            session,
+            "it has no seed_committed event with a sha and branch (prep-feature never "
+            "finished), so there is no seed to return to",
+        )
+    prep_payload = prepared.get("payload") if prepared else None
+    tokens = prep_payload.get("tokens_used") if isinstance(prep_payload, dict) else None
+    if not isinstance(tokens, int) or isinstance(tokens, bool):
+        raise _fail(session, "it has no session_prepared event carrying tokens_used")
+    workspace = cp.get("workspace")
+    if not workspace:
+        raise _fail(session, "the session has no worktree recorded in checkpoint.json")
+    if not Path(str(workspace)).is_dir():
+        raise _fail(session, f"its worktree {workspace} is gone")
+    try:
+        check_prd(session.load_prd())
+    except (SeedRuleError, SessionCorrupt) as exc:
+        raise _fail(session, f"prd.json fails the seed shape check ({exc})") from None
+    sha = git.rev_parse(str(payload["sha"]), Path(str(workspace)))
+    if sha is None:
+        raise _fail(session, f"the seed commit {payload['sha']} no longer exists in the worktree")
+    return SeedAnchor(sha, str(payload["branch"]), end, seq, tokens)
+
+
+def plan_reset_to_seed(session: Session, anchor: SeedAnchor) -> RewindPlan:
+    """What the reset will change (pure)."""
+    worktree = Path(str(session.checkpoint()["workspace"]))
+    seed_cp = next((c for c in list_checkpoints(session) if c.kind == "seed"), None)
+    prd = [
+        {**task, "status": "pending"} if isinstance(task, dict) else task
+        for task in session.load_prd()
+    ]
+    if seed_cp is not None:
+        heads = dict(seed_cp.threads)
+    else:
+        # Without a seed checkpoint, keep only the interview's own thread(s).
+        heads = {k: v for k, v in session.threads.heads().items() if k.startswith("interview")}
+    plan = RewindPlan(
+        op="reset_to_seed",
+        op_id=new_op_id(),
+        session_id=session.id,
+        target=seed_cp.id if seed_cp else "seed",
+        target_label=f"seed {anchor.sha[:12]}",
+        scope="both",
+        worktree=str(worktree),
+        head=anchor.sha,
+        state={
+            "prd": prd,
+            "tasks": {},
+            "ledger": {},
+            "tokens_used": anchor.tokens_used,
+            "status": "prepared",
+        },
+        threads=heads,
+        event_offset=anchor.end,
+        keep_through_seq=seed_cp.seq if seed_cp else 0,
+        delete_paths=["ledger", "tasks", *DERIVED_FILES],
+        headline=f"reset session {session.id} to its seed ({anchor.sha[:12]} on {anchor.branch})",
+    )
+    report_code(plan, worktree, anchor.sha)
+    report_events(plan, session, anchor.end, anchor.seq)
+    report_threads(plan, session, heads)
+    keep = plan.keep_through_seq or 0
+    plan.checkpoints_dropped = sum(1 for c in list_checkpoints(session) if c.seq > keep)
+    before = {
+        t.get("id"): t.get("status", "pending") for t in session.load_prd() if isinstance(t, dict)
+    }
+    plan.task_changes = [(str(t), str(s), "pending") for t, s in before.items() if s != "pending"]
+    plan.details = [
+        f"checkpoint.json: status -> prepared, tokens_used -> {anchor.tokens_used}",
+        "events.jsonl: cut right after the seed_committed line",
+        "kept: seed-meta.json, prd.json (every task back to pending), the seed commit",
+    ]
+    return plan
+
+
+def reset_to_seed_command(session: Session, out: IO, *, assume_yes: bool) -> None:
+    """The whole verb: lock, recover, pre-flight, show the plan, confirm, execute."""
+    with open_for_writing(session, out.warn):
+        anchor = preflight(session)
+        plan = plan_reset_to_seed(session, anchor)
+        out.say(plan.render())
+        out.say()
+        out.say(CONFIRM_WARNING, style="bold red")
+        out.confirm(
+            f"Erase the run and reset session {session.id} to its seed?", assume_yes=assume_yes
+        )
+        execute_rewind(session, plan)
+    source = _source_hint(session)
+    out.ok(f"session {session.id} is back at its seed (status prepared)")
+    out.say(f"run it again with: tilth run {source}")

@@ -1,0 +1,100 @@
+"""Read-only questions a plan asks of the worktree, the event log and the threads."""
+
+from __future__ import annotations
+
+import mmap
+import re
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from tilth import git
+from tilth.session.threads import Thread, message_number
+
+# Every event line starts like this (EventLog writes keys in this order); anchoring
+# at the line start means a nested "type" inside a payload never counts.
+_EVENT_TYPE_RE = re.compile(rb'^\{"v": \d+, "seq": \d+, "ts": "[^"]*", "type": "([^"\\]*)"', re.M)
+
+
+def _scratch_index(worktree: Path, tmp: Path) -> dict[str, str]:
+    """Env for git using a copy of the worktree's index, so the real one is never touched."""
+    real = Path(git.git("rev-parse", "--git-path", "index", cwd=worktree).strip())
+    if not real.is_absolute():
+        real = worktree / real
+    index = tmp / "index"
+    if real.exists():
+        shutil.copyfile(real, index)
+    return {"GIT_INDEX_FILE": str(index)}
+
+
+def tree_changes(worktree: Path, target: str) -> list[tuple[str, str]]:
+    """``(restore | delete, path)`` for every file a reset to ``target`` + clean would change.
+
+    Compares the working tree *including untracked files* (ignored ones excluded,
+    as ``git clean -fd`` leaves them) with ``target``.
+    """
+    with tempfile.TemporaryDirectory(prefix="tilth-plan-") as tmp:
+        env = _scratch_index(worktree, Path(tmp))
+        git.git("add", "-A", cwd=worktree, env=env)
+        out = git.git(
+            "diff", "--cached", "--name-status", "--no-renames", "-z", target, cwd=worktree, env=env
+        )
+    fields = out.split("\0")
+    changes: list[tuple[str, str]] = []
+    for status, path in zip(fields[0::2], fields[1::2], strict=False):
+        if not status:
+            continue
+        # Added since the target: a rewind deletes it. Anything else: it is restored.
+        changes.append(("delete" if status.startswith("A") else "restore", path))
+    return sorted(changes, key=lambda c: c[1])
+
+
+def tree_hash(worktree: Path) -> str:
+    """A hash of the whole working tree, untracked files included (tests and benchmarks)."""
+    with tempfile.TemporaryDirectory(prefix="tilth-tree-") as tmp:
+        env = _scratch_index(worktree, Path(tmp))
+        git.git("add", "-A", cwd=worktree, env=env)
+        return git.git("write-tree", cwd=worktree, env=env).strip()
+
+
+def dirty_paths(worktree: Path) -> list[str]:
+    """Paths with uncommitted changes, untracked files included."""
+    out = git.git(
+        "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", cwd=worktree
+    )
+    return sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
+
+
+def tally_events(path: Path, offset: int) -> dict[str, int]:
+    """Count event types from byte ``offset`` to the end, without parsing JSON."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return {}
+    if size <= offset:
+        return {}
+    counts: Counter[str] = Counter()
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        for match in _EVENT_TYPE_RE.finditer(mm, offset):
+            counts[match.group(1).decode("utf-8", "replace")] += 1
+    return dict(sorted(counts.items()))
+
+
+def thread_drops(directory: Path, heads: dict[str, str | None]) -> tuple[dict[str, int], list[str]]:
+    """Messages each thread would lose when cut to ``heads``, and threads deleted outright."""
+    dropped: dict[str, int] = {}
+    deleted: list[str] = []
+    if not directory.is_dir():
+        return dropped, deleted
+    for path in sorted(directory.glob("*.jsonl")):
+        key = path.stem
+        if key not in heads:
+            deleted.append(key)
+            continue
+        head = heads[key]
+        limit = message_number(head) if head else 0
+        count = sum(1 for m in Thread(directory, key).read() if message_number(m.id) > limit)
+        if count:
+            dropped[key] = count
+    return dropped, deleted
