@@ -210,13 +210,28 @@ EVENTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ),
     (
         "rewind",
-        {"to": "cp-0003", "scope": "code+conversation", "files": ["a.py"]},
-        ["rewind to cp-0003 · code+conversation", "a.py"],
+        {
+            "to": "cp-0003",
+            "scope": "both",
+            "op": "op-1",
+            "dropped": {
+                "files": 2,
+                "commits_dropped": 1,
+                "events_dropped": 9,
+                "tasks": {"T-002": "pending"},
+                "stashed": False,
+            },
+        },
+        [
+            "rewind to cp-0003 · both",
+            "files 2 · commits dropped 1 · events dropped 9",
+            "tasks T-002 → pending",
+        ],
     ),
     (
         "restart",
-        {"task_id": "T-002", "from_stage": "implement", "reason": "bad plan"},
-        ["restart · T-002 from implement", "bad plan"],
+        {"task_id": "T-002", "from": "implementing", "to": "cp-0005", "head": "a1b2c3d4e5f6a7"},
+        ["restart · T-002 from implementing", "cp-0005", "a1b2c3d4e5"],
     ),
     (
         "fork",
@@ -231,6 +246,36 @@ EVENTS: list[tuple[str, dict[str, Any], list[str]]] = [
         "reset_to_seed",
         {"seed_sha": "5eed5eed5eed", "deleted": ["ledger/", "progress.txt"]},
         ["reset to seed", "5eed5eed5e", "progress.txt"],
+    ),
+    (
+        "tests_run",
+        {
+            "passed": True,
+            "files": ["tests/test_t001_dates.py"],
+            "checks": [{"name": "seed tests", "passed": True, "command": "pytest -q x.py"}],
+            "output_preview": "[seed tests] PASS",
+        },
+        ["tests passed", "✓ seed tests", "pytest -q x.py", "[seed tests] PASS", "card ok"],
+    ),
+    (
+        "prompt_assembled",
+        {"role": "evaluator", "chars": 20000, "content": "Review T-001", "truncated": True},
+        ["prompt assembled · evaluator", "20,000 chars, truncated", "Review T-001"],
+    ),
+    ("feedback_delivered", {"chars": 321}, ["feedback delivered to the worker · 321 chars"]),
+    ("task_retry", {"previous_failure": {"reason": "iter_cap"}}, ["task retried", "iter_cap"]),
+    ("interview_nudge", {"actor": "interviewer", "turn": 2}, ["nudge", "without calling a tool"]),
+    ("seed_rejected", {"error": "T-1 is not a task id"}, ["seed rejected", "T-1 is not"]),
+    (
+        "evaluator_parse_error",
+        {"attempt": 1, "error": "no submit_verdict", "raw_tool_calls": [{"name": "x"}]},
+        ["evaluator reply could not be parsed", "no submit_verdict", "what the model sent"],
+    ),
+    ("case_parse_error", {"error": "summary missing"}, ["case could not be parsed"]),
+    (
+        "model_retry",
+        {"role": "worker", "attempt": 1, "reason": "HTTP 503", "delay": 1.25},
+        ["model call retried", "HTTP 503", "1.2s", "worker · attempt 1"],
     ),
     (
         "summarize",
@@ -376,7 +421,15 @@ def test_seed_panel_task_overview_and_ledger(session: Session) -> None:
             "next_step": "add them",
         },
     )
-    session.ledger.append("T-002", {"verdict": "accept", "concern": "fine now"})
+    session.ledger.append(
+        "T-002",
+        {
+            "stage": "implementing",
+            "turn": 7,
+            "diff_summary": "src/docs.py | 4 ++--",
+            "verdict": {"verdict": "accept", "concern": "fine now", "evidence": []},
+        },
+    )
     page = render_session_html(session)
     seed = page.split('<section class="panel seed">')[1].split("</section>")[0]
     assert "m-seed · 4,321 tokens · t0 → t1" in seed
@@ -390,6 +443,8 @@ def test_seed_panel_task_overview_and_ledger(session: Session) -> None:
     ledger = page.split('<section class="panel ledger">')[1].split("</section>")[0]
     assert "T-002 · 2 verdict(s)" in ledger
     assert "no edge cases" in ledger and "next: add them" in ledger and "fine now" in ledger
+    assert "stage implementing · turn 7" in ledger and "src/docs.py | 4 ++--" in ledger
+    assert '<span class="badge ok">accept</span>' in ledger
     assert "T-001" not in ledger
 
 

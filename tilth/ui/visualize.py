@@ -29,8 +29,10 @@ from tilth.ui.visualize_html import (
     collapsible,
     esc,
     json_for_script,
+    pre,
     text_block,
     thousands,
+    to_json,
 )
 from tilth.ui.visualize_style import CSS, JS
 
@@ -245,19 +247,7 @@ def _ledger_panel(session: Session, task_order: list[str]) -> str:
     for task_id in ordered:
         rows = []
         for entry in ledger.read(task_id):
-            verdict = str(entry.get("verdict", "?"))
-            category = entry.get("rejection_category") or ""
-            rows.append(
-                f"<tr><td>{esc(entry.get('ts', ''))}</td>"
-                f"<td>{badge(verdict, 'ok' if verdict == 'accept' else 'bad')}</td>"
-                f"<td>{esc(category)}</td><td>{esc(entry.get('concern', ''))}"
-                + (
-                    f'<div class="meta">next: {esc(entry["next_step"])}</div>'
-                    if entry.get("next_step")
-                    else ""
-                )
-                + "</td></tr>"
-            )
+            rows.append(_ledger_row(entry))
         table = (
             "<table><tr><th>when</th><th>verdict</th><th>category</th><th>concern</th></tr>"
             + "".join(rows)
@@ -265,6 +255,28 @@ def _ledger_panel(session: Session, task_order: list[str]) -> str:
         )
         blocks.append(collapsible(f"{task_id} · {len(rows)} verdict(s)", table, open_=True))
     return f'<section class="panel ledger"><h2>Ledger</h2>{"".join(blocks)}</section>'
+
+
+def _ledger_row(entry: dict[str, Any]) -> str:
+    """One verdict; the run loop nests it under ``verdict`` beside the case and the diff."""
+    nested = entry.get("verdict")
+    verdict = nested if isinstance(nested, dict) else entry
+    word = str(verdict.get("verdict", "?"))
+    where = " · ".join(
+        f"{k} {entry[k]}" for k in ("stage", "turn") if entry.get(k) not in (None, "")
+    )
+    extra = ""
+    if verdict.get("next_step"):
+        extra += f'<div class="meta">next: {esc(verdict["next_step"])}</div>'
+    if entry.get("diff_summary"):
+        diff = entry["diff_summary"]
+        extra += collapsible("diff reviewed", pre(diff if isinstance(diff, str) else to_json(diff)))
+    return (
+        f'<tr><td>{esc(entry.get("ts", ""))}<div class="meta">{esc(where)}</div></td>'
+        f"<td>{badge(word, 'ok' if word == 'accept' else 'bad')}</td>"
+        f"<td>{esc(verdict.get('rejection_category') or '')}</td>"
+        f"<td>{esc(verdict.get('concern', ''))}{extra}</td></tr>"
+    )
 
 
 def _stream(events: list[Event], titles: dict[str, str]) -> str:

@@ -37,7 +37,7 @@ def renders(*types: str) -> Callable[[Renderer], Renderer]:
 
 def render_event(event: Event) -> str:
     """The HTML card for one event."""
-    fields = Fields(event.payload)
+    fields = Fields(event.payload, event.type)
     renderer = RENDERERS.get(event.type, _fallback)
     card = renderer(fields)
     meta = _scope(event.payload, fields.requested)
@@ -59,7 +59,8 @@ def _scope(payload: dict[str, Any], shown: set[str]) -> str:
         value = payload.get(key)
         if value is None or value == "" or key == "task_id" or key in shown:
             continue
-        parts.append(f"{key} {value}" if key in ("turn", "iter", "attempt") else str(value))
+        numbered = key in ("turn", "iter", "attempt", "round")
+        parts.append(f"{key} {value}" if numbered else str(value))
     return " · ".join(parts)
 
 

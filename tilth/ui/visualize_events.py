@@ -128,10 +128,12 @@ def _model_call(f: Fields) -> Card:
 @renders("model_retry")
 def _model_retry(f: Fields) -> Card:
     wait = f.get("delay", "wait", "backoff", "sleep")
+    if isinstance(wait, float):
+        wait = round(wait, 1)
     body = kv(
         [
             ("attempt", f.get("attempt_no", "try")),
-            ("error", f.get("error", "message")),
+            ("why", f.get("reason", "error", "message")),
             ("status", f.get("status", "status_code")),
             ("waiting", f"{wait}s" if wait is not None else None),
         ]
@@ -151,16 +153,36 @@ def _empty(f: Fields) -> Card:
     return Card("model", "warn", "empty model response", body)
 
 
-@renders("nudge")
+@renders("nudge", "interview_nudge")
 def _nudge(f: Fields) -> Card:
     text = f.text("text", "message", "content")
-    count = f.get("count", "nudges", "number")
+    count = f.get("count", "nudges", "number", "streak")
     return Card(
         "model",
         "warn",
         f"nudge{f' #{count}' if count is not None else ''}",
-        text_block(text) if text else kv([("reason", f.get("reason"))]),
+        text_block(text)
+        if text
+        else kv([("reason", f.get("reason") or "the model answered without calling a tool")]),
     )
+
+
+@renders("prompt_assembled")
+def _prompt(f: Fields) -> Card:
+    role = f.text("role") or "model"
+    chars = f.get("chars")
+    content = f.text("content") or ""
+    label = f"prompt ({thousands(chars)} chars{', truncated' if f.get('truncated') else ''})"
+    body = collapsible(label, pre(content)) if content else kv([("chars", chars)])
+    return Card("model", "dim", f"prompt assembled · {role}", body)
+
+
+@renders("feedback_delivered")
+def _feedback(f: Fields) -> Card:
+    chars = f.get("chars")
+    text = f.text("text", "feedback")
+    title = f"feedback delivered to the worker{f' · {thousands(chars)} chars' if chars else ''}"
+    return Card("model", "dim", title, collapsible("feedback", pre(text)) if text else "")
 
 
 # ---- tools -----------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 # Fields that say who/where an event happened; shown in the card's meta strip.
-SCOPE_KEYS = ("actor", "task_id", "stage", "phase", "turn", "iter", "attempt")
+SCOPE_KEYS = ("actor", "task_id", "stage", "phase", "role", "round", "turn", "iter", "attempt")
 # Bookkeeping ids nobody reads in a transcript.
-QUIET_KEYS = frozenset({"trace_id", "span_id", "call_id", "schema_version", "v"})
+QUIET_KEYS = frozenset({"trace_id", "span_id", "call_id", "schema_version", "v", "op"})
 
 
 def esc(value: object) -> str:
@@ -95,8 +95,9 @@ def thousands(value: object) -> str:
 class Fields:
     """A payload that remembers which keys a renderer used, so the rest can be listed."""
 
-    def __init__(self, payload: Mapping[str, Any]) -> None:
+    def __init__(self, payload: Mapping[str, Any], event_type: str = "") -> None:
         self.payload = payload
+        self.event_type = event_type
         self.used: set[str] = set(SCOPE_KEYS) | QUIET_KEYS
         self.requested: set[str] = set()
         """Keys a renderer asked for (already shown, so not repeated in the meta strip)."""

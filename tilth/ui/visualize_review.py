@@ -11,6 +11,7 @@ from tilth.ui.visualize_html import (
     kv,
     pre,
     text_block,
+    to_json,
 )
 from tilth.ui.visualize_tools import render_args
 
@@ -24,7 +25,7 @@ def _case_submitted(f: Fields) -> Card:
     return Card("review", "agent ok", "case submitted", render_args("submit_case", source))
 
 
-@renders("case_rejected", "case_parse_error")
+@renders("case_rejected", "case_parse_error", "seed_rejected", "evaluator_parse_error")
 def _case_rejected(f: Fields) -> Card:
     reasons = f.items("errors", "reasons", "problems")
     reason = f.text("reason", "error", "message")
@@ -32,7 +33,15 @@ def _case_rejected(f: Fields) -> Card:
     feedback = f.text("feedback")
     if feedback:
         body += collapsible("feedback sent to the worker", pre(feedback))
-    return Card("review", "bad", "case rejected", body)
+    raw = f.get("raw_tool_calls")
+    if raw:
+        body += collapsible("what the model sent", pre(to_json(raw)))
+    title = {
+        "case_parse_error": "case could not be parsed",
+        "seed_rejected": "seed rejected",
+        "evaluator_parse_error": "evaluator reply could not be parsed",
+    }.get(f.event_type, "case rejected")
+    return Card("review", "bad", title, body)
 
 
 @renders("tests_run", "validator_run")
@@ -47,19 +56,21 @@ def _tests_run(f: Fields) -> Card:
             ("duration", f.get("duration", "seconds")),
         ]
     )
-    results = f.get("results")
+    results = f.get("checks", "results")
     listing = ""
     if isinstance(results, list):
         listing = (
             "<ul>"
             + "".join(
-                f"<li>{'✓' if r.get('passed') else '✗'} {esc(r.get('name', '?'))}</li>"
+                f"<li>{'✓' if r.get('passed') else '✗'} {esc(r.get('name', '?'))}"
+                + (f" <code>{esc(r['command'])}</code>" if r.get("command") else "")
+                + "</li>"
                 for r in results
                 if isinstance(r, dict)
             )
             + "</ul>"
         )
-    output = f.text("output", "stdout", "summary")
+    output = f.text("output", "output_preview", "stdout", "summary")
     body = counts + listing
     if output:
         body += collapsible(f"output ({len(output)} chars)", pre(output), open_=not passed)
@@ -109,7 +120,8 @@ def _task_start(f: Fields) -> Card:
             ("task", title),
             ("attempt", f.get("attempt_no")),
             ("tier", f.get("tier")),
-            ("stages", f.items("stages")),
+            ("stages", " → ".join(str(s) for s in f.items("stages"))),
+            ("base commit", _short(f.text("base_commit"))),
         ]
     )
     return Card("lifecycle", "info", f"task started · {f.payload.get('task_id', '?')}", body)
@@ -130,7 +142,24 @@ def _task_done(f: Fields) -> Card:
 def _task_failed(f: Fields) -> Card:
     reason = f.text("reason") or "unknown"
     body = text_block(f.text("error", "message")) if f.text("error", "message") else ""
+    body += kv(
+        [
+            ("placeholder commit", _short(f.text("placeholder_sha"))),
+            ("streak", f.get("streak")),
+            ("nudges", f.get("nudges")),
+            ("evaluator calls", f.get("evaluator_calls")),
+        ]
+    )
     return Card("lifecycle", "bad", f"task failed · {reason}", body)
+
+
+@renders("task_retry")
+def _task_retry(f: Fields) -> Card:
+    previous = f.get("previous_failure")
+    shown = previous.get("reason", previous) if isinstance(previous, dict) else previous
+    return Card(
+        "lifecycle", "warn", "task retried", kv([("previous failure", shown)]) if shown else ""
+    )
 
 
 @renders("stage_started")
@@ -140,7 +169,13 @@ def _stage_started(f: Fields) -> Card:
         "lifecycle",
         "dim",
         f"stage started · {stage}",
-        kv([("task", f.payload.get("task_id")), ("from", f.get("base_sha", "sha"))]),
+        kv(
+            [
+                ("task", f.payload.get("task_id")),
+                ("from", _short(f.text("base_sha", "sha"))),
+                ("resumed", "yes" if f.get("resumed") else None),
+            ]
+        ),
     )
 
 
@@ -165,7 +200,7 @@ def _stage_completed(f: Fields) -> Card:
 @renders("commit")
 def _commit(f: Fields) -> Card:
     sha = f.text("sha")
-    title = f"committed · {sha[:8]}" if sha else "commit · nothing to commit"
+    title = f"committed · {sha[:10]}" if sha else "commit · nothing to commit"
     return Card(
         "lifecycle",
         "ok" if sha else "dim",
@@ -201,21 +236,27 @@ def _rewind(f: Fields) -> Card:
             [
                 ("files restored", f.items("files", "restored")),
                 ("plan", f.get("plan")),
-                ("events cut after", f.get("events_cut", "seq")),
-                ("commit", f.get("head", "sha")),
+                ("commit", _short(f.text("head", "sha"))),
             ]
-        ),
+        )
+        + _dropped(f),
     )
 
 
 @renders("restart")
 def _restart(f: Fields) -> Card:
-    stage = f.text("from_stage", "stage_name")
+    stage = f.text("from", "from_stage", "stage_name")
     task = f.payload.get("task_id") or f.text("task") or "?"
     title = f"restart · {task}{' from ' + stage if stage else ''}"
-    return Card(
-        "timeline", "warn", title, kv([("reason", f.get("reason")), ("plan", f.get("plan"))])
+    body = kv(
+        [
+            ("back to", f.get("to")),
+            ("commit", _short(f.text("head"))),
+            ("reason", f.get("reason")),
+            ("plan", f.get("plan")),
+        ]
     )
+    return Card("timeline", "warn", title, body + _dropped(f))
 
 
 @renders("fork")
@@ -243,7 +284,7 @@ def _reset_to_seed(f: Fields) -> Card:
         "timeline",
         "warn",
         "reset to seed",
-        kv([("seed commit", sha[:10] if sha else None), ("deleted", f.items("deleted"))]),
+        kv([("seed commit", _short(sha)), ("deleted", f.items("deleted"))]) + _dropped(f),
     )
 
 
@@ -260,4 +301,26 @@ def _summarize(f: Fields) -> Card:
     summary = f.text("summary")
     if summary:
         body += collapsible("summary", text_block(summary))
-    return Card("timeline", "info", f"summarized · {direction}", body)
+    return Card("timeline", "info", f"summarized · {direction}", body + _dropped(f))
+
+
+def _short(sha: str | None) -> str | None:
+    return sha[:10] if sha else None
+
+
+def _dropped(f: Fields) -> str:
+    """The counts a timeline operation recorded (``dropped``): what it threw away."""
+    dropped = f.get("dropped")
+    if not isinstance(dropped, dict):
+        return ""
+    counts = [
+        f"{key.replace('_', ' ')} {value}"
+        for key, value in dropped.items()
+        if isinstance(value, int) and not isinstance(value, bool) and value
+    ]
+    tasks = dropped.get("tasks")
+    if isinstance(tasks, dict) and tasks:
+        counts.append("tasks " + ", ".join(f"{t} → {s}" for t, s in tasks.items()))
+    if dropped.get("stashed"):
+        counts.append("local changes stashed")
+    return f'<div class="meta">{esc(" · ".join(counts) or "nothing changed")}</div>'
