@@ -23,7 +23,7 @@ from tilth.model import (
     tool_call,
     tool_call_raw,
 )
-from tilth.model.openai_client import backoff_delay, is_retryable_status
+from tilth.model.openai_client import backoff_delay, is_retryable_status, retry_after
 
 ModelFactory = Callable[..., OpenAIModel]
 USER = [{"role": "user", "content": "build the thing"}]
@@ -284,3 +284,21 @@ def test_a_reply_without_choices_is_an_empty_turn(fast_model: ModelFactory) -> N
     with FakeServer(Script([raw(json.dumps({"id": "x", "choices": []}))])) as server:
         turn = fast_model(server).complete(USER, [])
     assert turn.is_empty and turn.usage.total == 0
+
+
+def test_retry_after_from_the_server_stretches_the_wait(fast_model: ModelFactory) -> None:
+    waits: list[float] = []
+    script = Script([{**error(429, "slow down"), "retry_after": 0.2}, reply("ok")])
+    with FakeServer(script) as server:
+        model = fast_model(server, on_retry=lambda _, __, wait: waits.append(wait))
+        assert model.complete(USER, []).content == "ok"
+    assert server.requests and len(server.requests) == 2
+    assert waits == [0.2], "the server's Retry-After beats a millisecond backoff"
+
+
+def test_retry_after_header_parsing() -> None:
+    assert retry_after({"retry-after": "3"}) == 3.0
+    assert retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after({"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"}) is None
+    assert retry_after({"retry-after": "-1"}) is None
+    assert retry_after({}) is None

@@ -154,6 +154,7 @@ def test_hand_written_files_may_leave_out_defaults(tmp_path: Path) -> None:
         ('{"worker": {"content": "x"}}', "replies for 'worker' must be a list"),
         ('[{"type": "delay", "seconds": -1, "then": {}}]', "non-negative"),
         ('[{"type": "raw", "body": 5}]', "raw body must be a string"),
+        ('[{"type": "error", "status": 429, "retry_after": "soon"}]', "retry_after must be"),
     ],
 )
 def test_bad_script_files_are_named_errors(tmp_path: Path, text: str, complaint: str) -> None:

@@ -6,11 +6,11 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from tilth.config import Role, Settings
 from tilth.model.base import AssistantTurn, Model, ToolCall, Usage, function_tool
-from tilth.model.openai_client import OpenAIModel, RetryHook
 from tilth.model.script import (
     Script,
     delay,
@@ -26,6 +26,16 @@ from tilth.model.scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from tilth.model.fake_server import FakeServer
+    from tilth.model.openai_client import OpenAIModel, RetryHook
+
+# Imported on first use: ``openai`` takes about a second to import, which commands that never
+# call a live model should not pay, and ``python -m tilth.model.fake_server`` must not load its
+# own module twice.
+_LAZY = {
+    "FakeServer": "tilth.model.fake_server",
+    "OpenAIModel": "tilth.model.openai_client",
+    "RetryHook": "tilth.model.openai_client",
+}
 
 __all__ = [
     "AssistantTurn",
@@ -52,6 +62,8 @@ __all__ = [
 
 def model_for(settings: Settings, role: Role, *, on_retry: RetryHook | None = None) -> Model:
     """The model for ``role``, at that role's own endpoint, with the configured retry policy."""
+    from tilth.model.openai_client import OpenAIModel
+
     return OpenAIModel(
         settings.endpoint(role),
         max_retries=settings.model_max_retries,
@@ -62,9 +74,6 @@ def model_for(settings: Settings, role: Role, *, on_retry: RetryHook | None = No
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use, so ``python -m tilth.model.fake_server`` does not load it twice.
-    if name == "FakeServer":
-        from tilth.model.fake_server import FakeServer
-
-        return FakeServer
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

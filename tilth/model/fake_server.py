@@ -183,7 +183,7 @@ class _Handler(BaseHTTPRequestHandler):
             reply = reply["then"]
         try:
             if reply["type"] == "error":
-                self._send_error(reply["status"], reply["message"])
+                self._send_error(reply["status"], reply["message"], reply.get("retry_after"))
             elif reply["type"] == "raw":
                 self._send_raw(reply["status"], reply["body"], reply["content_type"])
             elif body.get("stream"):
@@ -199,17 +199,23 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, payload: Any) -> None:
         self._send_raw(status, json.dumps(payload), "application/json")
 
-    def _send_raw(self, status: int, body: str, content_type: str) -> None:
+    def _send_raw(
+        self, status: int, body: str, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         data = body.encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_error(self, status: int, message: str) -> None:
+    def _send_error(self, status: int, message: str, retry_after: float | None = None) -> None:
         kind = "rate_limit_error" if status == 429 else "scripted_error"
-        self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
+        payload = {"error": {"message": message, "type": kind, "code": status}}
+        headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+        self._send_raw(status, json.dumps(payload), "application/json", headers)
 
     def _send_stream(self, model: str, reply: Reply, body: dict[str, Any]) -> None:
         self.send_response(200)

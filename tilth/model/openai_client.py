@@ -12,7 +12,7 @@ import json
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import openai
@@ -100,6 +100,9 @@ class OpenAIModel:
                     message = f"{transient.failure} (after {attempts} {plural})"
                     raise self._error(message, self._status_hint(None)) from None
                 wait = backoff_delay(attempt, self.backoff_seconds)
+                if transient.retry_after is not None:
+                    # The server said how long; waiting less would only earn another 429.
+                    wait = max(wait, min(transient.retry_after, MAX_BACKOFF_SECONDS))
                 if self.on_retry is not None:
                     self.on_retry(attempt, self._scrub(transient.reason), wait)
                 time.sleep(wait)
@@ -112,9 +115,8 @@ class OpenAIModel:
         except openai.APIStatusError as exc:
             reason = self._status_reason(exc)
             if is_retryable_status(exc.status_code):
-                raise _Transient(
-                    reason, f"could not get an answer from the {self._where}: {reason}"
-                ) from None
+                failure = f"could not get an answer from the {self._where}: {reason}"
+                raise _Transient(reason, failure, retry_after(exc.response.headers)) from None
             message = f"the {self._where} refused the request: {reason}"
             raise self._error(message, self._status_hint(exc.status_code)) from None
         except openai.APITimeoutError:
@@ -180,10 +182,26 @@ class OpenAIModel:
 class _Transient(Exception):
     """A failure a retry may fix: ``reason`` for the retry event, ``failure`` for the last error."""
 
-    def __init__(self, reason: str, failure: str) -> None:
+    def __init__(self, reason: str, failure: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.failure = failure
+        self.retry_after = retry_after
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (the HTTP-date form is ignored)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            seconds = float(raw) * scale
+        except ValueError:
+            continue
+        if 0 <= seconds < float("inf"):
+            return seconds
+    return None
 
 
 def _provider_error(response: Any) -> str | None:

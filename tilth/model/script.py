@@ -4,8 +4,9 @@ A script is a queue of *reply dicts*, plain JSON so it can live in a file:
 
 - ``{"type": "reply", "content", "tool_calls": [{"name", "arguments"}], "usage",
   "finish_reason", "reasoning", "reasoning_details"}`` — one assistant turn;
-- ``{"type": "error", "status", "message"}`` — the call fails (HTTP ``status`` from the fake
-  server, ``ModelError`` from the scripted model);
+- ``{"type": "error", "status", "message", "retry_after"?}`` — the call fails (HTTP ``status``,
+  with a ``Retry-After`` header when given, from the fake server; ``ModelError`` from the
+  scripted model);
 - ``{"type": "delay", "seconds", "then"}`` — wait, then answer with ``then``;
 - ``{"type": "raw", "status", "body", "content_type"}`` — the fake server sends ``body`` as is
   (odd providers: HTML pages, errors inside a 200); the scripted model cannot play it.
@@ -97,7 +98,17 @@ def check_reply(value: Any, where: str = "reply") -> Reply:
         status = value.get("status")
         if not isinstance(status, int) or not 400 <= status <= 599:
             raise UsageError(f"{where}: error status must be an HTTP error code, got {status!r}")
-        return {"type": "error", "status": status, "message": str(value.get("message", ""))}
+        checked: Reply = {
+            "type": "error",
+            "status": status,
+            "message": str(value.get("message", "")),
+        }
+        retry_after = value.get("retry_after")
+        if retry_after is not None:
+            if not isinstance(retry_after, int | float) or retry_after < 0:
+                raise UsageError(f"{where}: retry_after must be a non-negative number of seconds")
+            checked["retry_after"] = retry_after
+        return checked
     if kind == "raw":
         status = value.get("status", 200)
         if not isinstance(status, int) or not 200 <= status <= 599:
