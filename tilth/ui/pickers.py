@@ -65,7 +65,9 @@ def _label_from_meta(path: Path) -> str:
     for line in tldr.splitlines():
         line = line.strip()
         if line:
-            return line[2:].strip() if line[:2] in ("- ", "* ") else line
+            line = line[2:].strip() if line[:2] in ("- ", "* ") else line
+            # Bold markers read as noise in a terminal row.
+            return line.replace("**", "").replace("__", "")
     return ""
 
 
