@@ -278,6 +278,27 @@ EVENTS: list[tuple[str, dict[str, Any], list[str]]] = [
         ["model call retried", "HTTP 503", "1.2s", "worker · attempt 1"],
     ),
     (
+        "stage_rejected",
+        {
+            "task_id": "T-001",
+            "stage": "code_review",
+            "back_to": "implementing",
+            "rejections": 1,
+            "verdict_summary": "reject:acceptance_gap",
+        },
+        ["stage rejected · code_review → back to implementing", "reject:acceptance_gap"],
+    ),
+    (
+        "task_stopped",
+        {
+            "task_id": "T-001",
+            "stage": "implementing",
+            "reason": "iter_cap",
+            "detail": "32 turns without a case",
+        },
+        ["task stopped · iter_cap", "32 turns without a case"],
+    ),
+    (
         "summarize",
         {
             "direction": "up-to",

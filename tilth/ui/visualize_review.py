@@ -197,6 +197,29 @@ def _stage_completed(f: Fields) -> Card:
     )
 
 
+@renders("stage_rejected")
+def _stage_rejected(f: Fields) -> Card:
+    stage = f.payload.get("stage") or "?"
+    back_to = f.text("back_to")
+    title = f"stage rejected · {stage}{' → back to ' + back_to if back_to else ''}"
+    body = kv(
+        [
+            ("why", f.get("verdict_summary", "reason")),
+            ("rejections so far", f.get("rejections")),
+        ]
+    )
+    return Card("review", "bad", title, body)
+
+
+@renders("task_stopped")
+def _task_stopped(f: Fields) -> Card:
+    reason = f.text("reason") or "unknown"
+    detail = f.text("detail", "error")
+    return Card(
+        "lifecycle", "bad", f"task stopped · {reason}", text_block(detail) if detail else ""
+    )
+
+
 @renders("commit")
 def _commit(f: Fields) -> Card:
     sha = f.text("sha")
