@@ -148,7 +148,6 @@ def test_values_are_stripped(home: Path) -> None:
     [
         "TILTH_MAX_ITERATIONS_PER_TASK",
         "TILTH_MAX_EVALUATOR_CALLS_PER_TASK",
-        "TILTH_MAX_WALL_CLOCK_MINUTES",
         "TILTH_MAX_TOKENS",
         "TILTH_CHECKPOINT_MAX_AGE_DAYS",
         "TILTH_CHECKPOINT_MAX_BYTES",
@@ -162,6 +161,21 @@ def test_malformed_number_names_the_variable(home: Path, name: str, raw: str) ->
     assert name in message
     assert "\n" not in message
     assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("raw", ["abc", "-3", "12k", "nan"])
+def test_malformed_wall_clock_names_the_variable(home: Path, raw: str) -> None:
+    with pytest.raises(ConfigError, match="TILTH_MAX_WALL_CLOCK_MINUTES"):
+        load_settings(env_of(home, TILTH_MAX_WALL_CLOCK_MINUTES=raw))
+
+
+def test_wall_clock_accepts_decimal_minutes(home: Path) -> None:
+    assert (
+        load_settings(env_of(home, TILTH_MAX_WALL_CLOCK_MINUTES="0.5")).max_wall_clock_minutes
+        == 0.5
+    )
+    whole = load_settings(env_of(home, TILTH_MAX_WALL_CLOCK_MINUTES="9")).max_wall_clock_minutes
+    assert whole == 9 and f"{whole}" == "9"
 
 
 def test_unknown_tier_is_a_clear_error(home: Path) -> None:

@@ -48,8 +48,8 @@ class Settings:
     """Worker turns per task attempt (``TILTH_MAX_ITERATIONS_PER_TASK``)."""
     max_evaluator_calls_per_task: int = 0
     """Rejections before a task fails with ``evaluator_cap``; 0 turns the cap off."""
-    max_wall_clock_minutes: int = 120
-    """Wall-clock budget per run/resume invocation."""
+    max_wall_clock_minutes: float = 120
+    """Wall-clock budget per run/resume invocation; decimals allowed (0.5 = 30 s), 0 = off."""
     max_tokens: int = 2_000_000
     """Cumulative prompt+completion tokens for the session."""
     context_files: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md")
@@ -169,6 +169,20 @@ def _float(env: Mapping[str, str], name: str, *, positive: bool = False) -> floa
     return value
 
 
+def _minutes(env: Mapping[str, str], name: str) -> float:
+    """A whole or decimal number of minutes; whole values stay ``int`` so messages read "120"."""
+    raw = env.get(name)
+    if raw is None:
+        return _INT_DEFAULTS[name]
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of minutes, got {raw!r}") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise ConfigError(f"{name} must be a finite, non-negative number, got {raw!r}")
+    return int(value) if value.is_integer() else value
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read every setting; raises ``ConfigError`` naming a malformed variable."""
     env = merged_environment(environ)
@@ -183,7 +197,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         sessions_dir=sessions,
         max_iterations_per_task=_int(env, "TILTH_MAX_ITERATIONS_PER_TASK"),
         max_evaluator_calls_per_task=_int(env, "TILTH_MAX_EVALUATOR_CALLS_PER_TASK"),
-        max_wall_clock_minutes=_int(env, "TILTH_MAX_WALL_CLOCK_MINUTES"),
+        max_wall_clock_minutes=_minutes(env, "TILTH_MAX_WALL_CLOCK_MINUTES"),
         max_tokens=_int(env, "TILTH_MAX_TOKENS"),
         context_files=files or ("AGENTS.md", "CLAUDE.md"),
         default_tier=tier,
