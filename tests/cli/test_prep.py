@@ -308,18 +308,6 @@ def test_model_endpoint_error_fails_cleanly(cli: RunCli, sessions_dir: Path, rep
     assert stop[0]["reason"] == "error" and "401" in stop[0]["error"]
 
 
-def test_turn_cap(cli: RunCli, sessions_dir: Path, repo: Path) -> None:
-    script = Script([reply(None, tool_call("glob", pattern="*.md"))] * 61)
-    with FakeServer(script) as server:
-        result = cli("prep-feature", str(repo), "--brief", "b", env=cli_env(server))
-        assert len(server.requests) == 60
-    assert result.returncode == 1
-    assert "cap of 60 turns" in result.stderr
-    session_dir = only_session(sessions_dir)
-    assert checkpoint(session_dir)["status"] == "failed"
-    assert events(session_dir, "stop")[0]["reason"] == "iter_cap"
-
-
 def test_brief_from_stdin_and_empty_brief(cli: RunCli, sessions_dir: Path, repo: Path) -> None:
     with FakeServer(quick_script()) as server:
         result = cli("prep-feature", str(repo), input_text="add a thing\n", env=cli_env(server))

@@ -1,0 +1,161 @@
+"""prep-feature answers without a person: --answers FILE, piped stdin, and Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from seed.support import Terminal, checkpoint, cli_env, events, session_dirs, write_seed
+
+from tilth.model import FakeServer, Script, reply, tool_call
+
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def two_questions() -> Script:
+    return Script(
+        [
+            reply(None, tool_call("ask_user", question="Pick one", options=["red", "blue"])),
+            reply(None, tool_call("ask_user", question="Why?")),
+            write_seed(1),
+        ]
+    )
+
+
+def answers_seen(server: FakeServer) -> list[str]:
+    return [r["body"]["messages"][-1]["content"] for r in server.requests[1:]]
+
+
+def test_answers_file_drives_the_interview(
+    cli: RunCli, sessions_dir: Path, tmp_path: Path, repo: Path
+) -> None:
+    answers = tmp_path / "answers.txt"
+    answers.write_text("0\ngreen, actually\nbecause CI\n")
+    with FakeServer(two_questions()) as server:
+        result = cli(
+            "prep-feature",
+            str(repo),
+            "--brief",
+            "b",
+            "--answers",
+            str(answers),
+            env=cli_env(server),
+        )
+        seen = answers_seen(server)
+    assert result.returncode == 0, result.stderr
+    assert seen == ["green, actually", "because CI"]
+    (session_dir,) = session_dirs(sessions_dir)
+    assert checkpoint(session_dir)["status"] == "prepared"
+
+
+def test_running_out_of_answers_fails_clearly(
+    cli: RunCli, sessions_dir: Path, tmp_path: Path, repo: Path
+) -> None:
+    answers = tmp_path / "answers.txt"
+    answers.write_text("2\n")
+    with FakeServer(two_questions()) as server:
+        result = cli(
+            "prep-feature",
+            str(repo),
+            "--brief",
+            "b",
+            "--answers",
+            str(answers),
+            input_text="this stdin must not be read\n",
+            env=cli_env(server),
+        )
+    assert result.returncode == 1
+    assert f"answers file {answers} ran out of answers at question 2: 'Why?'" in result.stderr
+    assert "Traceback" not in result.stderr
+    (session_dir,) = session_dirs(sessions_dir)
+    assert checkpoint(session_dir)["status"] == "failed"
+    assert events(session_dir, "stop")[0]["reason"] == "error"
+
+
+def test_piped_stdin_answers_and_a_bad_option_number(
+    cli: RunCli, sessions_dir: Path, repo: Path
+) -> None:
+    with FakeServer(two_questions()) as server:
+        piped = cli(
+            "prep-feature",
+            str(repo),
+            "--brief",
+            "b",
+            input_text="blue-ish\nbecause\n",
+            env=cli_env(server),
+        )
+        assert piped.returncode == 0, piped.stderr
+        assert answers_seen(server) == ["blue-ish", "because"]
+    with FakeServer(two_questions()) as server:
+        bad = cli(
+            "prep-feature",
+            str(repo),
+            "--brief",
+            "b",
+            "--keep-existing",
+            input_text="5\nbecause\n",
+            env=cli_env(server),
+        )
+    assert bad.returncode == 1
+    assert "answer '5' to question 1 is not an option" in bad.stderr
+    statuses = sorted(checkpoint(p)["status"] for p in session_dirs(sessions_dir))
+    assert statuses == ["failed", "prepared"]
+
+
+def read_until(stream: int, needle: bytes, deadline: float) -> bytes:
+    seen = b""
+    while needle not in seen:
+        assert time.monotonic() < deadline, f"waited for {needle!r}; got {seen!r}"
+        ready, _, _ = select.select([stream], [], [], 0.2)
+        if ready:
+            chunk = os.read(stream, 4096)
+            assert chunk, f"output ended before {needle!r}: {seen!r}"
+            seen += chunk
+    return seen
+
+
+def test_ctrl_c_while_waiting_for_an_answer(
+    tilth_home: Path, sessions_dir: Path, repo: Path
+) -> None:
+    with FakeServer(two_questions()) as server:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tilth", "prep-feature", str(repo), "--brief", "b"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **cli_env(server)},
+        )
+        try:
+            assert child.stdout is not None
+            read_until(child.stdout.fileno(), b"0) Other", time.monotonic() + 60)
+            child.send_signal(signal.SIGINT)
+            _, stderr = child.communicate(timeout=60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 130, stderr
+    (session_dir,) = session_dirs(sessions_dir)
+    assert f"interrupted; session {session_dir.name} is marked failed".encode() in stderr
+    assert b"Traceback" not in stderr
+    assert checkpoint(session_dir)["status"] == "failed"
+    stop = events(session_dir, "stop")
+    assert [s["reason"] for s in stop] == ["interrupted"]
+
+
+def test_ctrl_c_on_a_terminal_at_the_question(sessions_dir: Path, repo: Path) -> None:
+    with FakeServer(two_questions()) as server:
+        term = Terminal(["prep-feature", str(repo), "--brief", "b"], cli_env(server))
+        term.expect("0) Other")
+        term.interrupt()
+        code, text = term.finish()
+    assert code == 130, text
+    (session_dir,) = session_dirs(sessions_dir)
+    assert checkpoint(session_dir)["status"] == "failed"
+    assert "marked failed" in text
