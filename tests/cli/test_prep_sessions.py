@@ -210,3 +210,39 @@ def test_picker_with_several_sessions(sessions_dir: Path, repo: Path, choice: st
     assert len(new_sessions(sessions_dir, *old)) == 1
     for session in old:
         assert session.dir.exists() == (choice == "2")
+
+
+def test_a_torn_seed_write_of_an_existing_session_is_rolled_back(
+    cli: RunCli, sessions_dir: Path, repo: Path
+) -> None:
+    import json
+    import sys
+
+    from seed.support import CRASHER, seed_args
+
+    old = existing(repo)
+    prd_before = (old.dir / "prd.json").read_bytes()
+    crashed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CRASHER,
+            str(old.dir),
+            str(old.workspace_dir),
+            "moved:2",
+            json.dumps(seed_args(2)),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert crashed.returncode == 17
+    torn = old.workspace_dir / "tests" / "test_t002_feature_2.py"
+    assert torn.exists()
+    with FakeServer(quick_script()) as server:
+        result = cli(
+            "prep-feature", str(repo), "--brief", "b", "--keep-existing", env=cli_env(server)
+        )
+    assert result.returncode == 0, result.stderr
+    assert not torn.exists()
+    assert (old.dir / "prd.json").read_bytes() == prd_before
+    assert not (old.dir / ".seed-staging").exists()

@@ -100,6 +100,25 @@ def tool_messages(request: dict[str, Any]) -> list[str]:
     return [m["content"] for m in messages if m["role"] == "tool"]
 
 
+# A seed write killed at a named point (argv: session_dir worktree point bundle-json).
+CRASHER = """
+import json, os, sys
+from pathlib import Path
+from tilth.seed.sink import FileSeedSink
+
+session_dir, worktree, point, bundle = sys.argv[1:5]
+args = json.loads(bundle)
+
+def fault(reached):
+    if reached == point:
+        os._exit(17)  # a crash: no cleanup, no finally blocks
+
+FileSeedSink(Path(session_dir), Path(worktree), fault=fault).write_seed(
+    args["prd_entries"], args["test_files"], {"schema": 1, "tldr": "second"}
+)
+"""
+
+
 class Terminal:
     """The real CLI on a pseudo-terminal: wait for text, type lines, collect the output."""
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from seed.support import seed_args
+from seed.support import CRASHER, seed_args
 from tilth.seed.sink import STAGING_DIR, FileSeedSink, recover
 from tilth.session.seed_rules import SeedRuleError
 
@@ -111,23 +111,6 @@ def test_a_tests_symlink_out_of_the_worktree_is_refused(tmp_path: Path) -> None:
 
 
 # ---- crash safety ------------------------------------------------------------------------------
-CRASHER = """
-import json, os, sys
-from pathlib import Path
-from tilth.seed.sink import FileSeedSink
-
-session_dir, worktree, point, bundle = sys.argv[1:5]
-args = json.loads(bundle)
-
-def fault(reached):
-    if reached == point:
-        os._exit(17)  # a crash: no cleanup, no finally blocks
-
-FileSeedSink(Path(session_dir), Path(worktree), fault=fault).write_seed(
-    args["prd_entries"], args["test_files"], {"schema": 1, "tldr": "second"}
-)
-"""
-
 POINTS = ["staged", "intent", "moved:1", "moved:2", "moved:3", "moved:4"]
 
 

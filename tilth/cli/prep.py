@@ -55,6 +55,11 @@ def prep_feature(
     if handed_over is not None:
         return handed_over
     text = _brief(out, brief)
+    if git.is_dirty(source):
+        out.warn(
+            "the workspace has uncommitted changes: the interview can read them, but the "
+            "session's worktree starts from the last commit"
+        )
 
     from tilth.model import model_for
     from tilth.seed.prepare import prepare
@@ -105,6 +110,8 @@ def _existing_sessions(
     blockers = sessions_for(cfg.sessions_dir, source, pickers.BLOCKING_STATUSES)
     if not blockers:
         return None
+    for session in blockers:
+        _roll_back_torn_seed(session)
     if keep:
         out.dim(f"prepping alongside {len(blockers)} existing session(s)")
         return None
@@ -135,6 +142,18 @@ def _existing_sessions(
     if action == pickers.DISCARD:
         _discard(out, blockers)
     return None
+
+
+def _roll_back_torn_seed(session: Session) -> None:
+    """Undo a seed write a crash left half done, unless the session is in use."""
+    from tilth.errors import SessionLocked
+    from tilth.seed.sink import recover
+
+    try:
+        with session.lock():
+            recover(session.dir)
+    except SessionLocked:
+        pass
 
 
 def _discard(out: IO, blockers: list[Session]) -> None:
