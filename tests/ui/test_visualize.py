@@ -10,6 +10,12 @@ import pytest
 
 from tilth.session.files import atomic_write_json
 from tilth.session.store import Session
+from tilth.timeline.checkpoints import (
+    Checkpoint,
+    checkpoint_id,
+    checkpoints_dir,
+    write_checkpoint,
+)
 from tilth.ui.visualize import render_session_html, write_chat_html
 
 XSS = "<script>alert(1)</script>"
@@ -518,3 +524,44 @@ def test_write_chat_html_replaces_the_file_atomically(session: Session) -> None:
     write_chat_html(session)
     assert 'data-type="commit"' in path.read_text()
     assert [p.name for p in session.dir.iterdir() if p.name.startswith(".chat.html")] == []
+
+
+def _checkpoint(seq: int, event_seq: int, label: str, **extra: Any) -> Checkpoint:
+    return Checkpoint(
+        id=checkpoint_id(seq),
+        seq=seq,
+        kind=extra.pop("kind", "turn"),
+        ts="2026-01-01T00:00:00Z",
+        label=label,
+        task_id=extra.pop("task_id", None),
+        stage=None,
+        turn=None,
+        actor=None,
+        head="0" * 40,
+        event_offset=0,
+        event_seq=event_seq,
+        state={},
+        threads={},
+        **extra,
+    )
+
+
+def test_checkpoints_are_marked_where_they_were_taken(session: Session) -> None:
+    session.log("session_start", phase="run")
+    session.log("task_start", task_id="T-001")
+    session.log("stop", reason="all_done")
+    write_checkpoint(session, _checkpoint(1, 0, "seed", kind="seed"))
+    write_checkpoint(
+        session,
+        _checkpoint(2, 2, XSS, task_id="T-001", files_changed=["a.py", "b.py"], gaps=["big.bin"]),
+    )
+    (checkpoints_dir(session) / "cp-0003.json").write_text("{torn")
+    page = render_session_html(session)
+    order = [m.group(1) for m in re.finditer(r'id="(cp-\d+|e\d+)"', page)]
+    assert order == ["cp-0001", "e1", "e2", "cp-0002", "e3"]
+    marker = page.split('id="cp-0002"')[1].split("</div>")[0]
+    assert XSS_ESCAPED in marker and "2 file(s) changed" in marker
+    assert "tilth rewind --to cp-0002" in marker
+    assert "not captured: big.bin" in page
+    assert "cp-0003.json: unreadable" in page
+    assert "<b>2</b> checkpoints" in header_of(page)

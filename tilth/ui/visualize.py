@@ -16,24 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from tilth.errors import SessionCorrupt
-from tilth.session.events import Event
 from tilth.session.files import atomic_write_text
 from tilth.session.store import Session
+from tilth.timeline.checkpoints import read_timeline
 
 # Importing the renderer modules registers them.
 from tilth.ui import visualize_events, visualize_review  # noqa: F401
-from tilth.ui.visualize_cards import render_event
 from tilth.ui.visualize_html import (
     badge,
     bullets,
-    collapsible,
     esc,
     json_for_script,
-    pre,
-    text_block,
     thousands,
-    to_json,
 )
+from tilth.ui.visualize_panels import ledger_panel, seed_panel, tasks_panel
+from tilth.ui.visualize_stream import event_stream
 from tilth.ui.visualize_style import CSS, JS
 
 # Only the page's own script may run: an escaping slip could not execute anything.
@@ -75,17 +72,19 @@ def render_session_html(session: Session) -> str:
         }
     )
     body = [
-        _seed_panel(session.seed_meta()),
-        _tasks_panel(tasks),
-        _ledger_panel(session, [str(t.get("id")) for t in tasks]),
+        seed_panel(session.seed_meta()),
+        tasks_panel(tasks),
+        ledger_panel(session, [str(t.get("id")) for t in tasks]),
     ]
-    if report.skipped:
+    timeline = read_timeline(session)
+    problems = report.skipped + timeline.problems
+    if problems:
         body.append(
             '<div class="card warn"><div class="head"><span class="title">'
-            f"{len(report.skipped)} unreadable line(s) skipped</span></div>"
-            f"{bullets(report.skipped)}</div>"
+            f"{len(problems)} unreadable record(s) skipped</span></div>"
+            f"{bullets(problems)}</div>"
         )
-    body.append(_stream(events, titles))
+    body.append(event_stream(events, titles, timeline.checkpoints))
     data = {
         "session_id": session.id,
         "status": checkpoint.get("status"),
@@ -96,7 +95,9 @@ def render_session_html(session: Session) -> str:
     page = _PAGE.format(
         title=esc(f"tilth · {session.id}"),
         css=CSS,
-        header=_header(session, checkpoint, len(events), scripted, models),
+        header=_header(
+            session, checkpoint, len(events), len(timeline.checkpoints), scripted, models
+        ),
         body="\n".join(part for part in body if part),
         data=json_for_script(data),
         js=JS,
@@ -141,7 +142,12 @@ def _tasks(session: Session) -> list[dict[str, Any]]:
 
 
 def _header(
-    session: Session, checkpoint: dict[str, Any], count: int, scripted: bool, models: list[str]
+    session: Session,
+    checkpoint: dict[str, Any],
+    count: int,
+    checkpoints: int,
+    scripted: bool,
+    models: list[str],
 ) -> str:
     status = str(checkpoint.get("status", "unknown"))
     tokens = thousands(checkpoint.get("tokens_used", 0))
@@ -150,6 +156,7 @@ def _header(
         f'<span class="stat">status {badge(status, status_cls)}</span>',
         f'<span class="stat"><b>{esc(tokens)}</b> tokens</span>',
         f'<span class="stat"><b>{count}</b> events</span>',
+        f'<span class="stat"><b>{checkpoints}</b> checkpoints</span>',
     ]
     if scripted:
         stats.append(f'<span class="stat">model: {badge("scripted", "scripted")}</span>')
@@ -169,133 +176,6 @@ def _header(
         '<button type="button" id="collapse-all">collapse all</button>'
         '<button type="button" id="theme-toggle">light/dark</button></div></header>'
     )
-
-
-def _strings(value: Any) -> list[str]:
-    if not isinstance(value, list):
-        return []
-    return [str(v) for v in value if isinstance(v, str | int | float) and str(v).strip()]
-
-
-def _seed_panel(meta: dict[str, Any]) -> str:
-    if not meta:
-        return ""
-    tokens = meta.get("tokens")
-    if isinstance(tokens, dict):
-        tokens = sum(v for v in tokens.values() if isinstance(v, int))
-    strip = [
-        str(meta["interviewer_model"]) if meta.get("interviewer_model") else None,
-        f"{thousands(tokens)} tokens" if tokens is not None else None,
-        f"{meta.get('started_at', '?')} → {meta.get('ended_at', '?')}"
-        if meta.get("started_at") or meta.get("ended_at")
-        else None,
-    ]
-    shown = " · ".join(s for s in strip if s) or "interview audit trail"
-    parts = [f'<section class="panel seed"><h2>Seed</h2><div class="meta">{esc(shown)}</div>']
-    if isinstance(meta.get("tldr"), str) and meta["tldr"].strip():
-        parts.append("<h3>TL;DR</h3>" + text_block(meta["tldr"]))
-    blockers = _strings(meta.get("blockers"))
-    if blockers:
-        parts.append(
-            f'<div class="blockers"><h3>Blockers / contradictions</h3>{bullets(blockers)}</div>'
-        )
-    questions = _strings(meta.get("open_questions"))
-    if questions:
-        parts.append("<h3>Open questions</h3>" + bullets(questions))
-    scope = meta.get("scope_notes")
-    if isinstance(scope, str) and scope.strip():
-        parts.append("<h3>Scope notes</h3>" + text_block(scope))
-    elif _strings(scope):
-        parts.append("<h3>Scope notes</h3>" + bullets(_strings(scope)))
-    parts.append("</section>")
-    return "".join(parts)
-
-
-def _tasks_panel(tasks: list[dict[str, Any]]) -> str:
-    if not tasks:
-        return ""
-    rows = []
-    for task in tasks:
-        status = str(task.get("status", "pending"))
-        criteria = _strings(task.get("acceptance_criteria"))
-        detail = (
-            collapsible(f"{len(criteria)} acceptance criteria", bullets(criteria))
-            if criteria
-            else ""
-        )
-        rows.append(
-            f"<tr><td><code>{esc(task.get('id', '?'))}</code></td>"
-            f"<td>{esc(task.get('title', ''))}{detail}</td>"
-            f'<td class="status-{esc(status)}">{esc(status)}</td>'
-            f"<td>{esc(task.get('tier', ''))}</td></tr>"
-        )
-    done = sum(1 for t in tasks if t.get("status") == "done")
-    return (
-        f'<section class="panel tasks"><h2>Tasks · {done}/{len(tasks)} done</h2>'
-        "<table><tr><th>id</th><th>title</th><th>status</th><th>tier</th></tr>"
-        f"{''.join(rows)}</table></section>"
-    )
-
-
-def _ledger_panel(session: Session, task_order: list[str]) -> str:
-    ledger = session.ledger
-    ids = ledger.task_ids()
-    ordered = [t for t in task_order if t in ids] + [t for t in ids if t not in task_order]
-    if not ordered:
-        return ""
-    blocks = []
-    for task_id in ordered:
-        rows = []
-        for entry in ledger.read(task_id):
-            rows.append(_ledger_row(entry))
-        table = (
-            "<table><tr><th>when</th><th>verdict</th><th>category</th><th>concern</th></tr>"
-            + "".join(rows)
-            + "</table>"
-        )
-        blocks.append(collapsible(f"{task_id} · {len(rows)} verdict(s)", table, open_=True))
-    return f'<section class="panel ledger"><h2>Ledger</h2>{"".join(blocks)}</section>'
-
-
-def _ledger_row(entry: dict[str, Any]) -> str:
-    """One verdict; the run loop nests it under ``verdict`` beside the case and the diff."""
-    nested = entry.get("verdict")
-    verdict = nested if isinstance(nested, dict) else entry
-    word = str(verdict.get("verdict", "?"))
-    where = " · ".join(
-        f"{k} {entry[k]}" for k in ("stage", "turn") if entry.get(k) not in (None, "")
-    )
-    extra = ""
-    if verdict.get("next_step"):
-        extra += f'<div class="meta">next: {esc(verdict["next_step"])}</div>'
-    if entry.get("diff_summary"):
-        diff = entry["diff_summary"]
-        extra += collapsible("diff reviewed", pre(diff if isinstance(diff, str) else to_json(diff)))
-    return (
-        f'<tr><td>{esc(entry.get("ts", ""))}<div class="meta">{esc(where)}</div></td>'
-        f"<td>{badge(word, 'ok' if word == 'accept' else 'bad')}</td>"
-        f"<td>{esc(verdict.get('rejection_category') or '')}</td>"
-        f"<td>{esc(verdict.get('concern', ''))}{extra}</td></tr>"
-    )
-
-
-def _stream(events: list[Event], titles: dict[str, str]) -> str:
-    if not events:
-        return '<p class="empty">No events recorded yet.</p>'
-    out: list[str] = ['<section class="events">']
-    current: str | None = None
-    for event in events:
-        task_id = event.payload.get("task_id")
-        if isinstance(task_id, str) and task_id and task_id != current:
-            current = task_id
-            title = titles.get(task_id, "")
-            out.append(
-                f'<div class="divider" id="task-{esc(task_id)}">{esc(task_id)}'
-                f"{' · ' + esc(title) if title else ''}</div>"
-            )
-        out.append(render_event(event))
-    out.append("</section>")
-    return "\n".join(out)
 
 
 def _redact_keys(page: str) -> str:

@@ -86,6 +86,9 @@ ul { margin: 4px 0; padding-left: 20px; }
 .divider::before, .divider::after { content: ""; flex: 1; border-top: 1px solid var(--line); }
 .status-done { color: var(--ok); } .status-failed { color: var(--bad); }
 .status-in_progress { color: var(--warn); } .status-pending { color: var(--dim); }
+.cp { margin: 4px 0 4px 12px; padding: 2px 8px; border-left: 2px dashed var(--accent);
+  font-size: 12px; color: var(--dim); }
+.cp .flag { color: var(--accent); font-weight: 600; }
 .empty { color: var(--dim); font-style: italic; }
 .hidden { display: none; }
 """
@@ -105,7 +108,7 @@ JS = """
     document.querySelectorAll("input[data-kind]").forEach(function (box) {
       if (!box.checked) off[box.getAttribute("data-kind")] = true;
     });
-    document.querySelectorAll(".card[data-kind]").forEach(function (card) {
+    document.querySelectorAll(".card[data-kind], .cp[data-kind]").forEach(function (card) {
       card.classList.toggle("hidden", !!off[card.getAttribute("data-kind")]);
     });
   }
