@@ -241,3 +241,25 @@ def test_grep_reports_path_line_and_text(tmp_path: Path) -> None:
     only_py = box.dispatch("grep", {"pattern": "hello", "path_glob": "**/*.py"}).result
     assert only_py == "src/app.py:1: def hello():"
     assert box.dispatch("grep", {"pattern": "zzz"}).result == "(no matches)"
+
+
+@pytest.mark.parametrize("path", [".git", ".git/config", "sub/../.git/HEAD"])
+@pytest.mark.parametrize("tool", ["write_file", "edit_file"])
+def test_edit_tools_refuse_to_write_inside_git(tmp_path: Path, tool: str, path: str) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / "sub").mkdir()
+    args = {"path": path, "content": "x", "old_string": "[core]", "new_string": "x"}
+    observer = RecordingObserver()
+    outcome = ToolBox(tmp_path, observer=observer).dispatch(tool, args)
+    assert outcome.is_error and "inside .git" in outcome.result
+    assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
+    assert observer.calls == []
+
+
+def test_nul_bytes_are_argument_errors(tmp_path: Path) -> None:
+    box = ToolBox(tmp_path)
+    for tool, args in [("bash", {"command": "echo a\x00b"}), ("read_file", {"path": "a\x00b"})]:
+        outcome = box.dispatch(tool, args)
+        assert outcome.is_error and "NUL" in outcome.result

@@ -80,7 +80,15 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 def _writes_path(workspace: Workspace, args: dict[str, Any]) -> list[Path]:
-    return [workspace.resolve(args["path"])]
+    path = workspace.resolve(args["path"])
+    # A worktree's .git is a pointer file: rewriting it would send the harness's commits
+    # to another repository.
+    if ".git" in path.relative_to(workspace.root).parts:
+        raise ToolError(
+            f"refusing to write inside .git ({args['path']}); change the repository with git "
+            "commands instead"
+        )
+    return [path]
 
 
 TOOLS = (

@@ -72,6 +72,8 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
     command: str = args["command"]
     if not command.strip():
         raise ToolError("'command' must be a non-empty shell command")
+    if "\x00" in command:
+        raise ToolError("'command' contains a NUL byte")
     env = scrubbed_env(os.environ, ctx.secrets)
     with tempfile.TemporaryFile() as out:
         # Output goes to a file, not a pipe, so a backgrounded grandchild holding the
