@@ -51,6 +51,10 @@ class TaskState:
     """Evaluator rejections in this attempt (for the evaluator cap)."""
     feedback: str | None = None
     """The latest rejection feedback, waiting for the stage it sends the task back to."""
+    turns: int = 0
+    """Worker turns taken in this attempt (for the iteration cap)."""
+    failure: str | None = None
+    """Why the last attempt failed; the next ``run_task`` starts a fresh attempt."""
     v: int = TASK_STATE_SCHEMA
 
     @classmethod

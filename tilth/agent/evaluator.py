@@ -1,0 +1,171 @@
+"""The evaluator: one fresh-context review per call, parsed strictly, recorded in the ledger.
+
+It sees the task, its acceptance criteria, project context, earlier stage
+outputs, its own earlier verdicts (the ledger), the work under review, the seed
+tests, their output and the task's cumulative diff. A reply that cannot be
+parsed gets one retry; a second failure is recorded as a rejection (fail closed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilth import git
+from tilth.agent import prompts
+from tilth.agent.run_context import RunContext
+from tilth.agent.seed_tests import seed_test_files
+from tilth.agent.task_state import TaskState
+from tilth.agent.turn import Actor, answer, log_call, say, take_turn
+from tilth.agent.verdict import (
+    SUBMIT_VERDICT_SCHEMA,
+    VERDICT_SCHEMA_VERSION,
+    fallback_verdict,
+    parse_verdict,
+    verdict_summary,
+)
+
+ATTEMPTS = 2
+RAW_CALL_CAP = 4_000
+
+
+def thread_key(task_id: str, stage: str, round_number: int) -> str:
+    """The thread of one review round (each round starts from a fresh context)."""
+    return f"evaluator.{task_id}.{stage}.{round_number}"
+
+
+def task_diff(ctx: RunContext, state: TaskState) -> str:
+    """The task's cumulative diff (committed and not) since its base commit."""
+    return git.diff_with_untracked(ctx.worktree, state.base_commit or "HEAD")
+
+
+def diff_summary(ctx: RunContext, state: TaskState) -> str:
+    """``N file(s), +A -D`` for the task's cumulative diff."""
+    out = git.diff_with_untracked(ctx.worktree, state.base_commit or "HEAD", stat=True)
+    files = added = deleted = 0
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        files += 1
+        added += int(parts[0]) if parts[0].isdigit() else 0
+        deleted += int(parts[1]) if parts[1].isdigit() else 0
+    if not files:
+        return "empty diff"
+    return f"{files} file(s), +{added} -{deleted}"
+
+
+def review(
+    ctx: RunContext,
+    task: dict[str, Any],
+    state: TaskState,
+    stage: str,
+    stages: tuple[str, ...],
+    *,
+    work: str,
+    gate_report: str = "",
+    case: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run one review of ``work`` at ``stage``; log it, append it to the ledger, return it."""
+    task_id = str(task["id"])
+    ledger = ctx.session.ledger.read(task_id)
+    round_number = len(ledger) + 1
+    thread = ctx.session.threads.get(thread_key(task_id, stage, round_number))
+    if thread.read():
+        # A review interrupted mid-way is redone from a fresh context.
+        thread.truncate_after(None)
+    actor = Actor(
+        session=ctx.session,
+        name="evaluator",
+        model=ctx.evaluator,
+        thread=thread,
+        control_schemas=[SUBMIT_VERDICT_SCHEMA],
+        task_id=task_id,
+        stage=stage,
+        scripted=ctx.scripted,
+    )
+    diff = task_diff(ctx, state)
+    system = prompts.evaluator_system(stage)
+    brief = prompts.evaluator_brief(
+        task=task,
+        stage=stage,
+        stages=stages,
+        outputs=state.outputs,
+        ledger=ledger,
+        context=prompts.context_files(ctx.worktree, ctx.settings.context_files),
+        work=work,
+        seed_tests=prompts.seed_tests_text(ctx.worktree, seed_test_files(ctx.worktree, [task_id])),
+        gate_report=gate_report,
+        diff=diff,
+    )
+    thread.append({"role": "system", "content": system}, turn=0)
+    thread.append({"role": "user", "content": brief}, turn=0)
+    ctx.session.log(
+        "prompt_assembled",
+        **actor.scope(),
+        turn=state.turns,
+        round=round_number,
+        role="evaluator",
+        chars=len(system) + len(brief),
+        content=brief[:16_000],
+        truncated=len(brief) > 16_000,
+    )
+    verdict = _ask(ctx, actor)
+    ctx.session.log(
+        "evaluator_verdict",
+        **actor.scope(),
+        turn=state.turns,
+        round=round_number,
+        schema_version=VERDICT_SCHEMA_VERSION,
+        **verdict,
+    )
+    ctx.session.ledger.append(
+        task_id,
+        {
+            "stage": stage,
+            "turn": state.turns,
+            "diff_summary": diff_summary(ctx, state),
+            "case": case,
+            "verdict": verdict,
+        },
+    )
+    ctx.session.log(
+        "ledger_appended",
+        **actor.scope(),
+        turn=state.turns,
+        round=round_number,
+        verdict_summary=verdict_summary(verdict),
+    )
+    ctx.progress.status(task=task_id, stage=stage, tokens=ctx.session.tokens_used)
+    return verdict
+
+
+def _ask(ctx: RunContext, actor: Actor) -> dict[str, Any]:
+    """Call the evaluator, retrying once on an unparseable reply; fail closed after that."""
+    error = ""
+    for attempt in range(1, ATTEMPTS + 1):
+        ctx.check_caps()
+        result = take_turn(actor, attempt)
+        calls = result.control_calls
+        for call in calls:
+            log_call(actor, attempt, call)
+        verdict, error_text = parse_verdict(calls)
+        if verdict is not None:
+            for call in calls:
+                answer(actor, attempt, call, "Verdict recorded.")
+            return verdict
+        error = error_text or "unparseable reply"
+        ctx.session.log(
+            "evaluator_parse_error",
+            **actor.scope(),
+            attempt=attempt,
+            error=error,
+            raw_tool_calls=[
+                {"name": call.name, "arguments": call.arguments[:RAW_CALL_CAP]} for call in calls
+            ],
+        )
+        if calls:
+            for call in calls:
+                answer(actor, attempt, call, error, is_error=True)
+        elif attempt < ATTEMPTS:
+            say(actor, error, turn=attempt, kind="parse_error")
+    return fallback_verdict(error)

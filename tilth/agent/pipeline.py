@@ -1,0 +1,182 @@
+"""One task's stage pipeline, from wherever its ``TaskState`` says it stands.
+
+The next stage is always the first of the tier's stages not yet done, so a stop,
+a resume, a rewind or a restart needs nothing but the state file. Each completed
+stage is a commit ``task/<T-NNN>: complete <stage> stage``; a rejection removes the
+rejected stage (and everything after it) from the done list and leaves feedback
+for it. Marking the task done or failed is the outer loop's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tilth import git
+from tilth.agent.run_context import RunContext
+from tilth.agent.stages import StageResult, run_stage
+from tilth.agent.task_state import TaskState, stages_for
+from tilth.agent.verdict import verdict_summary
+from tilth.agent.worker import TaskFailed
+
+
+@dataclass
+class TaskOutcome:
+    """How ``run_task`` ended."""
+
+    status: Literal["done", "failed"]
+    reason: str | None = None
+    """failed: iter_cap, evaluator_cap, empty_responses or no_case."""
+    summary: str = ""
+
+
+def stage_commit_message(task_id: str, stage: str) -> str:
+    """The subject of a stage's commit (a contract: restart looks commits up by it)."""
+    return f"task/{task_id}: complete {stage} stage"
+
+
+def next_stage(stages: tuple[str, ...], done: list[str]) -> str | None:
+    """The first stage of the pipeline not yet done."""
+    return next((stage for stage in stages if stage not in done), None)
+
+
+def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
+    """Run ``task``'s remaining stages; may raise ``StopRun``, ``ModelError``, Ctrl-C."""
+    task_id = str(task["id"])
+    stages = stages_for(task, ctx.settings.default_tier)
+    state = TaskState.load(ctx.session, task_id)
+    _mark_in_progress(ctx, task_id)
+    if state.failure:
+        # The previous attempt failed and was retried: fresh budgets, progress kept.
+        ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
+        state.failure, state.turns, state.rejections = None, 0, 0
+        state.save(ctx.session)
+    if state.base_commit is None:
+        state.base_commit = git.head(ctx.worktree)
+        state.save(ctx.session)
+        ctx.session.log(
+            "task_start",
+            task_id=task_id,
+            title=task.get("title", ""),
+            tier=str(task.get("tier") or ctx.settings.default_tier).upper(),
+            stages=list(stages),
+            base_commit=state.base_commit,
+        )
+        ctx.recorder.task_start(task_id)
+    _commit_finished_stages(ctx, state)
+    try:
+        while (stage := next_stage(stages, state.stages_done)) is not None:
+            _start_stage(ctx, state, stage)
+            result = run_stage(ctx, task, state, stage, stages)
+            if result.passed:
+                _complete_stage(ctx, state, stage, result.output)
+            else:
+                _send_back(ctx, state, stage, stages, result)
+    except TaskFailed as failed:
+        state.failure = failed.reason
+        state.save(ctx.session)
+        ctx.session.log(
+            "task_stopped",
+            task_id=task_id,
+            stage=state.current_stage,
+            reason=failed.reason,
+            detail=failed.detail,
+            **failed.fields,
+        )
+        return TaskOutcome("failed", failed.reason, failed.detail)
+    return TaskOutcome("done", summary=_summary(state))
+
+
+def _mark_in_progress(ctx: RunContext, task_id: str) -> None:
+    tasks = ctx.session.load_prd()
+    changed = False
+    for entry in tasks:
+        if entry.get("id") == task_id and entry.get("status") != "in_progress":
+            entry["status"] = "in_progress"
+            changed = True
+    if changed:
+        ctx.session.save_prd(tasks)
+
+
+def _start_stage(ctx: RunContext, state: TaskState, stage: str) -> None:
+    resumed = state.current_stage == stage
+    if not resumed:
+        state.current_stage = stage
+        state.save(ctx.session)
+    ctx.session.log("stage_started", task_id=state.task_id, stage=stage, resumed=resumed)
+    ctx.progress.status(task=state.task_id, stage=stage, tokens=ctx.session.tokens_used)
+
+
+def _complete_stage(ctx: RunContext, state: TaskState, stage: str, output: Any) -> None:
+    """Record the output, then commit (a crash in between is finished on the next start)."""
+    state.outputs[stage] = output
+    if stage not in state.stages_done:
+        state.stages_done.append(stage)
+    state.stage_commits.pop(stage, None)
+    state.save(ctx.session)
+    _commit_finished_stages(ctx, state)
+
+
+def _commit_finished_stages(ctx: RunContext, state: TaskState) -> None:
+    """Commit every done stage that has no commit yet; log and checkpoint each."""
+    for stage in state.stages_done:
+        if stage in state.stage_commits:
+            continue
+        sha = git.commit_all(
+            ctx.worktree, stage_commit_message(state.task_id, stage), allow_empty=True
+        )
+        state.stage_commits[stage] = sha or git.head(ctx.worktree)
+        state.save(ctx.session)
+        ctx.session.log(
+            "stage_completed", task_id=state.task_id, stage=stage, sha=state.stage_commits[stage]
+        )
+        ctx.recorder.stage(state.task_id, stage)
+        ctx.progress.note(f"  {state.task_id} {stage} ✓")
+
+
+def _send_back(
+    ctx: RunContext, state: TaskState, stage: str, stages: tuple[str, ...], result: StageResult
+) -> None:
+    """Return the task to ``result.back_to``; fail it when the evaluator cap is reached."""
+    back_to = result.back_to or stage
+    dropped = stages[stages.index(back_to) :]
+    state.stages_done = [s for s in state.stages_done if s not in dropped]
+    for name in dropped:
+        state.stage_commits.pop(name, None)
+        state.outputs.pop(name, None)
+    state.feedback = result.feedback
+    state.current_stage = back_to
+    if result.verdict is not None:
+        state.rejections += 1
+    state.save(ctx.session)
+    ctx.session.log(
+        "stage_rejected",
+        task_id=state.task_id,
+        stage=stage,
+        back_to=back_to,
+        rejections=state.rejections,
+        verdict_summary=verdict_summary(result.verdict) if result.verdict else "checks_failed",
+    )
+    if result.verdict is not None:
+        ctx.recorder.turn(
+            "evaluator",
+            task_id=state.task_id,
+            stage=stage,
+            turn=ctx.session.ledger.count(state.task_id),
+            label=f"{stage}: {verdict_summary(result.verdict)} → back to {back_to}",
+        )
+    ctx.progress.note(f"  {state.task_id} {stage} sent the task back to {back_to}")
+    cap = ctx.settings.max_evaluator_calls_per_task
+    if result.verdict is not None and cap and state.rejections >= cap:
+        raise TaskFailed(
+            "evaluator_cap",
+            f"{state.rejections} rejection(s) [TILTH_MAX_EVALUATOR_CALLS_PER_TASK={cap}]",
+            evaluator_calls=state.rejections,
+        )
+
+
+def _summary(state: TaskState) -> str:
+    implemented = state.outputs.get("implementing")
+    if isinstance(implemented, dict) and isinstance(implemented.get("case"), dict):
+        return str(implemented["case"].get("summary", ""))
+    return ""

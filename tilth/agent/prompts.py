@@ -1,0 +1,280 @@
+"""The prompts: package-data templates plus the briefs assembled from the session's channels.
+
+The worker's brief is rebuilt from disk when a stage starts (never carried over
+from an earlier stage's conversation): project context files, the progress
+tail, the full plan, the seed context, the task, earlier stage outputs and its
+own ledger. Paths are workspace-relative; the session's absolute location is
+never shown to a model.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tilth.agent.case import format_case
+from tilth.agent.verdict import format_ledger
+
+CONTEXT_FILES_CAP = 8_000
+PROGRESS_TAIL_LINES = 30
+PROGRESS_CAP = 4_000
+PLAN_CAP = 6_000
+SEED_META_CAP = 4_000
+STAGE_OUTPUT_CAP = 6_000
+LEDGER_LIMIT = 5
+SEED_TEST_CAP = 6_000
+GATE_OUTPUT_CAP = 4_000
+DIFF_CAP = 12_000
+
+STAGE_TITLES = {
+    "brainstorming": "Brainstorm (design note)",
+    "design_review": "Design review",
+    "planning": "Plan",
+    "implementing": "Implementation notes",
+    "code_review": "Code review",
+    "verifying": "Verification",
+}
+
+
+def load_prompt(name: str) -> str:
+    """The packaged prompt ``prompts/<name>.md``."""
+    return (resources.files("tilth.agent") / "prompts" / f"{name}.md").read_text("utf-8").strip()
+
+
+def cap(text: str, limit: int, note: str = "truncated") -> str:
+    """``text`` cut to ``limit`` characters with a visible note."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... [{note}, total {len(text)} chars]"
+
+
+# ---- channels ----------------------------------------------------------------------------
+def context_files(worktree: Path, names: tuple[str, ...]) -> tuple[str, list[str]]:
+    """The project context files present in the worktree root, combined and capped."""
+    found: list[tuple[str, str]] = []
+    for name in names:
+        path = worktree / name
+        if path.is_file():
+            try:
+                found.append((name, path.read_text(encoding="utf-8", errors="replace").rstrip()))
+            except OSError:
+                continue
+    if not found:
+        return "", []
+    if len(found) == 1:
+        body = found[0][1]
+    else:
+        body = "\n\n".join(f"### {name}\n\n{text}" for name, text in found)
+    loaded = [name for name, _ in found]
+    return cap(body, CONTEXT_FILES_CAP, "project context truncated"), loaded
+
+
+def progress_tail(path: Path) -> str:
+    """The last lines of ``progress.txt`` ("" when there is none)."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return ""
+    text = "\n".join(line for line in lines[-PROGRESS_TAIL_LINES:] if line.strip())
+    return text[-PROGRESS_CAP:]
+
+
+def full_plan(prd: list[dict[str, Any]], current: str) -> str:
+    """Every task, the current one as a one-line pointer."""
+    parts = []
+    for entry in prd:
+        status = entry.get("status") or "pending"
+        head = f"### {entry.get('id')} — {entry.get('title', '')}  [{status}]"
+        if entry.get("id") == current:
+            parts.append(head + "  ← your task (full detail below)")
+            continue
+        body = [head, str(entry.get("description") or "").strip()]
+        body += [f"- {ac}" for ac in entry.get("acceptance_criteria") or []]
+        parts.append("\n".join(line for line in body if line))
+    return cap("\n\n".join(parts), PLAN_CAP, "full plan truncated")
+
+
+def seed_context(meta: dict[str, Any]) -> str:
+    """The why-it-was-scoped-so fields of ``seed-meta.json`` (bookkeeping left out)."""
+    parts = []
+    for key, label in (
+        ("tldr", "TL;DR"),
+        ("scope_notes", "Scope notes"),
+        ("blockers", "Blockers / contradictions"),
+        ("open_questions", "Open questions"),
+    ):
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip():
+            parts.append(f"**{label}:** {value.strip()}")
+        elif isinstance(value, list):
+            items = [str(item).strip() for item in value if str(item).strip()]
+            if items:
+                parts.append(f"**{label}:**\n" + "\n".join(f"- {item}" for item in items))
+    return cap("\n\n".join(parts), SEED_META_CAP, "seed context truncated")
+
+
+def task_section(task: dict[str, Any], test_files: list[str]) -> str:
+    """The task itself: id, title, description, acceptance criteria, its seed tests."""
+    lines = [
+        f"**ID:** {task.get('id')}",
+        f"**Title:** {task.get('title', '')}",
+        "",
+        str(task.get("description") or "").strip(),
+        "",
+        "### Acceptance criteria",
+        *[f"- {ac}" for ac in task.get("acceptance_criteria") or []],
+    ]
+    if test_files:
+        lines += ["", "### Acceptance tests", *[f"- `{name}`" for name in test_files]]
+    return "\n".join(lines)
+
+
+def format_output(stage: str, output: Any) -> str:
+    """One stage's stored output as text."""
+    if isinstance(output, str):
+        return output.strip()
+    if isinstance(output, dict):
+        if "verdict" in output and isinstance(output["verdict"], str):
+            text = f"Verdict: {output['verdict']} — {output.get('concern', '')}"
+            if output.get("next_step"):
+                text += f"\nNext step given: {output['next_step']}"
+            return text
+        if stage == "implementing" and isinstance(output.get("case"), dict):
+            return format_case(output["case"]).replace("## Worker's case\n\n", "", 1)
+        if "passed" in output:
+            return f"Checks {'passed' if output['passed'] else 'FAILED'}: " + ", ".join(
+                f"{c.get('name')} {'PASS' if c.get('passed') else 'FAIL'}"
+                for c in output.get("checks") or []
+            )
+    return json.dumps(output, ensure_ascii=False, default=str)
+
+
+def stage_outputs(outputs: dict[str, Any], stages: tuple[str, ...], before: str) -> str:
+    """Outputs of the stages that come before ``before``, in pipeline order."""
+    parts = []
+    for stage in stages:
+        if stage == before:
+            break
+        if outputs.get(stage) not in (None, ""):
+            text = cap(format_output(stage, outputs[stage]), STAGE_OUTPUT_CAP)
+            parts.append(f"### {STAGE_TITLES.get(stage, stage)}\n\n{text}")
+    return "\n\n".join(parts)
+
+
+def sections(*pairs: tuple[str, str]) -> str:
+    """Markdown sections, each only when its body is non-empty."""
+    return "\n\n".join(f"{head}\n\n{body}" for head, body in pairs if body.strip())
+
+
+def fence(text: str, lang: str = "") -> str:
+    """``text`` in a code fence that its own backticks cannot close."""
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
+
+
+# ---- worker ------------------------------------------------------------------------------
+def worker_system(stage: str) -> str:
+    """The worker's system prompt for ``stage``."""
+    return load_prompt("worker") + "\n\n" + load_prompt(f"stage_{stage}")
+
+
+def worker_brief(
+    *,
+    task: dict[str, Any],
+    prd: list[dict[str, Any]],
+    stage: str,
+    stages: tuple[str, ...],
+    outputs: dict[str, Any],
+    ledger: list[dict[str, Any]],
+    context: tuple[str, list[str]],
+    progress: str,
+    seed_meta: dict[str, Any],
+    test_files: list[str],
+    closing: str,
+) -> str:
+    """The first user message of a worker stage."""
+    context_text, loaded = context
+    body = sections(
+        (f"## Project context ({', '.join(loaded)})", context_text),
+        ("## Recent progress (last entries from progress.txt)", progress),
+        (
+            "## Full feature plan (all tasks — context, not work to do)",
+            "Only the task under **Your task** is yours to build; the others are shown so you "
+            "do not pre-empt or break them.\n\n" + full_plan(prd, str(task.get("id"))),
+        ),
+        ("## Seed context (why this feature was scoped this way)", seed_context(seed_meta)),
+        ("## Your task", task_section(task, test_files)),
+        ("## Earlier stages of this task", stage_outputs(outputs, stages, stage)),
+        (
+            "## Prior iterations on this task (from the evaluator)",
+            format_ledger(ledger[-LEDGER_LIMIT:], "").strip(),
+        ),
+    )
+    footer = (
+        f"You are in the **{stage}** stage (pipeline: {' → '.join(stages)}). "
+        "All paths are relative to the workspace root, which is also where `bash` runs.\n\n"
+        + closing
+    )
+    return body + "\n\n" + footer
+
+
+# ---- evaluator ---------------------------------------------------------------------------
+def evaluator_system(stage: str) -> str:
+    """The evaluator's system prompt for a review stage."""
+    return load_prompt("evaluator") + "\n\n" + load_prompt(f"review_{stage}")
+
+
+def seed_tests_text(worktree: Path, files: list[str]) -> str:
+    """The seed test files, each as a path line and a fenced body, within a budget."""
+    parts: list[str] = []
+    budget = SEED_TEST_CAP
+    for name in files:
+        try:
+            text = (worktree / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if budget <= 0:
+            parts.append(f"`{name}` (left out: the seed test budget is spent)")
+            continue
+        shown = cap(text, budget)
+        budget -= len(shown)
+        parts.append(f"`{name}`\n\n{fence(shown, 'python')}")
+    return "\n\n".join(parts)
+
+
+def evaluator_brief(
+    *,
+    task: dict[str, Any],
+    stage: str,
+    stages: tuple[str, ...],
+    outputs: dict[str, Any],
+    ledger: list[dict[str, Any]],
+    context: tuple[str, list[str]],
+    work: str,
+    seed_tests: str,
+    gate_report: str,
+    diff: str,
+) -> str:
+    """The one user message an evaluator call gets."""
+    context_text, loaded = context
+    criteria = "\n".join(f"- {ac}" for ac in task.get("acceptance_criteria") or [])
+    shown_diff = cap(diff, DIFF_CAP, "diff truncated") if diff.strip() else "(empty diff)"
+    body = sections(
+        (
+            f"# Task to evaluate: {task.get('id')} — {task.get('title', '')}",
+            str(task.get("description") or "").strip(),
+        ),
+        ("## Acceptance criteria", criteria),
+        (f"## Project context ({', '.join(loaded)})", context_text),
+        ("## Earlier stages of this task", stage_outputs(outputs, stages, stage)),
+        ("## Prior iterations on this task", format_ledger(ledger[-LEDGER_LIMIT:], "").strip()),
+        ("## The work under review", work),
+        ("## Seed acceptance tests (the tests the harness ran)", seed_tests),
+        ("## Test output", cap(gate_report, GATE_OUTPUT_CAP) if gate_report else ""),
+        ("## Diff (the task's cumulative changes since it started)", fence(shown_diff, "diff")),
+    )
+    return body + f"\n\nYou are reviewing at **{stage}**. Respond with one `submit_verdict` call."

@@ -1,0 +1,148 @@
+"""Running the seed tests (and an optional linter) in the worktree: the objective gate.
+
+Tests run with the worktree's own virtualenv when it has one, else Tilth's
+interpreter; in their own process group, with a timeout, without API keys in
+their environment and without writing caches the stage commit would pick up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tilth import proc
+
+OUTPUT_CAP = 4_000
+_TASK_FILE_RE = re.compile(r"^test_(t\d{3,})_[a-z0-9_]+\.py$")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One validator's result."""
+
+    name: str
+    passed: bool
+    output: str
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """What one gate produced: every check, and the seed test files involved."""
+
+    checks: list[Check] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    def report(self, cap: int = OUTPUT_CAP) -> str:
+        """Every check as ``[name] PASS|FAIL`` plus its (capped) output."""
+        parts = []
+        for check in self.checks:
+            status = "PASS" if check.passed else "FAIL"
+            parts.append(f"[{check.name}] {status}\n{clip(check.output, cap) or '(no output)'}")
+        return "\n\n".join(parts)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "passed": self.passed,
+            "files": self.files,
+            "checks": [
+                {"name": c.name, "passed": c.passed, "command": c.command, "output": clip(c.output)}
+                for c in self.checks
+            ],
+        }
+
+
+def clip(text: str, cap: int = OUTPUT_CAP) -> str:
+    """``text`` cut to ``cap`` characters with a note saying how much there was."""
+    text = text.rstrip()
+    if len(text) <= cap:
+        return text
+    return text[:cap] + f"\n... [truncated, total {len(text)} chars]"
+
+
+def slug_of(task_id: str) -> str:
+    """``T-001`` → ``t001`` (the prefix of its seed test files)."""
+    return re.sub(r"[^a-z0-9]", "", task_id.lower())
+
+
+def seed_test_files(worktree: Path, task_ids: Iterable[str]) -> list[str]:
+    """Workspace-relative seed test files of ``task_ids`` (``tests/test_t<NNN>_*.py``)."""
+    tests = worktree / "tests"
+    if not tests.is_dir():
+        return []
+    wanted = {slug_of(task_id) for task_id in task_ids}
+    found = []
+    for path in sorted(tests.iterdir()):
+        match = _TASK_FILE_RE.match(path.name)
+        if match and match.group(1) in wanted and path.is_file():
+            found.append(f"tests/{path.name}")
+    return found
+
+
+def project_python(worktree: Path) -> str:
+    """The worktree's own virtualenv interpreter when it has one, else Tilth's."""
+    for name in (".venv", "venv"):
+        candidate = worktree / name / "bin" / "python"
+        if candidate.exists():
+            return str(candidate)
+    return sys.executable
+
+
+def child_env(secrets: Sequence[str]) -> dict[str, str]:
+    """Tilth's environment minus API keys and Tilth settings, with caches turned off."""
+    hidden = set(secrets)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("TILTH_") and not key.endswith("_API_KEY") and value not in hidden
+    }
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run_pytest(
+    worktree: Path, files: Sequence[str], *, timeout: float, secrets: Sequence[str] = ()
+) -> Check:
+    """``pytest -x -q <files>`` in the worktree."""
+    if not files:
+        return Check("pytest", True, "(no seed tests matched; nothing to run)")
+    cmd = [project_python(worktree), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *files]
+    shown = "python -m pytest -x -q " + " ".join(files)
+    result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets))
+    output = (result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")).strip()
+    if result.timed_out:
+        return Check("pytest", False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
+    return Check("pytest", result.returncode == 0, output, shown)
+
+
+def run_lint(worktree: Path, command: str, *, timeout: float, secrets: Sequence[str] = ()) -> Check:
+    """The configured lint command (a shell line) in the worktree."""
+    result = proc.run(command, cwd=worktree, timeout=timeout, env=child_env(secrets), shell=True)
+    output = (result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")).strip()
+    if result.timed_out:
+        return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)
+    return Check("lint", result.returncode == 0, output, command)
+
+
+def run_gate(
+    worktree: Path,
+    task_ids: Sequence[str],
+    *,
+    timeout: float,
+    lint_command: str | None = None,
+    secrets: Sequence[str] = (),
+) -> GateRun:
+    """The seed tests of ``task_ids``, then the linter when one is configured."""
+    files = seed_test_files(worktree, task_ids)
+    checks = [run_pytest(worktree, files, timeout=timeout, secrets=secrets)]
+    if lint_command:
+        checks.append(run_lint(worktree, lint_command, timeout=timeout, secrets=secrets))
+    return GateRun(checks, files)

@@ -1,0 +1,245 @@
+"""The worker loop of one stage: tool-using turns until the stage's submit tool is accepted.
+
+Each stage has its own persisted thread (``worker.<T-NNN>.<stage>``), so a stage
+stopped mid-way continues from its last completed turn. Robustness carried over
+from the original and fixed where it broke: empty responses back off and are not
+added to the thread; a turn without any tool call is nudged; malformed arguments
+are answered, never raised; every call in a turn is answered before the next.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tilth.agent.run_context import RunContext
+from tilth.agent.task_state import TaskState
+from tilth.agent.turn import Actor, TurnResult, answer, log_call, say, take_turn
+from tilth.config import secret_values
+from tilth.model.base import ToolCall
+from tilth.tools import WORKER_TOOL_NAMES, ToolBox
+
+EMPTY_RESPONSE_LIMIT = 3
+QUIET_TURN_LIMIT = 3
+NUDGE = (
+    "You stopped without calling a tool. A reply without a tool call does not finish the "
+    "stage: when the stage's work is complete, call `{tool}`. If it is not complete, keep "
+    "working with the other tools."
+)
+DUPLICATE = "Duplicate `{tool}` call ignored; act on the response to the first one."
+INTERRUPTED = (
+    "(This call was not run: the harness stopped before answering it. Check the workspace "
+    "and repeat the call if you still need it.)"
+)
+
+
+class TaskFailed(Exception):
+    """A task-level failure: ``reason`` is the ``task_failed`` / ``stop`` reason."""
+
+    def __init__(self, reason: str, detail: str = "", **fields: Any) -> None:
+        super().__init__(detail or reason)
+        self.reason = reason
+        self.detail = detail or reason
+        self.fields = fields
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a stage made of one call of its submit tool."""
+
+    accepted: bool
+    reply: str
+    """The text answered to the call."""
+    output: Any = None
+    """The stage output, when accepted."""
+    is_error: bool = False
+
+
+Handler = Callable[[ToolCall, int], Submission]
+"""Judges one submit call (with the turn number); may run tests, never raises for the model."""
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A worker stage: its submit tool, how to judge a submission, how to open its thread."""
+
+    stage: str
+    tool: str
+    schema: dict[str, Any]
+    handler: Handler
+    system: Callable[[], str]
+    brief: Callable[[], str]
+
+
+def thread_key(task_id: str, stage: str) -> str:
+    """The persisted thread of ``stage`` of ``task_id``."""
+    return f"worker.{task_id}.{stage}"
+
+
+def make_toolbox(ctx: RunContext) -> ToolBox:
+    """The worker's tools, confined to the worktree, with API keys scrubbed."""
+    return ToolBox(
+        ctx.worktree,
+        WORKER_TOOL_NAMES,
+        observer=getattr(ctx.recorder, "observer", None),
+        secrets=secret_values(ctx.settings.env),
+    )
+
+
+def dangling_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls of the last assistant message that have no tool answer yet."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") != "assistant":
+            continue
+        answered = {m.get("tool_call_id") for m in messages[index + 1 :] if m.get("role") == "tool"}
+        return [c for c in message.get("tool_calls") or [] if c.get("id") not in answered]
+    return []
+
+
+def open_thread(ctx: RunContext, actor: Actor, spec: StageSpec, state: TaskState) -> None:
+    """Start the stage's thread, or repair and continue the persisted one."""
+    thread = actor.thread
+    messages = thread.messages()
+    if not messages:
+        system, brief = spec.system(), spec.brief()
+        thread.append({"role": "system", "content": system}, turn=state.turns)
+        thread.append({"role": "user", "content": brief}, turn=state.turns)
+        ctx.session.log(
+            "prompt_assembled",
+            **actor.scope(),
+            turn=state.turns,
+            role="worker",
+            chars=len(system) + len(brief),
+            content=brief[:16_000],
+            truncated=len(brief) > 16_000,
+        )
+    else:
+        pending = dangling_calls(messages)
+        feedback = state.feedback
+        for call in pending:
+            # A stop between a model reply and its tool results leaves calls unanswered;
+            # providers refuse such a thread, so answer them before the next request.
+            text = INTERRUPTED
+            if feedback and call.get("function", {}).get("name") == spec.tool:
+                text, feedback = feedback, None
+            fake = ToolCall(str(call.get("id")), str(call.get("function", {}).get("name")), "")
+            answer(actor, state.turns, fake, text)
+        state.feedback = feedback
+    if state.feedback:
+        say(actor, state.feedback, turn=state.turns, kind="feedback")
+        ctx.session.log("feedback_delivered", **actor.scope(), chars=len(state.feedback))
+        state.feedback = None
+    state.save(ctx.session)
+
+
+def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: StageSpec) -> Any:
+    """Take worker turns until ``spec``'s submit tool is accepted; returns the stage output.
+
+    Raises ``TaskFailed`` (iter_cap, empty_responses, no_case) and lets ``StopRun``,
+    ``ModelError`` and ``KeyboardInterrupt`` through; all progress is persisted per turn.
+    """
+    task_id = str(task["id"])
+    actor = Actor(
+        session=ctx.session,
+        name="worker",
+        model=ctx.worker,
+        thread=ctx.session.threads.get(thread_key(task_id, spec.stage)),
+        toolbox=make_toolbox(ctx),
+        control_schemas=[spec.schema],
+        task_id=task_id,
+        stage=spec.stage,
+        scripted=ctx.scripted,
+    )
+    open_thread(ctx, actor, spec, state)
+    limit = ctx.settings.max_iterations_per_task
+    backoff = ctx.settings.empty_backoff_seconds
+    empty_streak = quiet_streak = 0
+    while True:
+        if limit and state.turns >= limit:
+            raise TaskFailed(
+                "iter_cap",
+                f"{state.turns} worker turns without finishing [TILTH_MAX_ITERATIONS_PER_TASK]",
+                turns=state.turns,
+            )
+        ctx.check_caps()
+        number = state.turns + 1
+        result = take_turn(actor, number)
+        state.turns = number
+        state.save(ctx.session)
+        accepted: Submission | None = None
+        if result.empty:
+            empty_streak += 1
+            ctx.session.log(
+                "empty_model_response",
+                **actor.scope(),
+                turn=number,
+                streak=empty_streak,
+                finish_reason=result.turn.finish_reason,
+            )
+            label = f"{spec.stage}: empty response"
+        else:
+            empty_streak = 0
+            if result.control_calls:
+                quiet_streak = 0
+                accepted = _submit(actor, spec, result)
+            elif result.tool_calls_run == 0:
+                quiet_streak += 1
+                if quiet_streak < QUIET_TURN_LIMIT:
+                    say(actor, NUDGE.format(tool=spec.tool), turn=number, kind="nudge")
+                    ctx.session.log("nudge", **actor.scope(), turn=number, streak=quiet_streak)
+            else:
+                quiet_streak = 0
+            label = _label(spec, result, accepted)
+        ctx.recorder.turn("worker", task_id=task_id, stage=spec.stage, turn=number, label=label)
+        ctx.progress.status(
+            task=task_id, stage=spec.stage, turn=number, tokens=ctx.session.tokens_used
+        )
+        if accepted is not None:
+            return accepted.output
+        if empty_streak >= EMPTY_RESPONSE_LIMIT:
+            raise TaskFailed(
+                "empty_responses",
+                f"{empty_streak} empty model responses in a row",
+                streak=empty_streak,
+            )
+        if quiet_streak >= QUIET_TURN_LIMIT:
+            raise TaskFailed(
+                "no_case",
+                f"{quiet_streak} turns in a row without a tool call or `{spec.tool}`",
+                nudges=quiet_streak - 1,
+            )
+        if empty_streak:
+            time.sleep(backoff * empty_streak)
+
+
+def _submit(actor: Actor, spec: StageSpec, result: TurnResult) -> Submission | None:
+    """Answer every control call of the turn; the accepted submission, if any."""
+    accepted: Submission | None = None
+    for call in result.control_calls:
+        log_call(actor, result.number, call)
+        if call.name != spec.tool:
+            available = ", ".join(s["function"]["name"] for s in actor.schemas())
+            text = f"ERROR: unknown tool '{call.name}' in this stage. Available: {available}"
+            answer(actor, result.number, call, text, is_error=True)
+            continue
+        if accepted is not None:
+            answer(actor, result.number, call, DUPLICATE.format(tool=spec.tool))
+            continue
+        submission = spec.handler(call, result.number)
+        answer(actor, result.number, call, submission.reply, is_error=submission.is_error)
+        if submission.accepted:
+            accepted = submission
+    return accepted
+
+
+def _label(spec: StageSpec, result: TurnResult, accepted: Submission | None) -> str:
+    names = [call.name for call in result.turn.tool_calls]
+    if accepted is not None:
+        return f"{spec.stage}: {spec.tool} accepted"
+    if not names:
+        return f"{spec.stage}: no tool call"
+    shown = ", ".join(names[:4]) + (" …" if len(names) > 4 else "")
+    return f"{spec.stage}: {shown}"
