@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -565,3 +566,38 @@ def test_checkpoints_are_marked_where_they_were_taken(session: Session) -> None:
     assert "not captured: big.bin" in page
     assert "cp-0003.json: unreadable" in page
     assert "<b>2</b> checkpoints" in header_of(page)
+
+
+class _TagBalance(HTMLParser):
+    """Records every end tag that does not close the innermost open element."""
+
+    VOID = frozenset({"meta", "br", "input", "hr", "img", "link"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.stack and self.stack[-1] == tag:
+            self.stack.pop()
+        else:
+            self.errors.append(f"</{tag}> at {self.getpos()} inside {self.stack[-3:]}")
+
+
+def test_page_with_every_event_is_well_formed(session: Session) -> None:
+    atomic_write_json(session.seed_meta_path, {"tldr": "t", "open_questions": ["q"]})
+    session.save_prd([{"id": "T-001", "title": "x", "acceptance_criteria": ["a"]}])
+    session.ledger.append("T-001", {"verdict": {"verdict": "accept", "concern": "ok"}})
+    for type_, payload, _ in EVENTS:
+        session.log(type_, **{"task_id": "T-001", **payload})
+    session.log("mystery_event", nested={"a": [1, 2]})
+    write_checkpoint(session, _checkpoint(1, 3, "turn 1"))
+    parser = _TagBalance()
+    parser.feed(render_session_html(session))
+    assert parser.errors == []
+    assert parser.stack == []
