@@ -22,6 +22,7 @@ from pathlib import Path
 from tilth import git
 from tilth.session.store import Session
 from tilth.timeline.fswatch import (
+    IgnoreChecker,
     StatScanner,
     Watcher,
     WatchUnavailable,
@@ -145,36 +146,53 @@ class TurnCapture:
         self.store = store
         self.cap = max_file_bytes() if cap is None else cap
         self.trees = TreeCache(self.root)
-        self.skip = ignored_dirs(self.root)
+        self.skip: set[str] = set()
         self._watch = watch
         self._watcher: Watcher | None = None
+        self._ignore: IgnoreChecker | None = None
         self._touched: set[str] = set()
         self._seen: set[str] = set()
         self._bash: list[str] = []
         self._full_scan = False
-        self._ignored_cache: dict[str, bool] = {}
-        self.baseline = _Baseline(read_head(self.root))
-        self.resync()
+        self._ready = False
+        self.baseline = _Baseline("")
+
+    @classmethod
+    def for_session(cls, session: Session, worktree: Path) -> TurnCapture:
+        """A capture for ``session`` storing into ``$TILTH_HOME/snapshots`` (set up lazily)."""
+        from tilth.config import load_settings
+
+        return cls(session, worktree, BlobStore.for_home(load_settings().home))
+
+    def _ensure(self) -> TurnResult | None:
+        """Take stock on first use: ignored dirs, the current state, the watcher."""
+        return None if self._ready else self.resync()
 
     # ---- the ToolObserver seam ------------------------------------------------------------
     def before_write(self, path: Path) -> None:
         """An edit tool is about to write ``path``: remember it (first touch per turn)."""
+        self._ensure()
         rel = self._relative(path)
         if rel is not None:
             self._touched.add(rel)
 
     def before_bash(self, command: str) -> None:
         """Drain what changed so far, so the command's own changes are told apart."""
-        self._drain()
+        if self._ensure() is None:
+            self._drain()
 
     def after_bash(self, command: str) -> None:
         """Collect every path the command created, modified or deleted inside the worktree."""
+        self._ensure()
         self._bash.append(command)
         self._drain(after_bash=True)
 
     # ---- turn boundaries ----------------------------------------------------------------
     def finish_turn(self) -> TurnResult:
         """The turn's overlay, changed files and coverage gaps; starts the next turn."""
+        first = self._ensure()
+        if first is not None:
+            return first  # nothing was observed before: the full comparison is the answer
         self._drain()
         head = read_head(self.root)
         base = self.baseline
@@ -194,6 +212,9 @@ class TurnCapture:
 
     def resync(self) -> TurnResult:
         """Recompute the state from scratch (at start, and after a restore changed the tree)."""
+        if not self._ready:
+            self._ready = True
+            self.skip = ignored_dirs(self.root)
         self._drain()
         self._touched.clear()
         self._seen.clear()
@@ -207,10 +228,13 @@ class TurnCapture:
         return result
 
     def close(self) -> None:
-        """Release the watcher's resources."""
+        """Release the watcher's and the ignore checker's resources."""
         if self._watcher is not None:
             self._watcher.close()
             self._watcher = None
+        if self._ignore is not None:
+            self._ignore.close()
+            self._ignore = None
 
     # ---- internals --------------------------------------------------------------------------
     def _relative(self, path: Path) -> str | None:
@@ -285,21 +309,12 @@ class TurnCapture:
         return out
 
     def _ignored(self, paths: list[str]) -> set[str]:
-        unknown = [p for p in paths if p not in self._ignored_cache]
-        if unknown:
-            out = git.git(
-                "check-ignore",
-                "--no-index",
-                "-z",
-                "--stdin",
-                cwd=self.root,
-                check=False,
-                input_text="\0".join(unknown) + "\0",
-            )
-            hits = {p for p in out.split("\0") if p}
-            for p in unknown:
-                self._ignored_cache[p] = p in hits
-        return {p for p in paths if self._ignored_cache[p]}
+        if any(p == ".gitignore" or p.endswith("/.gitignore") for p in paths) and self._ignore:
+            self._ignore.close()  # the rules changed: ask a fresh git
+            self._ignore = None
+        if self._ignore is None:
+            self._ignore = IgnoreChecker(self.root)
+        return self._ignore.ignored(paths)
 
     def _evaluate(self, head: str, candidates: set[str]) -> TurnResult:
         tree = self.trees.get(head)
@@ -375,3 +390,15 @@ def _files_below(root: Path, rel: str, skip: set[str]) -> set[str]:
         # Links to directories are entries too: os.walk lists them among dirs.
         found.update(f"{base}/{d}" for d in dirs if (Path(current) / d).is_symlink())
     return found
+
+
+def restore_overlay(
+    session: Session,
+    worktree: Path,
+    overlay: dict[str, Entry | None],
+    keep: dict[str, Entry | None] | None = None,
+) -> None:
+    """The rewind engine's hook after reset + clean (see ``overlay.restore_overlay``)."""
+    from tilth.timeline.overlay import restore_overlay as restore
+
+    restore(session, worktree, overlay, keep)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tilth import git
-from tilth.timeline.capture import GitId, TreeCache
+from tilth.errors import SessionCorrupt
+from tilth.session.files import atomic_write_json, read_json
+from tilth.session.store import Session
+from tilth.timeline.capture import GitId, TreeCache, read_head
 from tilth.timeline.snapshots import (
     BlobStore,
     Entry,
@@ -27,6 +30,9 @@ from tilth.timeline.snapshots import (
     store_state,
     write_entry,
 )
+
+if TYPE_CHECKING:
+    from tilth.timeline.plan import RewindPlan
 
 Overlay = dict[str, Entry | None]
 
@@ -46,6 +52,8 @@ class CodePlan:
     keep: Overlay = field(default_factory=dict)
     """The conflicts' current contents, put back after the restore (see ``keep_conflicts``)."""
     force: bool = False
+    fast: bool = False
+    """HEAD already is ``head``: only the listed files are written (no reset, no clean)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +64,7 @@ class CodePlan:
             "conflicts": self.conflicts,
             "keep": self.keep,
             "force": self.force,
+            "fast": self.fast,
         }
 
     @classmethod
@@ -68,6 +77,7 @@ class CodePlan:
             conflicts=list(data.get("conflicts") or []),
             keep=dict(data.get("keep") or {}),
             force=bool(data.get("force")),
+            fast=bool(data.get("fast")),
         )
 
 
@@ -109,6 +119,7 @@ def plan_code(
     """
     trees = trees or TreeCache(worktree)
     plan = CodePlan(target_head, dict(target_overlay), force=force)
+    plan.fast = read_head(worktree) == target_head
     target_tree = trees.get(target_head)
     current_states: dict[str, FileState | None] = {}
 
@@ -117,16 +128,23 @@ def plan_code(
             current_states[rel] = read_state(worktree / rel)
         return current_states[rel]
 
+    diffs: dict[str, set[str]] = {}
+
+    def changed_since(base: str) -> set[str]:
+        if base not in diffs:
+            diffs[base] = _changed_paths(worktree, base)
+        return diffs[base]
+
     if latest_head is not None:
         latest_overlay = latest_overlay or {}
         latest_tree = trees.get(latest_head)
-        suspects = _changed_paths(worktree, latest_head) | set(latest_overlay)
+        suspects = changed_since(latest_head) | set(latest_overlay)
         for rel in sorted(suspects):
             if not _same(
                 current(rel), latest_overlay.get(rel), latest_tree.get(rel), rel in latest_overlay
             ):
                 plan.conflicts.append(rel)
-    for rel in sorted(_changed_paths(worktree, target_head) | set(target_overlay)):
+    for rel in sorted(changed_since(target_head) | set(target_overlay)):
         if not force and rel in plan.conflicts:
             continue
         state = current(rel)
@@ -157,11 +175,42 @@ def keep_conflicts(plan: CodePlan, worktree: Path, store: BlobStore) -> CodePlan
 
 def apply_code(plan: CodePlan, worktree: Path, store: BlobStore) -> None:
     """Make the worktree equal the plan's target (kept files aside); safe to run twice."""
+    if plan.fast:
+        # Only the files the plan lists differ from the target: write just those, so a
+        # restore costs what changed, not the size of the repository.
+        for rel in plan.delete:
+            write_entry(store, worktree, rel, None)
+        from_head = [rel for rel in plan.restore if rel not in plan.overlay]
+        for rel in plan.restore:
+            if rel in plan.overlay:
+                write_entry(store, worktree, rel, plan.overlay[rel])
+        if from_head:
+            for rel in from_head:
+                _clear_for_checkout(worktree, rel)
+            git.git(
+                "checkout",
+                plan.head,
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+                cwd=worktree,
+                input_text="\0".join(from_head) + "\0",
+                env={"GIT_LITERAL_PATHSPECS": "1"},
+            )
+        return
     git.reset_hard(worktree, plan.head)
     git.clean_fd(worktree)
     apply_overlay(worktree, plan.overlay, store)
     for rel, entry in plan.keep.items():
         write_entry(store, worktree, rel, entry)
+
+
+def _clear_for_checkout(worktree: Path, rel: str) -> None:
+    """A directory or link where a file must come back would make checkout fail."""
+    path = worktree / rel
+    if path.is_dir() and not path.is_symlink():
+        import shutil
+
+        shutil.rmtree(path)
 
 
 def apply_overlay(worktree: Path, overlay: Overlay, store: BlobStore) -> None:
@@ -170,3 +219,69 @@ def apply_overlay(worktree: Path, overlay: Overlay, store: BlobStore) -> None:
         write_entry(store, worktree, rel, None)
     for rel in sorted(p for p, e in overlay.items() if e is not None):
         write_entry(store, worktree, rel, overlay[rel])
+
+
+# ---- the engine's side: what the rewind plan and its code step call -------------------------
+def _code_state_path(session: Session) -> Path:
+    return session.dir / "timeline" / "code-state.json"
+
+
+def recorded_code_state(session: Session) -> tuple[str | None, Overlay]:
+    """The newest code state Tilth itself produced: the latest checkpoint, or a later restore."""
+    from tilth.timeline.checkpoints import list_checkpoints
+
+    checkpoints = list_checkpoints(session)
+    latest = checkpoints[-1] if checkpoints else None
+    try:
+        marker = read_json(_code_state_path(session), what="code-state.json")
+    except (FileNotFoundError, SessionCorrupt):
+        marker = None
+    if isinstance(marker, dict) and marker.get("head"):
+        if latest is None or int(marker.get("after_seq") or 0) >= latest.seq:
+            return str(marker["head"]), dict(marker.get("overlay") or {})
+    if latest is None:
+        return None, {}
+    return latest.head, dict(latest.overlay)
+
+
+def report_turn_code(plan: RewindPlan, session: Session, head: str, overlay: Overlay) -> None:
+    """Fill ``plan``'s file list, conflicts and kept files for restoring (head, overlay).
+
+    A conflict is a file whose content differs from the latest recorded state: the user
+    edited it since. It is kept (its current content is stored now and written back after
+    the restore) unless ``plan.force``.
+    """
+    worktree = Path(plan.worktree)
+    latest_head, latest_overlay = recorded_code_state(session)
+    code = plan_code(worktree, head, overlay, latest_head, latest_overlay, force=plan.force)
+    keep_conflicts(code, worktree, session_store())
+    plan.files = sorted(
+        [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
+        key=lambda item: item[1],
+    )
+    plan.conflicts = code.conflicts
+    plan.keep = code.keep
+
+
+def restore_overlay(
+    session: Session, worktree: Path, overlay: Overlay, keep: Overlay | None = None
+) -> None:
+    """The code step's second half (after reset + clean): overlay, kept files, note the state."""
+    from tilth.timeline.checkpoints import highest_seq
+
+    store = session_store()
+    apply_overlay(worktree, overlay, store)
+    for rel, entry in (keep or {}).items():
+        write_entry(store, worktree, rel, entry)
+    head = read_head(worktree)
+    atomic_write_json(
+        _code_state_path(session),
+        {"schema": 1, "head": head, "overlay": overlay, "after_seq": highest_seq(session)},
+    )
+
+
+def session_store() -> BlobStore:
+    """The blob store under ``$TILTH_HOME``."""
+    from tilth.config import load_settings
+
+    return BlobStore.for_home(load_settings().home)

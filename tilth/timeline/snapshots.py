@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -112,7 +113,10 @@ class BlobStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.objects = root / "objects"
-        self._dirty_dirs: set[Path] = set()
+        self.durable = os.environ.get("TILTH_CHECKPOINT_FSYNC", "").strip() == "1"
+        """Wait for every flush in ``sync`` (``TILTH_CHECKPOINT_FSYNC=1``)."""
+        self._pending: list[Path] = []
+        self._flushers: list[threading.Thread] = []
 
     @classmethod
     def for_home(cls, home: Path) -> BlobStore:
@@ -130,28 +134,45 @@ class BlobStore:
         return self.path(blob).is_file()
 
     def put(self, data: bytes) -> str:
-        """Store ``data`` (once) and return its blob id; call ``sync`` before relying on it."""
+        """Store ``data`` (once) and return its blob id; ``sync`` makes it durable."""
         blob = blob_id(data)
         target = self.path(blob)
-        if target.exists():
-            return blob
+        try:
+            if target.stat().st_size > 0:
+                return blob
+        except FileNotFoundError:
+            pass
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+        tmp = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(tmp, "wb") as handle:
             handle.write(zlib.compress(data, _ZLIB_LEVEL))
-            handle.flush()
-            os.fsync(handle.fileno())
+        # The rename makes the blob whole-or-absent for any reader, even if this process
+        # is killed; the fsync that protects it from a power cut happens in ``sync``.
         os.replace(tmp, target)
-        self._dirty_dirs.add(target.parent)
+        self._pending.append(target)
         return blob
 
-    def sync(self) -> None:
-        """Make the names of blobs written since the last call durable (one fsync per dir)."""
-        for directory in self._dirty_dirs:
-            fsync_dir(directory)
-        if self._dirty_dirs:
-            fsync_dir(self.objects)
-        self._dirty_dirs.clear()
+    def sync(self, *, wait: bool = False) -> None:
+        """Flush blobs written since the last call to disk.
+
+        By default in a background thread, so a turn does not wait on the disk (an fsync
+        can take milliseconds on a busy filesystem); ``wait`` blocks until every flush is
+        done. A blob lost to a power cut before its flush is reported as missing or
+        damaged by ``get``, never restored wrong.
+        """
+        pending, self._pending = self._pending, []
+        if pending:
+            flusher = threading.Thread(
+                target=_flush, args=(pending, self.objects), name="tilth-blob-flush"
+            )
+            flusher.start()
+            self._flushers.append(flusher)
+        if wait or self.durable:
+            for flusher in self._flushers:
+                flusher.join()
+            self._flushers.clear()
+        else:
+            self._flushers = [f for f in self._flushers if f.is_alive()]
 
     def get(self, blob: str) -> bytes:
         """The content of ``blob``; raises ``SnapshotError`` when missing or damaged."""
@@ -264,6 +285,24 @@ def remove_path(root: Path, rel: str) -> None:
         except OSError:
             return
         parent = parent.parent
+
+
+def _flush(paths: list[Path], objects: Path) -> None:
+    """fsync each file, then each directory holding one, then the objects directory."""
+    directories = set()
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        directories.add(path.parent)
+    for directory in directories:
+        fsync_dir(directory)
+    fsync_dir(objects)
 
 
 def _clear_parents(root: Path, path: Path) -> None:
