@@ -601,3 +601,12 @@ def test_page_with_every_event_is_well_formed(session: Session) -> None:
     parser.feed(render_session_html(session))
     assert parser.errors == []
     assert parser.stack == []
+
+
+def test_huge_blocks_are_clipped(session: Session) -> None:
+    content = "A" * 150_000
+    session.log("tool_call", tool="write_file", args={"path": "big.txt", "content": content})
+    page = render_session_html(session)
+    assert "A" * 20_000 in page
+    assert "A" * 20_001 not in page
+    assert "130,000 more chars not shown" in page

@@ -46,3 +46,14 @@ def test_no_sessions_at_all(cli: RunCli) -> None:
     result = cli("visualize")
     assert result.returncode == 2
     assert "error: no sessions found" in result.stderr
+
+
+def test_unwritable_session_dir_is_a_clear_error(
+    cli: RunCli, sessions_dir: Path, tmp_path: Path
+) -> None:
+    session = Session.create(sessions_dir, tmp_path / "repo")
+    session.chat_html_path.mkdir()  # a directory where the file must go: replace fails
+    result = cli("visualize", session.id)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: could not write {session.chat_html_path}")
+    assert "Traceback" not in result.stderr

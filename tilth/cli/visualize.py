@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tilth.cli.common import io, pick_session, session_id_argument, settings
+from tilth.errors import TilthError
 
 
 @click.command()
@@ -20,5 +21,10 @@ def visualize(session_id: str | None) -> None:
     cfg = settings()
     out = io()
     session = pick_session(cfg, session_id, out, "visualize")
-    path = write_chat_html(session)
+    try:
+        path = write_chat_html(session)
+    except OSError as exc:
+        raise TilthError(
+            f"could not write {session.chat_html_path}: {exc.strerror or exc}"
+        ) from None
     out.say(f"wrote {path}")

@@ -35,13 +35,24 @@ def json_for_script(value: Any) -> str:
     )
 
 
+# Beyond this a single block stops being readable and only bloats the page.
+BLOCK_CAP = 20_000
+
+
+def clip(text: str, limit: int = BLOCK_CAP) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… [{len(text) - limit:,} more chars not shown]"
+
+
 def text_block(value: object) -> str:
-    return f'<div class="text">{esc(value)}</div>'
+    return f'<div class="text">{esc(clip(str(value)))}</div>'
 
 
 def pre(value: object, cls: str = "") -> str:
     attr = f' class="{esc(cls)}"' if cls else ""
-    return f"<pre{attr}>{esc(value)}</pre>"
+    return f"<pre{attr}>{esc(clip(str(value)))}</pre>"
 
 
 def collapsible(summary: str, body_html: str, cls: str = "", open_: bool = False) -> str:
@@ -70,7 +81,7 @@ def kv(pairs: Iterable[tuple[str, object]]) -> str:
                 else to_json(value)
             )
         )
-        rows.append(f"<dt>{esc(key)}</dt><dd>{esc(shown)}</dd>")
+        rows.append(f"<dt>{esc(key)}</dt><dd>{esc(clip(shown))}</dd>")
     return f'<dl class="kv">{"".join(rows)}</dl>' if rows else ""
 
 
