@@ -48,6 +48,12 @@ def test_defaults(home: Path) -> None:
     assert s.default_tier == "L1"
     assert s.checkpoint_max_age_days == 30
     assert s.checkpoint_max_bytes == 1 << 30
+    assert s.model_max_retries == 4
+    assert s.model_backoff_seconds == 1.0
+    assert s.model_timeout_seconds == 300.0
+    assert s.empty_backoff_seconds == 2.0
+    assert s.test_timeout_seconds == 180.0
+    assert s.lint_command is None
 
 
 def test_home_defaults_to_dot_tilth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,6 +77,12 @@ def test_every_variable_is_read(home: Path, tmp_path: Path) -> None:
             TILTH_DEFAULT_TIER="l2",
             TILTH_CHECKPOINT_MAX_AGE_DAYS="4",
             TILTH_CHECKPOINT_MAX_BYTES="1024",
+            TILTH_MODEL_MAX_RETRIES="0",
+            TILTH_MODEL_BACKOFF_SECONDS="0.25",
+            TILTH_MODEL_TIMEOUT_SECONDS="5",
+            TILTH_EMPTY_BACKOFF_SECONDS="0",
+            TILTH_TEST_TIMEOUT_SECONDS="7.5",
+            TILTH_LINT_COMMAND="ruff check .",
         )
     )
     assert s.sessions_dir == tmp_path / "elsewhere"
@@ -82,6 +94,22 @@ def test_every_variable_is_read(home: Path, tmp_path: Path) -> None:
     assert s.default_tier == "L2"
     assert s.checkpoint_max_age_days == 4
     assert s.checkpoint_max_bytes == 1024
+    assert s.model_max_retries == 0
+    assert s.model_backoff_seconds == 0.25
+    assert s.model_timeout_seconds == 5.0
+    assert s.empty_backoff_seconds == 0.0
+    assert s.test_timeout_seconds == 7.5
+    assert s.lint_command == "ruff check ."
+
+
+def test_wall_clock_accepts_decimal_minutes(home: Path) -> None:
+    assert (
+        load_settings(env_of(home, TILTH_MAX_WALL_CLOCK_MINUTES="0.5")).max_wall_clock_minutes
+        == 0.5
+    )
+    assert (
+        load_settings(env_of(home, TILTH_MAX_WALL_CLOCK_MINUTES="90")).max_wall_clock_minutes == 90
+    )
 
 
 def test_context_files_all_empty_falls_back_to_default(home: Path) -> None:
@@ -143,18 +171,24 @@ def test_values_are_stripped(home: Path) -> None:
 
 
 # ---- malformed values ---------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "name",
-    [
-        "TILTH_MAX_ITERATIONS_PER_TASK",
-        "TILTH_MAX_EVALUATOR_CALLS_PER_TASK",
-        "TILTH_MAX_TOKENS",
-        "TILTH_CHECKPOINT_MAX_AGE_DAYS",
-        "TILTH_CHECKPOINT_MAX_BYTES",
-    ],
-)
-@pytest.mark.parametrize("raw", ["abc", "1.5", "-3", "12k"])
-def test_malformed_number_names_the_variable(home: Path, name: str, raw: str) -> None:
+INT_VARIABLES = [
+    "TILTH_MAX_ITERATIONS_PER_TASK",
+    "TILTH_MAX_EVALUATOR_CALLS_PER_TASK",
+    "TILTH_MAX_TOKENS",
+    "TILTH_CHECKPOINT_MAX_AGE_DAYS",
+    "TILTH_CHECKPOINT_MAX_BYTES",
+    "TILTH_MODEL_MAX_RETRIES",
+]
+DECIMAL_VARIABLES = [
+    "TILTH_MAX_WALL_CLOCK_MINUTES",
+    "TILTH_MODEL_BACKOFF_SECONDS",
+    "TILTH_MODEL_TIMEOUT_SECONDS",
+    "TILTH_EMPTY_BACKOFF_SECONDS",
+    "TILTH_TEST_TIMEOUT_SECONDS",
+]
+
+
+def assert_one_line_error(home: Path, name: str, raw: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(env_of(home, **{name: raw}))
     message = str(info.value)
@@ -163,19 +197,21 @@ def test_malformed_number_names_the_variable(home: Path, name: str, raw: str) ->
     assert info.value.exit_code == 2
 
 
-@pytest.mark.parametrize("raw", ["abc", "-3", "12k", "nan"])
-def test_malformed_wall_clock_names_the_variable(home: Path, raw: str) -> None:
-    with pytest.raises(ConfigError, match="TILTH_MAX_WALL_CLOCK_MINUTES"):
-        load_settings(env_of(home, TILTH_MAX_WALL_CLOCK_MINUTES=raw))
+@pytest.mark.parametrize("name", INT_VARIABLES)
+@pytest.mark.parametrize("raw", ["abc", "1.5", "-3", "12k"])
+def test_malformed_whole_number_names_the_variable(home: Path, name: str, raw: str) -> None:
+    assert_one_line_error(home, name, raw)
 
 
-def test_wall_clock_accepts_decimal_minutes(home: Path) -> None:
-    assert (
-        load_settings(env_of(home, TILTH_MAX_WALL_CLOCK_MINUTES="0.5")).max_wall_clock_minutes
-        == 0.5
-    )
-    whole = load_settings(env_of(home, TILTH_MAX_WALL_CLOCK_MINUTES="9")).max_wall_clock_minutes
-    assert whole == 9 and f"{whole}" == "9"
+@pytest.mark.parametrize("name", DECIMAL_VARIABLES)
+@pytest.mark.parametrize("raw", ["abc", "-3", "12k", "nan", "inf"])
+def test_malformed_decimal_names_the_variable(home: Path, name: str, raw: str) -> None:
+    assert_one_line_error(home, name, raw)
+
+
+@pytest.mark.parametrize("name", ["TILTH_MODEL_TIMEOUT_SECONDS", "TILTH_TEST_TIMEOUT_SECONDS"])
+def test_timeouts_must_be_positive(home: Path, name: str) -> None:
+    assert_one_line_error(home, name, "0")
 
 
 def test_unknown_tier_is_a_clear_error(home: Path) -> None:
