@@ -106,10 +106,18 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
         ctx.worktree, failed_subject(task_id, reason, title), allow_empty=True
     )
     ctx.session.log("task_failed", task_id=task_id, reason=reason, placeholder_sha=placeholder)
-    setting = CAP_SETTINGS.get(reason)
-    hint = f" [{setting}]" if setting else ""
+    hint = cap_hint(ctx, reason)
     ctx.progress.note(f"✗ {task_id} failed ({reason}){hint}; halting the run", style="red")
     return Stop(reason, outcome.summary or "", task_id=task_id)
+
+
+def cap_hint(ctx: RunContext, reason: str) -> str:
+    """`` [SETTING=value]`` naming the cap behind ``reason`` ("" when none is)."""
+    setting = CAP_SETTINGS.get(reason)
+    if setting is None:
+        return ""
+    value = getattr(ctx.settings, setting.removeprefix("TILTH_").lower(), "?")
+    return f" [{setting}={value}]"
 
 
 def _no_open_task(ctx: RunContext) -> Stop:

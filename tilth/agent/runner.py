@@ -18,7 +18,7 @@ from tilth.agent.records import task_counts, write_summary
 from tilth.agent.resume import ResumePlan, prepare_resume
 from tilth.agent.run_context import RunContext
 from tilth.config import Role, Settings
-from tilth.errors import TilthError, WorkspaceError
+from tilth.errors import WorkspaceError
 from tilth.model import model_for
 from tilth.model.base import Model
 from tilth.session.store import Session
@@ -129,8 +129,8 @@ def _write_chat_html(session: Session, out: IO) -> Path | None:
         return None
     try:
         return Path(write_chat_html(session))
-    except (OSError, TilthError) as exc:
-        out.warn(f"could not write chat.html: {exc}")
+    except Exception as exc:  # derived output: a visualizer bug must not change the run's outcome
+        out.warn(f"could not write chat.html: {type(exc).__name__}: {exc}")
         return None
 
 

@@ -112,15 +112,15 @@ class Team:
             return reply(None, tool_call("bash", command="true"))
         if recipe.mode == "stall":
             return reply(None, tool_call("bash", command="echo still working"))
-        step = _turns_since_anchor(messages)
         rejected = any(REJECTION_MARK in _text(m) for m in messages)
         files = {**recipe.files, **recipe.fixed} if rejected and recipe.fixed else recipe.files
-        if step == 0:
+        written = _last_write(messages, files)
+        if written is None:
             calls = [tool_call("write_file", path=p, content=c) for p, c in files.items()]
             if not rejected:
                 calls += recipe.probes
             return reply(f"(scripted) Writing {', '.join(files)}.", *calls)
-        if step == 1:
+        if not _ran_after(messages, written, recipe.test_command):
             return reply(None, tool_call("bash", command=recipe.test_command))
         coverage = [{"criterion": "the acceptance tests pass", "addressed_by": next(iter(files))}]
         summary = f"(scripted) {task_id}: wrote {', '.join(files)}"
@@ -173,13 +173,36 @@ def _find(pattern: re.Pattern[str], messages: list[dict[str, Any]]) -> str | Non
     return None
 
 
-def _turns_since_anchor(messages: list[dict[str, Any]]) -> int:
-    """Assistant turns since the brief or the latest rejection (where the worker starts over)."""
-    count = 0
-    for message in reversed(messages):
-        role = message.get("role")
-        if role == "user" or (role == "tool" and REJECTION_MARK in _text(message)):
-            break
-        if role == "assistant":
-            count += 1
-    return count
+def _calls(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, arguments)`` of an assistant message's tool calls."""
+    out = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            arguments = {}
+        out.append((str(function.get("name")), arguments if isinstance(arguments, dict) else {}))
+    return out
+
+
+def _last_write(messages: list[dict[str, Any]], files: dict[str, str]) -> int | None:
+    """Index of the message that last wrote ``files`` exactly as wanted (None: not yet)."""
+    pending = dict(files)
+    found = None
+    for index, message in enumerate(messages):
+        for name, arguments in _calls(message):
+            path = arguments.get("path")
+            if name == "write_file" and path in files and arguments.get("content") == files[path]:
+                pending.pop(path, None)
+                found = index
+    return found if not pending else None
+
+
+def _ran_after(messages: list[dict[str, Any]], index: int, command: str) -> bool:
+    """True when ``command`` was run with ``bash`` after message ``index``."""
+    return any(
+        name == "bash" and arguments.get("command") == command
+        for message in messages[index + 1 :]
+        for name, arguments in _calls(message)
+    )

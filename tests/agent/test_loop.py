@@ -1,0 +1,106 @@
+"""The outer loop through the real CLI: a three-task seed run to all_done, and a rejection cycle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agent.support import (
+    TASKS,
+    evaluator_requests,
+    model_env,
+    recipes,
+    request_text,
+    seed_session,
+    team_server,
+    tilth,
+)
+from tilth import git
+from tilth.agent.task_state import L1_STAGES
+from tilth.demo.script import Recipe, Team
+
+DOCSTRING = '"""Count the words in text."""'
+
+
+def test_three_tasks_run_to_all_done(repo: Path, sessions_dir: Path) -> None:
+    seeded = seed_session(sessions_dir, repo)
+    source_head = git.head(repo)
+    with team_server(Team(recipes())) as server:
+        result = tilth("run", str(repo), env=model_env(server.base_url))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+    assert seeded.statuses() == {"T-001": "done", "T-002": "done", "T-003": "done"}
+    assert seeded.session.status == "all_done"
+    assert seeded.stops() == ["all_done"]
+    expected = [f"task/{t['id']}: complete {stage} stage" for t in TASKS for stage in L1_STAGES]
+    assert seeded.subjects() == expected
+
+    events = seeded.events()
+    start = next(e for e in events if e.type == "session_start" and e.payload["phase"] == "run")
+    assert start.payload["branch"] == seeded.session.branch
+    assert Path(start.payload["worktree"]) == seeded.worktree
+    stage_shas = [e.payload["sha"] for e in events if e.type == "stage_completed"]
+    log = git.git("log", "--format=%H", f"{seeded.seed_sha}..HEAD", cwd=seeded.worktree)
+    assert stage_shas == list(reversed(log.split()))
+    commits = [e.payload for e in events if e.type == "commit"]
+    assert [c["task_id"] for c in commits] == ["T-001", "T-002", "T-003"]
+    by_task = {
+        (e.payload["task_id"], e.payload["stage"]): e.payload["sha"]
+        for e in events
+        if e.type == "stage_completed"
+    }
+    assert all(c["sha"] == by_task[(c["task_id"], "verifying")] for c in commits)
+    done = [e.payload["task_id"] for e in events if e.type == "task_done"]
+    assert done == ["T-001", "T-002", "T-003"]
+    assert events[-1].type == "stop"
+
+    for task in TASKS:
+        ledger = seeded.session.ledger.read(task["id"])
+        assert ledger and ledger[-1]["verdict"]["verdict"] == "accept"
+    progress = seeded.session.progress_path.read_text().splitlines()
+    assert progress == [f"{t['id']}\tdone\t{t['title']}" for t in TASKS]
+    summary = json.loads(seeded.session.summary_path.read_text())
+    assert summary["version"] == 1
+    assert summary["stop"]["reason"] == "all_done"
+    assert {tid: t["status"] for tid, t in summary["tasks"].items()} == {
+        "T-001": "done",
+        "T-002": "done",
+        "T-003": "done",
+    }
+    assert summary["task_counts"]["done"] == 3
+
+    # The user's repository is untouched: same HEAD, clean tree, still on main.
+    assert git.head(repo) == source_head
+    assert not git.is_dirty(repo)
+    assert "run summary" in result.stdout and "tasks     3 total: 3 done" in result.stdout
+
+
+def test_a_rejected_task_is_reworked_and_accepted(repo: Path, sessions_dir: Path) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    body = "def count_words(text):\n    return len(text.split())\n"
+    fixed = {"textkit/words.py": f"{DOCSTRING}\n\n\n{body}"}
+    first = Recipe(
+        files={"textkit/words.py": body},
+        fixed=fixed,
+        accept_when=DOCSTRING,
+        concern="the module has no docstring",
+        next_step="add a module docstring",
+        test_command="true",
+    )
+    with team_server(Team(recipes(T_001=first))) as server:
+        result = tilth("run", str(repo), env=model_env(server.base_url))
+        reviews = evaluator_requests(server)
+    assert result.returncode == 0, result.stdout + result.stderr
+    verdicts = [
+        e.payload["verdict"]
+        for e in seeded.events()
+        if e.type == "evaluator_verdict" and e.payload.get("stage") == "code_review"
+    ]
+    assert verdicts == ["reject", "accept"]
+    ledger = seeded.session.ledger.read("T-001")
+    assert [entry["verdict"]["verdict"] for entry in ledger][-2:] == ["reject", "accept"]
+    assert DOCSTRING in (seeded.worktree / "textkit/words.py").read_text()
+    # The second review saw the first one's rejection in the task's ledger.
+    assert "the module has no docstring" in request_text(reviews[-1])
+    assert seeded.statuses() == {"T-001": "done"}

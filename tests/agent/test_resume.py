@@ -1,0 +1,172 @@
+"""Resume: the FAILED placeholder unwind (reference bug §12.1-1), plans, and the CLI's cases."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from agent.support import (
+    GOOD,
+    TASKS,
+    evaluator_requests,
+    model_env,
+    recipes,
+    seed_session,
+    team_server,
+    tilth,
+)
+from tilth import git
+from tilth.agent.resume import failed_subject, prepare_resume, unwind_failed_commit
+from tilth.demo.script import Recipe, Team
+
+PARTIAL = {"textkit/partial.py": "PARTIAL_WORK = 'kept across the failure'\n"}
+
+
+# ---- the unwind itself ---------------------------------------------------------------------------
+def test_unwind_soft_resets_a_failed_placeholder_and_keeps_its_work(repo: Path) -> None:
+    (repo / "half.py").write_text("x = 1\n")
+    before = git.head(repo)
+    placeholder = git.commit_all(
+        repo, failed_subject("T-003", "iter_cap", "Squash"), allow_empty=True
+    )
+    assert git.subject("HEAD", repo) == "T-003: FAILED (iter_cap): Squash"
+
+    assert unwind_failed_commit(repo) == placeholder
+    assert git.head(repo) == before
+    # The partial work is back in the index, not lost.
+    assert git.git("diff", "--cached", "--name-only", cwd=repo).split() == ["half.py"]
+
+
+def test_unwind_leaves_other_commits_alone(repo: Path) -> None:
+    (repo / "a.py").write_text("a = 1\n")
+    git.commit_all(repo, "task/T-001: complete implementing stage")
+    head = git.head(repo)
+    assert unwind_failed_commit(repo) is None
+    # The reference's check (subject starting with "FAILED (") is not what we match on.
+    git.commit_all(repo, "FAILED (iter_cap): not ours", allow_empty=True)
+    assert unwind_failed_commit(repo) is None
+    git.git("reset", "-q", "--hard", head, cwd=repo)
+    # A placeholder of a task that is not being retried stays.
+    git.commit_all(repo, failed_subject("T-002", "no_case", "x"), allow_empty=True)
+    assert unwind_failed_commit(repo, {"T-003"}) is None
+    assert unwind_failed_commit(repo, {"T-002"}) is not None
+    assert git.head(repo) == head
+
+
+def test_prepare_resume_flips_failed_tasks_and_unwinds(repo: Path, sessions_dir: Path) -> None:
+    seeded = seed_session(sessions_dir, repo)
+    tasks = seeded.prd()
+    tasks[0]["status"], tasks[1]["status"] = "done", "failed"
+    seeded.session.save_prd(tasks)
+    placeholder = git.commit_all(
+        seeded.worktree, failed_subject("T-002", "iter_cap", "Shout"), allow_empty=True
+    )
+    seeded.session.log("stop", reason="iter_cap")
+
+    plan = prepare_resume(seeded.session, seeded.worktree)
+    assert plan.retried == ["T-002"] and plan.pending == ["T-003"]
+    assert plan.unwound_commit == placeholder
+    assert plan.last_stop == "iter_cap"
+    assert plan.text.startswith("retrying T-002 (was: failed); then: T-003; last stop: iter_cap")
+    assert seeded.statuses() == {"T-001": "done", "T-002": "pending", "T-003": "pending"}
+    assert git.head(seeded.worktree) == seeded.seed_sha
+
+
+# ---- through the CLI -------------------------------------------------------------------------
+def test_retry_after_failure_reviews_the_pre_failure_work(repo: Path, sessions_dir: Path) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    # First attempt: writes the code plus a partial file, then runs out of turns.
+    first = Recipe({**GOOD["T-001"]}, probes=[], mode="normal", test_command="true")
+    first.probes = [
+        {"name": "write_file", "arguments": {"path": p, "content": c}} for p, c in PARTIAL.items()
+    ]
+    with team_server(Team(recipes(T_001=first))) as server:
+        failed = tilth(
+            "run",
+            str(repo),
+            env=model_env(server.base_url, TILTH_MAX_ITERATIONS_PER_TASK="2"),
+        )
+    assert failed.returncode == 3, failed.stdout + failed.stderr
+    assert seeded.stops() == ["iter_cap"]
+    shown = git.git("show", "--name-only", "--format=%s", "HEAD", cwd=seeded.worktree)
+    assert shown.splitlines()[0] == "T-001: FAILED (iter_cap): Count words"
+    assert "textkit/partial.py" in shown
+
+    # The retry's worker never writes partial.py; the reviewer must still see it in the diff.
+    with team_server(Team(recipes())) as server:
+        resumed = tilth("resume", env=model_env(server.base_url))
+        reviews = evaluator_requests(server)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resume: latest session is {seeded.session.id}" in resumed.stdout
+    review = json.dumps(reviews[-1]["messages"])
+    assert "textkit/partial.py" in review and "PARTIAL_WORK" in review
+    assert not any("FAILED" in subject for subject in seeded.subjects())
+    implementing = next(
+        e.payload["sha"]
+        for e in reversed(seeded.events())
+        if e.type == "stage_completed" and e.payload["stage"] == "implementing"
+    )
+    files = git.git("show", "--name-only", "--format=", implementing, cwd=seeded.worktree)
+    assert "textkit/partial.py" in files.split()
+    event = next(e for e in seeded.events() if e.type == "session_resume")
+    assert event.payload["unwound_commit"] and event.payload["retried"] == ["T-001"]
+
+
+def test_resume_of_a_finished_session_has_nothing_to_do(repo: Path, sessions_dir: Path) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    seeded.session.save_prd([{**TASKS[0], "status": "done"}])
+    seeded.session.set_status("all_done")
+    size = seeded.session.events.size()
+    result = tilth("resume", seeded.session.id, env=model_env("http://127.0.0.1:9/v1"))
+    assert result.returncode == 0, result.stderr
+    assert "nothing to resume" in result.stdout
+    assert seeded.session.events.size() == size
+
+
+def test_resume_runs_a_prepared_session_and_recreates_a_missing_worktree(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    shutil.rmtree(seeded.worktree)
+    with team_server(Team(recipes())) as server:
+        result = tilth("resume", seeded.session.id, env=model_env(server.base_url))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "re-created" in result.stderr
+    assert "never ran" in result.stdout
+    assert seeded.session.status == "all_done"
+    assert (seeded.worktree / "textkit/words.py").is_file()
+    starts = [e.payload.get("phase") for e in seeded.events() if e.type == "session_start"]
+    assert starts == ["prep-feature", "run"]
+
+
+def test_a_locked_session_is_refused(repo: Path, sessions_dir: Path) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from tilth.session.store import Session\n"
+            "with Session.open(Path(sys.argv[1]), sys.argv[2]).lock():\n"
+            "    print('locked', flush=True); sys.stdin.read()",
+            str(sessions_dir),
+            seeded.session.id,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        env = model_env("http://127.0.0.1:9/v1")
+        for args in (("run", str(repo)), ("resume", seeded.session.id)):
+            result = tilth(*args, env=env)
+            assert result.returncode == 2, result.stdout + result.stderr
+            assert f"in use by pid {holder.pid}" in result.stderr
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert seeded.session.status == "prepared"
+    assert [e.type for e in seeded.events()][-1] == "seed_committed"
