@@ -48,7 +48,7 @@ SUB_TEST = (
 )
 # The fixture project's own pytest config: skip the heavy plugins of Tilth's test venv, so
 # each seed-test run the pipeline makes stays cheap.
-PYTEST_INI = "[pytest]\naddopts = -p no:hypothesispytest -p no:timeout\n"
+PYTEST_INI = "[pytest]\naddopts = -p no:hypothesispytest -p no:timeout -p no:anyio\n"
 GOOD_ADD = "def add(a, b):\n    return a + b\n"
 BAD_ADD = "def add(a, b):\n    return a - b\n"
 

@@ -1,0 +1,113 @@
+"""The seed-test gate: which files run, with which interpreter, and how it reports."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tilth.agent.pipeline import next_stage, stage_commit_message
+from tilth.agent.seed_tests import child_env, clip, project_python, run_gate, seed_test_files
+from tilth.agent.stages import SENDS_BACK_TO
+
+FAST_INI = "[pytest]\naddopts = -p no:hypothesispytest -p no:timeout -p no:anyio\n"
+
+
+def project(tmp_path: Path, tests: dict[str, str]) -> Path:
+    root = tmp_path / "proj"
+    (root / "tests").mkdir(parents=True)
+    (root / "pytest.ini").write_text(FAST_INI)
+    for name, body in tests.items():
+        (root / "tests" / name).write_text(body)
+    return root
+
+
+def test_seed_test_files_match_task_ids_exactly(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "test_t001_add.py": "",
+            "test_t0010_other.py": "",
+            "test_t002_sub.py": "",
+            "test_helpers.py": "",
+            "test_t003_Bad.py": "",
+        },
+    )
+    assert seed_test_files(root, ["T-001"]) == ["tests/test_t001_add.py"]
+    assert seed_test_files(root, ["T-002", "T-001"]) == [
+        "tests/test_t001_add.py",
+        "tests/test_t002_sub.py",
+    ]
+    assert seed_test_files(root, ["T-0010"]) == ["tests/test_t0010_other.py"]
+    assert seed_test_files(tmp_path / "missing", ["T-001"]) == []
+
+
+def test_the_worktree_virtualenv_is_preferred(tmp_path: Path) -> None:
+    assert project_python(tmp_path) == sys.executable
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.write_text("")
+    assert project_python(tmp_path) == str(venv_python)
+    dot_venv = tmp_path / ".venv" / "bin" / "python"
+    dot_venv.parent.mkdir(parents=True)
+    dot_venv.write_text("")
+    assert project_python(tmp_path) == str(dot_venv)
+
+
+def test_gate_runs_pytest_and_reports_failures(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {
+            "test_t001_ok.py": "def test_ok():\n    assert True\n",
+            "test_t002_bad.py": "def test_bad():\n    assert 1 == 2, 'BAD-MARKER'\n",
+        },
+    )
+    passed = run_gate(root, ["T-001"], timeout=60)
+    assert passed.passed and passed.files == ["tests/test_t001_ok.py"]
+    failed = run_gate(root, ["T-001", "T-002"], timeout=60, lint_command="echo linted")
+    assert not failed.passed
+    assert [c.name for c in failed.checks] == ["pytest", "lint"]
+    assert failed.checks[1].passed and "linted" in failed.checks[1].output
+    report = failed.report()
+    assert "[pytest] FAIL" in report and "BAD-MARKER" in report and "[lint] PASS" in report
+    assert not (root / ".pytest_cache").exists()
+    assert not list(root.rglob("__pycache__"))
+
+
+def test_gate_with_no_matching_tests_passes_and_says_so(tmp_path: Path) -> None:
+    gate = run_gate(project(tmp_path, {}), ["T-009"], timeout=60)
+    assert gate.passed and "no seed tests" in gate.checks[0].output
+
+
+def test_gate_times_out(tmp_path: Path) -> None:
+    root = project(
+        tmp_path, {"test_t001_slow.py": "import time\n\ndef test_slow():\n    time.sleep(30)\n"}
+    )
+    gate = run_gate(root, ["T-001"], timeout=1.5)
+    assert not gate.passed and "timed out" in gate.checks[0].output
+
+
+def test_tests_do_not_see_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-xyz-123456")
+    monkeypatch.setenv("TILTH_BASE_URL", "http://x")
+    monkeypatch.setenv("OTHER", "sk-secret-value")
+    env = child_env(["sk-secret-value"])
+    assert "OPENAI_API_KEY" not in env and "TILTH_BASE_URL" not in env and "OTHER" not in env
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert env.get("PATH") == os.environ.get("PATH")
+
+
+def test_clip_marks_truncation() -> None:
+    assert clip("abc", 10) == "abc"
+    assert clip("x" * 20, 5) == "xxxxx\n... [truncated, total 20 chars]"
+
+
+def test_stage_order_and_send_back_targets() -> None:
+    stages = ("planning", "implementing", "code_review", "verifying")
+    assert next_stage(stages, []) == "planning"
+    assert next_stage(stages, ["planning", "implementing"]) == "code_review"
+    assert next_stage(stages, list(stages)) is None
+    assert SENDS_BACK_TO == {"design_review": "brainstorming", "code_review": "implementing"}
+    assert stage_commit_message("T-007", "planning") == "task/T-007: complete planning stage"
