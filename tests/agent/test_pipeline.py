@@ -230,7 +230,7 @@ def test_each_failure_reason(
     outcome = run_task(kit.ctx, kit.task())
     assert outcome.status == "failed" and outcome.reason == reason
     assert kit.state().failure == reason
-    stopped = kit.events("task_stopped")[-1].payload
+    stopped = kit.events("task_attempt_failed")[-1].payload
     assert stopped["reason"] == reason
     # the pipeline never commits a failure; the outer loop writes the placeholder
     assert "FAILED" not in " ".join(kit.subjects())

@@ -76,7 +76,7 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
         state.failure = failed.reason
         state.save(ctx.session)
         ctx.session.log(
-            "task_stopped",
+            "task_attempt_failed",
             task_id=task_id,
             stage=state.current_stage,
             reason=failed.reason,
@@ -145,7 +145,7 @@ def _send_back(
         state.stage_commits.pop(name, None)
         state.outputs.pop(name, None)
     state.feedback = result.feedback
-    state.current_stage = back_to
+    state.current_stage = None  # re-entering back_to is a new pass, not a resumed one
     if result.verdict is not None:
         state.rejections += 1
     state.save(ctx.session)
