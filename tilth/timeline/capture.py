@@ -155,6 +155,7 @@ class TurnCapture:
         self._bash: list[str] = []
         self._full_scan = False
         self._ready = False
+        self._auto_gc = False
         self.baseline = _Baseline("")
 
     @classmethod
@@ -162,7 +163,9 @@ class TurnCapture:
         """A capture for ``session`` storing into ``$TILTH_HOME/snapshots`` (set up lazily)."""
         from tilth.config import load_settings
 
-        return cls(session, worktree, BlobStore.for_home(load_settings().home))
+        capture = cls(session, worktree, BlobStore.for_home(load_settings().home))
+        capture._auto_gc = True
+        return capture
 
     def _ensure(self) -> TurnResult | None:
         """Take stock on first use: ignored dirs, the current state, the watcher."""
@@ -215,6 +218,7 @@ class TurnCapture:
         if not self._ready:
             self._ready = True
             self.skip = ignored_dirs(self.root)
+            self._first_use()
         self._drain()
         self._touched.clear()
         self._seen.clear()
@@ -237,6 +241,20 @@ class TurnCapture:
             self._ignore = None
 
     # ---- internals --------------------------------------------------------------------------
+    def _first_use(self) -> None:
+        """Tell retention where this session lives; start a due collection in the background."""
+        from tilth.timeline import gc
+
+        if self.session is not None:
+            from tilth.timeline.overlay import remember_store
+
+            gc.register_root(self.store, self.session.dir.parent)
+            remember_store(self.session, self.store)
+        if self._auto_gc:
+            from tilth.config import load_settings
+
+            gc.collect_in_background(load_settings())
+
     def _relative(self, path: Path) -> str | None:
         path = Path(path)
         if not path.is_absolute():

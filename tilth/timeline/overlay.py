@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilth import git
 from tilth.errors import SessionCorrupt
-from tilth.session.files import atomic_write_json, read_json
+from tilth.session.files import atomic_write_json, atomic_write_text, read_json
 from tilth.session.store import Session
 from tilth.timeline.capture import GitId, TreeCache, read_head
 from tilth.timeline.snapshots import (
@@ -254,7 +254,7 @@ def report_turn_code(plan: RewindPlan, session: Session, head: str, overlay: Ove
     worktree = Path(plan.worktree)
     latest_head, latest_overlay = recorded_code_state(session)
     code = plan_code(worktree, head, overlay, latest_head, latest_overlay, force=plan.force)
-    keep_conflicts(code, worktree, session_store())
+    keep_conflicts(code, worktree, session_store(session))
     plan.files = sorted(
         [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
         key=lambda item: item[1],
@@ -269,7 +269,7 @@ def restore_overlay(
     """The code step's second half (after reset + clean): overlay, kept files, note the state."""
     from tilth.timeline.checkpoints import highest_seq
 
-    store = session_store()
+    store = session_store(session)
     apply_overlay(worktree, overlay, store)
     for rel, entry in (keep or {}).items():
         write_entry(store, worktree, rel, entry)
@@ -280,8 +280,33 @@ def restore_overlay(
     )
 
 
-def session_store() -> BlobStore:
-    """The blob store under ``$TILTH_HOME``."""
+STORE_FILE = "snapshot-store"
+
+
+def session_store(session: Session | None = None) -> BlobStore:
+    """The blob store ``session`` captured into, else the one under ``$TILTH_HOME``.
+
+    Remembering it per session keeps old checkpoints restorable when ``TILTH_HOME`` changes.
+    """
+    if session is not None:
+        try:
+            recorded = (session.dir / "timeline" / STORE_FILE).read_text("utf-8").strip()
+        except OSError:
+            recorded = ""
+        if recorded:
+            return BlobStore(Path(recorded))
     from tilth.config import load_settings
 
     return BlobStore.for_home(load_settings().home)
+
+
+def remember_store(session: Session, store: BlobStore) -> None:
+    """Record which store ``session``'s checkpoints use (once)."""
+    path = session.dir / "timeline" / STORE_FILE
+    text = str(store.root.resolve())
+    try:
+        if path.read_text("utf-8").strip() == text:
+            return
+    except OSError:
+        pass
+    atomic_write_text(path, text + "\n")

@@ -139,6 +139,9 @@ class BlobStore:
         target = self.path(blob)
         try:
             if target.stat().st_size > 0:
+                # Freshen it: the sweep spares recent blobs, so one that a turn is about to
+                # reference again cannot be collected in between.
+                os.utime(target)
                 return blob
         except FileNotFoundError:
             pass

@@ -1,0 +1,88 @@
+"""``tilth fork`` and ``tilth summarize``: new branches of a timeline, and shorter threads."""
+
+from __future__ import annotations
+
+import click
+
+from tilth.cli.common import io, pick_session, session_id_argument, settings
+
+at_option = click.option(
+    "--at",
+    "at_ref",
+    default=None,
+    metavar="CHECKPOINT",
+    help="cp-0007, 7, seed, latest, T-001 (task start) or T-001/planning (stage).",
+)
+
+
+@click.command()
+@session_id_argument
+@at_option
+@click.option("--json", "as_json", is_flag=True, help="Print the new session as JSON.")
+def fork(session_id: str | None, at_ref: str | None, as_json: bool) -> None:
+    """Start a new session whose code, conversation and state equal a checkpoint.
+
+    The original session is left as it is; the fork gets its own id, branch
+    (session/<new id>) and worktree.
+    """
+    from tilth.timeline import open_for_writing
+    from tilth.timeline.fork import fork_session, resolve_fork_target
+
+    cfg = settings()
+    out = io()
+    parent = pick_session(cfg, session_id, out, "fork")
+    with open_for_writing(parent, out.warn):
+        target = resolve_fork_target(parent, at_ref)
+        result = fork_session(parent, target, cfg.sessions_dir)
+    child = result.session
+    if as_json:
+        out.print_json(
+            {
+                "session_id": child.id,
+                "parent_session": parent.id,
+                "checkpoint": target.id,
+                "branch": child.branch,
+                "workspace": str(result.worktree),
+            }
+        )
+        return
+    out.ok(f"forked session {parent.id} at {target.id} ({target.label}) into {child.id}")
+    out.say(f"branch {child.branch}, worktree {result.worktree}")
+    out.say(f"continue it with: tilth resume {child.id}")
+
+
+@click.command()
+@session_id_argument
+@at_option
+@click.option(
+    "--direction",
+    type=click.Choice(("from", "up-to")),
+    required=True,
+    help="up-to: summarize the thread up to the checkpoint; from: after it.",
+)
+@click.option("--thread", "thread_key", default=None, help="Which thread (when there are several).")
+def summarize(
+    session_id: str | None, at_ref: str | None, direction: str, thread_key: str | None
+) -> None:
+    """Replace part of a thread with a model-written summary (checkpoints keep working)."""
+    from tilth.errors import UsageError
+    from tilth.model import model_for
+    from tilth.timeline import open_for_writing, resolve_checkpoint
+    from tilth.timeline.summarize import summarize as run_summary
+
+    cfg = settings()
+    out = io()
+    session = pick_session(cfg, session_id, out, "summarize")
+    if not at_ref:
+        raise UsageError(
+            "say where with --at <checkpoint>",
+            hint=f"`tilth checkpoints {session.id}` lists them",
+        )
+    model = model_for(cfg, "worker")
+    with open_for_writing(session, out.warn):
+        target = resolve_checkpoint(session, at_ref)
+        result = run_summary(session, target, direction, model, thread_key=thread_key)
+    out.ok(
+        f"summarized {len(result.replaced)} message(s) {direction} {target.id} "
+        f"in thread {result.thread} into {result.summary.id}"
+    )
