@@ -8,7 +8,6 @@ throughout, and leaves the session either ``prepared`` (seed committed) or
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +82,7 @@ def _prepare(
     on_started: Callable[[Session, Path], None],
 ) -> Prepared:
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
-    session.update_checkpoint(workspace=str(worktree), branch=session.branch, phase=PHASE)
+    session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     session.log(
         "session_start",
         source=str(source),
@@ -119,13 +118,10 @@ def _prepare(
 
 def _record_seed_checkpoint(session: Session, worktree: Path) -> str | None:
     """Record the seed checkpoint; a note instead of an error when it cannot be."""
+    from tilth.timeline import Recorder
+
     try:
-        # Imported by name: the timeline package is optional for a prep to succeed.
-        recorder = importlib.import_module("tilth.timeline").Recorder
-    except (ImportError, AttributeError):
-        return "the timeline module is not available; no seed checkpoint was recorded"
-    try:
-        recorder(session, worktree).seed()
+        Recorder(session, worktree).seed()
     except (TilthError, OSError) as exc:
         return f"could not record the seed checkpoint: {exc}"
     return None
