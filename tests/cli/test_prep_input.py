@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from seed.support import Terminal, checkpoint, cli_env, events, session_dirs, write_seed
 
 from tilth.model import FakeServer, Script, reply, tool_call
@@ -120,8 +121,9 @@ def read_until(stream: int, needle: bytes, deadline: float) -> bytes:
     return seen
 
 
-def test_ctrl_c_while_waiting_for_an_answer(
-    tilth_home: Path, sessions_dir: Path, repo: Path
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stopped_while_waiting_for_an_answer(
+    tilth_home: Path, sessions_dir: Path, repo: Path, signum: int
 ) -> None:
     with FakeServer(two_questions()) as server:
         child = subprocess.Popen(
@@ -134,7 +136,7 @@ def test_ctrl_c_while_waiting_for_an_answer(
         try:
             assert child.stdout is not None
             read_until(child.stdout.fileno(), b"0) Other", time.monotonic() + 60)
-            child.send_signal(signal.SIGINT)
+            child.send_signal(signum)
             _, stderr = child.communicate(timeout=60)
         finally:
             if child.poll() is None:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import shlex
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 import click
 
@@ -73,20 +77,35 @@ def prep_feature(
         out.say(f"model    {endpoint.model}")
 
     frontend = TerminalFrontend(out, answer_lines, source=str(answers))
-    prepared = prepare(
-        settings=cfg,
-        source=source,
-        brief=text,
-        model=model_for(cfg, "prep", on_retry=on_retry),
-        frontend=frontend,
-        on_started=on_started,
-    )
+    with _terminate_as_interrupt():
+        prepared = prepare(
+            settings=cfg,
+            source=source,
+            brief=text,
+            model=model_for(cfg, "prep", on_retry=on_retry),
+            frontend=frontend,
+            on_started=on_started,
+        )
     if prepared.checkpoint_note:
         out.warn(prepared.checkpoint_note)
     out.dim(f"seed commit {prepared.sha[:12]}")
     out.ok(f"prepared {prepared.session.dir}/")
     out.say(f"→ next: tilth run {shlex.quote(str(source))}")
     return 0
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM (a cancelled CI job, ``kill``) like Ctrl-C, so the session is closed out."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _brief(out: IO, brief: str | None) -> str:
