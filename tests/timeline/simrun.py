@@ -160,7 +160,7 @@ def _stage_done(task_id: str, stage: str, last: bool) -> Action:
     return act
 
 
-def plan_actions(session: Session) -> list[Action]:
+def plan_actions(session: Session, turns: int = 2) -> list[Action]:
     """Every action of a full run over the session's prd, in order."""
     actions: list[Action] = []
     for task in session.load_prd():
@@ -168,7 +168,7 @@ def plan_actions(session: Session) -> list[Action]:
         stages = STAGES[task.get("tier") or "L1"]
         actions.append(_start(tid))
         for index, stage in enumerate(stages):
-            for turn in (1, 2):
+            for turn in range(1, turns + 1):
                 actions.append(_turn(tid, stage, turn, edit=stage == "implementing"))
             actions.append(_stage_done(tid, stage, last=index == len(stages) - 1))
     return actions
@@ -216,9 +216,11 @@ class SimRun:
     index_of: dict[str, int] = field(default_factory=dict)
     seen: dict[str, Observed] = field(default_factory=dict)
 
+    turns: int = 2
+
     def __post_init__(self) -> None:
         if not self.actions:
-            self.actions = plan_actions(self.session)
+            self.actions = plan_actions(self.session, self.turns)
 
     def run(self, start: int = 0, stop: int | None = None, salt: str = "a") -> None:
         recorder = Recorder(self.session, worktree_of(self.session))
@@ -242,3 +244,46 @@ def snapshot_dir(session: Session) -> dict[str, bytes]:
 
 def load_json(path: Path) -> Any:
     return json.loads(path.read_text())
+
+
+def clone_world(src: Path, dst: Path, session: Session) -> Session:
+    """Copy a ``repo`` + ``sessions`` tree to ``dst`` and re-link the worktree there."""
+    import shutil
+
+    shutil.copytree(src, dst, symlinks=True)
+    clone = Session(session.id, dst / session.dir.relative_to(src))
+    cp = clone.checkpoint()
+    source = dst / Path(str(cp["source"])).relative_to(src)
+    workspace = dst / Path(str(cp["workspace"])).relative_to(src)
+    # Re-point both halves of the worktree link by hand: ``git worktree repair`` would
+    # follow the copied .git file back to the original repository and re-link that one.
+    link = workspace / ".git"
+    admin = Path(link.read_text().split("gitdir:", 1)[1].strip())
+    admin = dst / admin.relative_to(src)
+    link.write_text(f"gitdir: {admin}\n")
+    (admin / "gitdir").write_text(f"{link}\n")
+    clone.update_checkpoint(source=str(source), workspace=str(workspace))
+    return clone
+
+
+def fingerprint(session: Session) -> dict[str, Any]:
+    """Everything a go-back operation restores, minus its own timestamps and op ids."""
+    worktree = worktree_of(session)
+    files = snapshot_dir(session)
+    events = files.pop("events.jsonl", b"").decode().splitlines()
+    records = [json.loads(line) for line in events]
+    for record in records:
+        if record["type"] in ("rewind", "restart"):
+            record["ts"] = record["payload"]["op"] = "-"
+    cp = json.loads(files.pop("checkpoint.json"))
+    for key in ("source", "workspace"):
+        cp.pop(key, None)
+    return {
+        "tree": tree_hash(worktree),
+        "head": git.head(worktree),
+        "events": records,
+        "checkpoint": cp,
+        "files": files,
+        "checkpoints": sorted(p.name for p in (session.dir / "timeline" / "checkpoints").glob("*")),
+        "stash": git.git("stash", "list", "--format=%s", cwd=worktree).splitlines(),
+    }

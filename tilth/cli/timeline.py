@@ -68,12 +68,16 @@ def checkpoints(session_id: str | None, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("id", "time", "kind", "where", "label", "files"):
+    # Ids stay whole (people copy them into `rewind --to`); long text folds.
+    table.add_column("id", no_wrap=True, min_width=7)
+    table.add_column("time", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    for column in ("where", "label", "files"):
         table.add_column(column, overflow="fold")
     for cp in timeline.checkpoints:
         files = _files_text(cp)
         table.add_row(cp.id, cp.ts.replace("T", " ")[:19], cp.kind, cp.where, cp.label, files)
-    out.console.print(table)
+    out.table(table)
 
 
 def _files_text(cp: Checkpoint) -> str:
@@ -127,16 +131,24 @@ def _pick(session: Session, out: IO) -> Checkpoint:
     help="both: code and conversation; code: files only; conversation: threads+state.",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would change and change nothing.")
+@click.option(
+    "--force", is_flag=True, help="Also overwrite files you edited since the last checkpoint."
+)
 @yes_option
 def rewind(
-    session_id: str | None, to_ref: str | None, scope: str, dry_run: bool, assume_yes: bool
+    session_id: str | None,
+    to_ref: str | None,
+    scope: str,
+    dry_run: bool,
+    force: bool,
+    assume_yes: bool,
 ) -> None:
     """Return code and/or conversation to a checkpoint."""
     out = io()
     session = pick_session(settings(), session_id, out, "rewind")
     with open_for_writing(session, out.warn):
         target = resolve_checkpoint(session, to_ref) if to_ref else _pick(session, out)
-        plan = plan_rewind(session, target, scope)
+        plan = plan_rewind(session, target, scope, force=force)
         out.say(plan.render())
         if dry_run:
             out.dim("dry run: nothing was changed")

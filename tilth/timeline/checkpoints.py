@@ -2,9 +2,9 @@
 
 A checkpoint lives in ``sessions/<id>/timeline/checkpoints/cp-NNNN.json``. One
 file per checkpoint keeps a delete cheap and means a corrupt file loses only
-itself. Sequence numbers are never reused: ``timeline/seq`` remembers the
-highest one ever handed out, so a checkpoint recorded after a rewind gets a
-fresh id even though the ids after the rewind target were deleted.
+itself. Sequence numbers are never reused: before checkpoints are deleted,
+``timeline/seq`` records the highest number handed out, so a checkpoint recorded
+after a rewind gets a fresh id even though the ids after the target are gone.
 """
 
 from __future__ import annotations
@@ -123,8 +123,7 @@ def highest_seq(session: Session) -> int:
 
 
 def write_checkpoint(session: Session, checkpoint: Checkpoint) -> None:
-    """Persist ``checkpoint`` and advance the never-reuse counter."""
-    atomic_write_text(_seq_counter_path(session), f"{checkpoint.seq}\n")
+    """Persist ``checkpoint`` (one atomic file)."""
     atomic_write_json(checkpoint_path(session, checkpoint.seq), checkpoint.to_dict())
 
 
@@ -158,8 +157,13 @@ def list_checkpoints(session: Session) -> list[Checkpoint]:
 
 def delete_after(session: Session, seq: int) -> int:
     """Delete every checkpoint file with a sequence number above ``seq``; returns how many."""
+    seqs = stored_seqs(session)
+    if seqs and seqs[-1] > seq:
+        # Remember the highest id before it disappears: ids are never handed out twice.
+        high = highest_seq(session)
+        atomic_write_text(_seq_counter_path(session), f"{high}\n")
     removed = 0
-    for later in stored_seqs(session):
+    for later in seqs:
         if later > seq:
             checkpoint_path(session, later).unlink(missing_ok=True)
             removed += 1

@@ -1,10 +1,11 @@
 """The executing half of going back: journaled, idempotent steps, and recovery.
 
 ``execute_rewind`` writes the intent journal, then runs the plan's steps in a
-fixed order, marking each started and done. Every step writes absolute values
-(reset to a sha, cut to an offset, truncate to a message id), so repeating a
-step that was interrupted half-way is harmless. ``recover`` finishes an
-operation that had started mutating, or drops one that had not.
+fixed order, noting when the first one starts and as each one finishes. Every
+step writes absolute values (reset to a sha, cut to an offset, truncate to a
+message id), so repeating a step that was interrupted half-way is harmless.
+``recover`` finishes an operation that had started mutating, or drops one that
+had not.
 
 Step names (also the ``TILTH_FAULT_AT`` values; ``<step>+`` = just after it):
 ``journal`` (written, nothing changed yet), ``stash``, ``code``, ``note``,
@@ -87,13 +88,14 @@ def _code(session: Session, plan: RewindPlan) -> None:
     worktree = Path(plan.worktree)
     git.reset_hard(worktree, plan.head)
     git.clean_fd(worktree)
-    if plan.overlay:
-        restorer = overlay_restorer()
-        if restorer is not None:
-            restorer(session, worktree, plan.overlay)
+    restorer = overlay_restorer()
+    if restorer is not None:
+        # Called even with an empty overlay so the snapshot layer notes the restored state;
+        # ``keep`` (the user's edits, see plan.keep) goes back on top of the overlay.
+        restorer(session, worktree, plan.overlay, keep=plan.keep)
 
 
-def overlay_restorer() -> Callable[[Session, Path, dict[str, str | None]], None] | None:
+def overlay_restorer() -> Callable[..., None] | None:
     """The turn-snapshot layer's ``capture.restore_overlay``, when it is installed."""
     import importlib
 
@@ -193,7 +195,8 @@ def _run(session: Session, journal: Journal, plan: RewindPlan, *, recovered: boo
     for step in journal.steps:
         if step in journal.done:
             continue
-        if step not in journal.started:
+        if not journal.started:
+            # The commit point: from here on, recovery finishes the operation.
             journal.started.append(step)
             write_journal(session, journal)
         fault_point(step)

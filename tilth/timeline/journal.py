@@ -1,10 +1,11 @@
 """The intent journal, the operations log and the fault-injection seam.
 
 ``timeline/journal.json`` is written (atomically) before the first mutation of a
-go-back operation. It holds the full plan and, per step, whether it started and
-finished. ``timeline/operations.jsonl`` is an append-only record of every
-rewind, restart, reset-to-seed and fork; unlike ``events.jsonl`` it is never cut,
-so it still remembers operations that erased the events around them.
+go-back operation. It holds the full plan, the first step that started (from
+then on recovery rolls forward) and the steps that finished.
+``timeline/operations.jsonl`` is an append-only record of every rewind, restart,
+reset-to-seed and fork; unlike ``events.jsonl`` it is never cut, so it still
+remembers operations that erased the events around them.
 
 Fault injection: ``TILTH_FAULT_AT=<step>`` makes the process SIGKILL itself just
 before ``<step>`` runs (after the journal says it started); ``<step>+`` kills it

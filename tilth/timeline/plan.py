@@ -54,6 +54,11 @@ class RewindPlan:
     """Commit to ``git reset --hard`` to (then ``git clean -fd``); None leaves files alone."""
     overlay: dict[str, str | None] = field(default_factory=dict)
     """Uncommitted files of a turn checkpoint to write back over ``head``."""
+    # ---- turn snapshots (filled by tilth.timeline.overlay.report_turn_code) ----
+    keep: dict[str, str | None] = field(default_factory=dict)
+    """Files the user edited since the latest recorded state, written back after the restore."""
+    force: bool = False
+    """Overwrite the user's edits too (``tilth rewind --force``)."""
     stash_message: str | None = None
     """Stash uncommitted changes under this message before touching code."""
     state: dict[str, Any] | None = None
@@ -154,7 +159,15 @@ class RewindPlan:
             lines.append(f"checkpoints: {self.checkpoints_dropped} later checkpoint(s) deleted")
         if self.delete_paths:
             lines.append("deleted: " + ", ".join(self.delete_paths))
-        if self.conflicts:
+        if self.conflicts and (self.keep or self.force):
+            # Turn snapshots: conflicts are files edited since the latest recorded state.
+            verb = (
+                "OVERWRITTEN (--force)"
+                if self.force
+                else "kept as they are (edited since the last checkpoint; --force overwrites)"
+            )
+            lines += _listing(f"files you changed, {verb}", self.conflicts, "")
+        elif self.conflicts:
             verb = "stashed" if self.stash_message else "LOST (not on any checkpoint)"
             lines += _listing(f"uncommitted changes, {verb}", self.conflicts, "")
         lines += [f"warning: {w}" for w in self.warnings]
@@ -210,7 +223,9 @@ def report_threads(plan: RewindPlan, session: Session, heads: dict[str, str | No
     plan.messages_dropped, plan.threads_deleted = thread_drops(session.threads.directory, heads)
 
 
-def plan_rewind(session: Session, target: Checkpoint, scope: str) -> RewindPlan:
+def plan_rewind(
+    session: Session, target: Checkpoint, scope: str, *, force: bool = False
+) -> RewindPlan:
     """What ``tilth rewind --to <target> --scope <scope>`` will change (no writes)."""
     if scope not in SCOPES:
         raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
@@ -239,6 +254,12 @@ def plan_rewind(session: Session, target: Checkpoint, scope: str) -> RewindPlan:
         plan.head = target.head
         plan.overlay = dict(target.overlay)
         report_code(plan, worktree, target.head)
+        # Turn snapshots: the exact file list, and conflicts = files the user edited since
+        # the latest recorded state (kept unless --force). See tilth.timeline.overlay.
+        from tilth.timeline.overlay import report_turn_code
+
+        plan.force = force
+        report_turn_code(plan, session, target.head, plan.overlay)
         plan.warnings += [f"{target.id}: {gap}" for gap in target.gaps]
     if scope in ("both", "conversation"):
         plan.state = dict(target.state)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tilth import git
 from tilth.session.events import utc_now
 from tilth.session.store import Session
+from tilth.timeline.capture import TurnCapture
 from tilth.timeline.checkpoints import (
     Checkpoint,
     checkpoint_id,
@@ -35,8 +36,11 @@ class Recorder:
     def __init__(self, session: Session, worktree: Path) -> None:
         self.session = session
         self.worktree = worktree
-        self.observer: ToolObserver | None = None
-        """Turn-level file capture (set by the snapshot layer); None records heads only."""
+        # Turn snapshots (tilth.timeline.capture): the worker's ToolBox reports writes and
+        # shell commands here; it sets itself up on first use, so recorders that never
+        # record a turn pay nothing.
+        self.observer: ToolObserver | None = TurnCapture.for_session(session, worktree)
+        """Turn-level file capture; None records heads only."""
         self._next_seq: int | None = None
         self._last_head: str | None = None
 
@@ -127,6 +131,11 @@ class Recorder:
         Without an observer only committed changes are seen; a turn that leaves
         uncommitted work says so in its gaps, because a rewind to it restores HEAD.
         """
+        if kind == "turn" and isinstance(self.observer, TurnCapture):
+            # Turn snapshots: the overlay over head, the files this turn changed, and
+            # what could not be captured.
+            turn = self.observer.finish_turn()
+            return turn.overlay, turn.files_changed, turn.gaps
         previous = self._previous_head()
         files: list[str] = []
         if previous and previous != head:

@@ -29,6 +29,7 @@ from tilth.timeline.plan import (
     report_code,
     report_state,
 )
+from tilth.timeline.worktree import dirty_paths
 
 L1_STAGES = ("planning", "implementing", "code_review", "verifying")
 L2_STAGES = (
@@ -226,6 +227,9 @@ def plan_restart(
     if target.checkpoint is not None:
         plan = plan_rewind(session, target.checkpoint, "both")
         plan.op, plan.target_label = "restart", target.checkpoint.label
+        # A restart stashes every uncommitted change instead of carrying edits across.
+        plan.keep = {}
+        plan.conflicts = dirty_paths(worktree)
     else:
         plan = RewindPlan(
             op="restart",

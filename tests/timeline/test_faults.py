@@ -1,0 +1,155 @@
+"""SIGKILL at every step of rewind, restart and reset --to-seed; the next command recovers.
+
+Each case runs the real CLI with ``TILTH_FAULT_AT=<step>`` so the process kills
+itself at that step, then runs ``tilth checkpoints`` (which recovers), and
+compares the session with a copy where the same operation ran undisturbed —
+or, when the kill came before anything changed, with the untouched original.
+Cases run a few at a time, since each is two Python start-ups.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.timeline.conftest import World
+from tests.timeline.simrun import fingerprint, worktree_of
+from tilth.timeline import plan_rewind, resolve_checkpoint
+from tilth.timeline.engine import steps_for
+from tilth.timeline.journal import journal_path, read_operations
+from tilth.timeline.restart import plan_restart
+from tilth.timeline.seed_reset import plan_reset_to_seed, preflight
+
+_OP_ID = re.compile(rb"op-\d{8}-\d{6}-[0-9a-f]{6}")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+
+
+@dataclass
+class Op:
+    """One go-back command and how to plan it in-process (to learn its steps)."""
+
+    name: str
+    args: Callable[[World], list[str]]
+    plan: Callable[[World], Any]
+    dirty: bool = False
+
+
+OPS = {
+    "rewind": Op(
+        "rewind",
+        lambda w: ["rewind", w.session.id, "--to", "T-001/planning", "-y"],
+        lambda w: plan_rewind(w.session, resolve_checkpoint(w.session, "T-001/planning"), "both"),
+    ),
+    "rewind-code": Op(
+        "rewind",
+        lambda w: ["rewind", w.session.id, "--to", "T-001/planning", "--scope", "code", "-y"],
+        lambda w: plan_rewind(w.session, resolve_checkpoint(w.session, "T-001/planning"), "code"),
+    ),
+    "reset": Op(
+        "reset_to_seed",
+        lambda w: ["reset", "--to-seed", w.session.id, "-y"],
+        lambda w: plan_reset_to_seed(w.session, preflight(w.session)),
+    ),
+    "restart": Op(
+        "restart",
+        lambda w: ["restart", w.session.id, "T-001", "--from", "implementing", "-y"],
+        lambda w: plan_restart(w.session, "T-001", "implementing", "L1"),
+        dirty=True,
+    ),
+}
+
+
+def _normalise(value: Any) -> Any:
+    """Blank what legitimately differs between two runs: op ids and stash timestamps."""
+    if isinstance(value, bytes):
+        return _OP_ID.sub(b"op-X", value)
+    if isinstance(value, str):
+        return _STAMP.sub("T", value)
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def _state(world: World) -> Any:
+    return _normalise(fingerprint(world.session))
+
+
+def _prepare(world: World, op: Op) -> None:
+    if op.dirty:
+        (worktree_of(world.session) / "README.md").write_text("edited, not committed\n")
+
+
+def _spawn(world: World, args: list[str], fault: str | None) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
+    env["TILTH_HOME"] = str(world.root / "home")
+    env["TILTH_SESSIONS_DIR"] = str(world.sessions_dir)
+    if fault:
+        env["TILTH_FAULT_AT"] = fault
+    return subprocess.Popen(
+        [sys.executable, "-m", "tilth", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _run_all(jobs: list[tuple[World, list[str], str | None]]) -> list[tuple[int, str, str]]:
+    """Run CLI invocations two at a time (the test machine has two cores)."""
+    results: list[tuple[int, str, str]] = []
+    for start in range(0, len(jobs), 2):
+        procs = [_spawn(w, a, f) for w, a, f in jobs[start : start + 2]]
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            results.append((proc.returncode, out, err))
+    return results
+
+
+@pytest.mark.parametrize("op_key", list(OPS))
+def test_sigkill_at_every_step_then_the_next_command_recovers(
+    world_clone: Callable[..., World], op_key: str
+) -> None:
+    op = OPS[op_key]
+    probe = world_clone(("L1",), 1)
+    _prepare(probe, op)
+    steps = steps_for(op.plan(probe))
+    faults = ["journal", *steps]
+    if op_key == "rewind":
+        faults += [f"{step}+" for step in steps]
+
+    original = _state(probe)
+    done = _run_all([(probe, op.args(probe), None)])[0]
+    assert done[0] == 0, done[2]
+    expected = _state(probe)
+    assert expected != original
+
+    worlds = [world_clone(("L1",), 1) for _ in faults]
+    for world in worlds:
+        _prepare(world, op)
+    killed = _run_all([(w, op.args(w), fault) for w, fault in zip(worlds, faults, strict=True)])
+    for fault, (code, _, err) in zip(faults, killed, strict=True):
+        assert code == -9, f"{fault}: expected SIGKILL, got {code}: {err}"
+    recovered = _run_all([(w, ["checkpoints", w.session.id], None) for w in worlds])
+    for fault, world, (code, _, err) in zip(faults, worlds, recovered, strict=True):
+        assert code == 0, f"{fault}: {err}"
+        if fault != "finish+":  # killed after the journal was cleared: nothing left to do
+            assert "interrupted" in err, f"{fault}: recovery said nothing: {err!r}"
+        assert not journal_path(world.session).exists(), fault
+        ops = [o for o in read_operations(world.session) if o["kind"] == op.name]
+        assert len(ops) == 1, f"{fault}: {ops}"
+        if fault == "journal":
+            assert ops[0].get("outcome") == "abandoned"
+            assert _state(world) == original, f"{fault}: not rolled back"
+        else:
+            assert ops[0]["recovered"] is (fault != "finish+")
+            assert _state(world) == expected, f"{fault}: not rolled forward"

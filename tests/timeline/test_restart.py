@@ -1,0 +1,162 @@
+"""``tilth restart``: from every completed stage and the whole task, via the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+
+import pytest
+
+from tests.timeline.conftest import World
+from tests.timeline.simrun import STAGES, SimRun, worktree_of
+from tilth import git
+from tilth.timeline import list_checkpoints, resolve_checkpoint
+from tilth.timeline.journal import read_operations
+
+TIERS = ("L2", "L1")
+
+
+def _last_event(world: World) -> dict[str, object]:
+    lines = (world.session.dir / "events.jsonl").read_text().splitlines()
+    return dict(json.loads(lines[-1]))
+
+
+def _stash_subjects(world: World) -> list[str]:
+    out = git.git("stash", "list", "--format=%s", cwd=worktree_of(world.session))
+    return out.splitlines()
+
+
+@pytest.mark.parametrize("stage", STAGES["L2"][1:])
+def test_restart_from_a_stage_rolls_back_to_the_stage_before(
+    world_clone: Callable[..., World], stage: str
+) -> None:
+    world = world_clone(TIERS, 1)
+    session = world.session
+    previous = STAGES["L2"][STAGES["L2"].index(stage) - 1]
+    target = resolve_checkpoint(session, f"T-001/{previous}")
+    result = world.cli("restart", session.id, "T-001", "--from", stage, "-y")
+    assert result.returncode == 0, result.stderr
+    worktree = worktree_of(session)
+    assert git.head(worktree) == target.head
+    assert git.subject("HEAD", worktree) == f"task/T-001: complete {previous} stage"
+    rerun = " -> ".join(STAGES["L2"][STAGES["L2"].index(stage) :])
+    assert f"stages that will re-run: {rerun}" in result.stdout
+    assert "commits rolled back:" in result.stdout
+    # harness state is the stage checkpoint's, with the task pending and later tasks untouched
+    statuses = {t["id"]: t["status"] for t in session.load_prd()}
+    assert statuses == {"T-001": "pending", "T-002": "pending"}
+    task_state = json.loads((session.tasks_dir / "T-001.json").read_text())
+    assert task_state["stages_done"][-1] == previous and stage not in task_state["outputs"]
+    assert not (session.tasks_dir / "T-002.json").exists()
+    assert not (session.dir / "ledger" / "T-002.jsonl").exists()
+    assert list_checkpoints(session)[-1].id == target.id
+    event = _last_event(world)
+    assert event["type"] == "restart"
+    assert event["payload"]["task_id"] == "T-001" and event["payload"]["from"] == stage  # type: ignore[index]
+    assert [o["kind"] for o in read_operations(session)] == ["restart"]
+
+
+def test_full_restart_stashes_uncommitted_changes_and_resets_to_the_base(
+    world_clone: Callable[..., World],
+) -> None:
+    world = world_clone(TIERS, 1)
+    session = world.session
+    worktree = worktree_of(session)
+    (worktree / "README.md").write_text("work in progress\n")
+    (worktree / "new_file.txt").write_text("untracked\n")
+    base = resolve_checkpoint(session, "T-001").head
+    commits = len(git.commits_between(base, git.head(worktree), worktree))
+    result = world.cli("restart", session.id, "T-001", "-y")
+    assert result.returncode == 0, result.stderr
+    assert f"commits rolled back: {commits}" in result.stdout
+    assert "uncommitted changes: will be stashed as 'tilth restart T-001" in result.stdout
+    assert git.head(worktree) == base
+    assert not git.is_dirty(worktree)
+    stashes = _stash_subjects(world)
+    assert len(stashes) == 1 and "tilth restart T-001 " in stashes[0]
+    show = git.git("stash", "show", "--include-untracked", "--name-only", "stash@{0}", cwd=worktree)
+    assert {"README.md", "new_file.txt"} <= set(show.split())
+    assert {t["id"]: t["status"] for t in session.load_prd()} == {
+        "T-001": "pending",
+        "T-002": "pending",
+    }
+    assert not session.tasks_dir.exists() or not any(session.tasks_dir.glob("T-002.json"))
+    assert session.status == "running", "a restarted session is resumable, never auto-run"
+
+
+def test_from_the_first_stage_is_the_full_restart(world_clone: Callable[..., World]) -> None:
+    world = world_clone(TIERS, 1)
+    result = world.cli("restart", world.session.id, "T-001", "--from", "brainstorming", "-y")
+    assert result.returncode == 0, result.stderr
+    assert git.head(worktree_of(world.session)) == resolve_checkpoint(world.session, "T-001").head
+    assert "uncommitted changes: none" in result.stdout
+    assert _stash_subjects(world) == []
+
+
+def test_only_completed_stages_are_offered(world_clone: Callable[..., World]) -> None:
+    world = world_clone(TIERS, 1, run=False)
+    # run T-001 up to and including its planning stage (brainstorm, design review, planning)
+    sim = SimRun(world.session, turns=1)
+    planning_done = 1 + 3 * 2  # start + (turn + stage) for three stages
+    sim.run(stop=planning_done)
+    result = world.cli("restart", world.session.id, "T-001", "--from", "code_review", "-y")
+    assert result.returncode == 2
+    assert "has not completed" in result.stderr
+    assert "brainstorming, design_review, planning" in result.stderr
+    bogus = world.cli("restart", world.session.id, "T-001", "--from", "testing", "-y")
+    assert bogus.returncode == 2 and "not a stage of its tier" in bogus.stderr
+    missing = world.cli("restart", world.session.id, "T-009", "-y")
+    assert missing.returncode == 2 and "no task T-009" in missing.stderr
+
+
+def test_refuses_while_a_run_holds_the_lock(world_clone: Callable[..., World]) -> None:
+    world = world_clone(TIERS, 1)
+    head = git.head(worktree_of(world.session))
+    with world.session.lock():
+        result = world.cli("restart", world.session.id, "T-001", "-y")
+    assert result.returncode == 2
+    assert f"session {world.session.id} is in use by pid" in result.stderr
+    assert git.head(worktree_of(world.session)) == head
+
+
+def test_without_checkpoints_the_commit_comes_from_events_then_subjects(
+    world_clone: Callable[..., World],
+) -> None:
+    world = world_clone(TIERS, 1)
+    session = world.session
+    worktree = worktree_of(session)
+    implementing = resolve_checkpoint(session, "T-002/implementing").head
+    shutil.rmtree(session.dir / "timeline" / "checkpoints")
+    result = world.cli("restart", session.id, "T-002", "--from", "code_review", "-y")
+    assert result.returncode == 0, result.stderr
+    assert git.head(worktree) == implementing
+    task_state = json.loads((session.tasks_dir / "T-002.json").read_text())
+    assert "code_review" not in task_state["stages_done"]
+    assert set(task_state["outputs"]) == {"planning", "implementing"}
+    assert {t["id"]: t["status"] for t in session.load_prd()}["T-002"] == "pending"
+
+
+def test_a_stage_commit_that_cannot_be_found_falls_back_to_the_full_restart(
+    world_clone: Callable[..., World],
+) -> None:
+    world = world_clone(TIERS, 1)
+    session = world.session
+    worktree = worktree_of(session)
+    base = resolve_checkpoint(session, "T-002").head
+    # T-002 redone by hand: its planning commit lost the conventional subject, and no
+    # checkpoint or stage_completed event remembers it.
+    for cp in list_checkpoints(session):
+        if cp.task_id == "T-002" and cp.kind != "task_start":
+            (session.dir / "timeline" / "checkpoints" / f"{cp.id}.json").unlink()
+    log = session.dir / "events.jsonl"
+    kept = [ln for ln in log.read_text().splitlines(True) if '"stage_completed"' not in ln]
+    log.write_text("".join(kept))
+    git.reset_hard(worktree, base)
+    for subject in ("planning notes", "task/T-002: complete implementing stage"):
+        git.commit_all(worktree, subject, allow_empty=True)
+    result = world.cli("restart", session.id, "T-002", "--from", "implementing", "-y")
+    assert result.returncode == 0, result.stderr
+    assert "warning: the commit of stage planning was not found" in result.stdout
+    assert "restarting the whole task" in result.stdout
+    assert git.head(worktree) == base

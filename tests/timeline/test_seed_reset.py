@@ -1,0 +1,190 @@
+"""``tilth reset --to-seed``: the first seed, point by point, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_repo
+from tests.timeline.conftest import World
+from tests.timeline.simrun import (
+    PREP_TOKENS,
+    SimRun,
+    finish_run,
+    prep,
+    worktree_of,
+)
+from tilth import git
+from tilth.session.discovery import sessions_for
+from tilth.timeline import list_checkpoints
+from tilth.timeline.journal import read_operations
+from tilth.timeline.worktree import tree_hash
+
+DERIVED = ("ledger", "progress.txt", "proposed-learnings.md", "summary.json", "chat.html")
+
+
+def test_reset_to_seed_returns_every_file_to_the_post_prep_copy(
+    tmp_path: Path, clean_env: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"README.md": "# demo\n", ".gitignore": "*.pyc\n"})
+    sessions = tmp_path / "sessions"
+    session = prep(sessions, repo, ("L1", "L2"))
+    worktree = worktree_of(session)
+    saved = {
+        name: (session.dir / name).read_bytes()
+        for name in ("prd.json", "checkpoint.json", "events.jsonl", "seed-meta.json")
+    }
+    seed_tree, seed_head = tree_hash(worktree), git.head(worktree)
+    interview = (session.dir / "threads" / "interviewer.jsonl").read_bytes()
+
+    SimRun(session, turns=1).run()
+    finish_run(session)
+    (worktree / "scratch.txt").write_text("untracked leftovers\n")
+    (worktree / "cache.pyc").write_text("ignored cruft\n")
+    assert session.status == "all_done" and (session.dir / "ledger").is_dir()
+
+    result = World(tmp_path, session).cli("reset", "--to-seed", session.id, "-y")
+    assert result.returncode == 0, result.stderr
+
+    # the worktree and branch: git reset --hard <seed sha> + git clean -fd (not -x)
+    assert git.head(worktree) == seed_head
+    assert (worktree / "cache.pyc").exists(), "ignored files are left in place (-fd, not -fdx)"
+    (worktree / "cache.pyc").unlink()
+    assert tree_hash(worktree) == seed_tree
+    assert git.git("rev-parse", session.branch, cwd=repo).strip() == seed_head
+    # prd.json, checkpoint.json, events.jsonl and seed-meta.json equal the post-prep copies
+    for name, content in saved.items():
+        assert (session.dir / name).read_bytes() == content, name
+    cp = json.loads(saved["checkpoint.json"])
+    assert cp["status"] == "prepared" and cp["tokens_used"] == PREP_TOKENS
+    last = json.loads((session.dir / "events.jsonl").read_text().splitlines()[-1])
+    assert last["type"] == "seed_committed"
+    assert all(t["status"] == "pending" for t in session.load_prd())
+    # the run's derived files, task state and threads are gone; the interview thread stays
+    for name in (*DERIVED, "tasks"):
+        assert not (session.dir / name).exists(), name
+    assert sorted(p.name for p in (session.dir / "threads").glob("*.jsonl")) == [
+        "interviewer.jsonl"
+    ]
+    assert (session.dir / "threads" / "interviewer.jsonl").read_bytes() == interview
+    assert [c.kind for c in list_checkpoints(session)] == ["seed"]
+    # the reset is recorded in the operations log, not in events.jsonl
+    ops = read_operations(session)
+    assert [o["kind"] for o in ops] == ["reset_to_seed"]
+    # a following `tilth run <workspace>` finds it as the workspace's prepared session
+    assert [s.id for s in sessions_for(sessions, repo, ("prepared",))] == [session.id]
+
+
+def test_confirmation_says_it_is_destructive_and_refuses_without_a_terminal(
+    world_clone: Callable[..., World],
+) -> None:
+    world = world_clone()
+    before = (world.session.dir / "events.jsonl").read_bytes()
+    result = world.cli("reset", "--to-seed", world.session.id)
+    assert result.returncode == 2
+    text = result.stdout.lower()
+    assert "destructive and irreversible" in text
+    assert "unrecoverable" in text
+    assert "commits dropped" in text
+    assert "-y" in result.stderr
+    assert (world.session.dir / "events.jsonl").read_bytes() == before
+    assert world.session.status == "all_done"
+
+
+def test_latest_session_is_used_and_named(world_clone: Callable[..., World]) -> None:
+    world = world_clone()
+    result = world.cli("reset", "--to-seed", "-y")
+    assert result.returncode == 0, result.stderr
+    assert f"latest session is {world.session.id}" in result.stdout
+    assert world.session.status == "prepared"
+
+
+def _break_no_seed_committed(world: World) -> None:
+    log = world.session.dir / "events.jsonl"
+    lines = [ln for ln in log.read_text().splitlines(True) if '"seed_committed"' not in ln]
+    log.write_text("".join(lines))
+
+
+def _break_prepared_tokens(world: World) -> None:
+    log = world.session.dir / "events.jsonl"
+    out = []
+    for line in log.read_text().splitlines(True):
+        record = json.loads(line)
+        if record["type"] == "session_prepared":
+            record["payload"].pop("tokens_used")
+            line = json.dumps(record) + "\n"
+        out.append(line)
+    log.write_text("".join(out))
+
+
+def _break_worktree_gone(world: World) -> None:
+    shutil.rmtree(world.session.workspace_dir)
+
+
+def _break_worktree_unrecorded(world: World) -> None:
+    world.session.update_checkpoint(workspace=None)
+
+
+def _break_prd_shape(world: World) -> None:
+    prd = world.session.load_prd()
+    prd[1]["id"] = prd[0]["id"]
+    world.session.save_prd(prd)
+
+
+def _break_prd_criteria(world: World) -> None:
+    prd = world.session.load_prd()
+    prd[0]["acceptance_criteria"] = []
+    world.session.save_prd(prd)
+
+
+@pytest.mark.parametrize(
+    ("breaker", "words"),
+    [
+        (_break_no_seed_committed, "no seed_committed event"),
+        (_break_prepared_tokens, "session_prepared event carrying tokens_used"),
+        (_break_worktree_gone, "is gone"),
+        (_break_worktree_unrecorded, "no worktree recorded"),
+        (_break_prd_shape, "duplicate task id"),
+        (_break_prd_criteria, "acceptance_criteria must be a non-empty list"),
+    ],
+)
+def test_preflight_failures_change_nothing_and_point_at_reset_and_prep(
+    world_clone: Callable[..., World], breaker: Callable[[World], None], words: str
+) -> None:
+    world = world_clone()
+    breaker(world)
+    events = (world.session.dir / "events.jsonl").read_bytes()
+    checkpoints = len(list_checkpoints(world.session))
+    result = world.cli("reset", "--to-seed", world.session.id, "-y")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert words in result.stderr
+    assert "nothing was changed" in result.stderr
+    assert f"tilth reset {world.session.id}" in result.stderr
+    assert "tilth prep-feature" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert (world.session.dir / "events.jsonl").read_bytes() == events
+    assert len(list_checkpoints(world.session)) == checkpoints
+    assert (world.session.dir / "ledger").is_dir()
+
+
+def test_missing_session_is_a_clean_error(world_clone: Callable[..., World]) -> None:
+    world = world_clone()
+    result = world.cli("reset", "--to-seed", "20200101-000000-abcdef", "-y")
+    assert result.returncode == 1
+    assert "no session 20200101-000000-abcdef" in result.stderr
+    assert "tilth prep-feature" in result.stderr and "tilth reset" in result.stderr
+
+
+def test_a_second_reset_is_a_no_op_that_still_succeeds(world_clone: Callable[..., World]) -> None:
+    world = world_clone()
+    assert world.cli("reset", "--to-seed", world.session.id, "-y").returncode == 0
+    events = (world.session.dir / "events.jsonl").read_bytes()
+    again = world.cli("reset", "--to-seed", world.session.id, "-y")
+    assert again.returncode == 0, again.stderr
+    assert "commits dropped: none" in again.stdout
+    assert (world.session.dir / "events.jsonl").read_bytes() == events
+    assert [o["kind"] for o in read_operations(world.session)] == ["reset_to_seed"] * 2
