@@ -87,8 +87,8 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
     task_id, title = str(task["id"]), str(task.get("title", ""))
     if task.get("status") != "in_progress":
         _set_task_status(ctx, task_id, "in_progress")
-    ctx.progress.status(task=task_id, tokens=ctx.session.tokens_used)
     ctx.progress.note(f"▶ {task_id}: {title}", style="bold")
+    ctx.progress.status(task=task_id, tokens=ctx.session.tokens_used)
     outcome = run_task(ctx, task)
     if outcome.status == "done":
         _set_task_status(ctx, task_id, "done")
