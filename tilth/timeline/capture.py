@@ -29,6 +29,7 @@ from tilth.timeline.fswatch import (
     ignored_dirs,
     start_watcher,
 )
+from tilth.timeline.journal import fault_point
 from tilth.timeline.snapshots import (
     BlobStore,
     Entry,
@@ -205,6 +206,7 @@ class TurnCapture:
         if self._full_scan:
             candidates |= self._status_paths()
         result = self._evaluate(head, candidates)
+        fault_point("capture")  # tests: killed after storing, before the checkpoint is written
         if self._bash:
             result.gaps.append(BASH_GAP)
         self._touched.clear()
@@ -367,8 +369,9 @@ class TurnCapture:
             if state is None:
                 overlay[rel], ids[rel] = None, None
                 continue
-            if rel in base.overlay and base.ids.get(rel) == now and base.overlay[rel]:
-                overlay[rel], ids[rel] = base.overlay[rel], now  # unchanged: no re-store
+            reused = base.overlay.get(rel)
+            if reused and base.ids.get(rel) == now and self.store.has(reused):
+                overlay[rel], ids[rel] = reused, now  # unchanged: no re-store
                 continue
             outcome = store_state(self.store, rel, state, self.cap)
             if outcome.entry is None:
