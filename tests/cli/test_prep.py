@@ -112,10 +112,14 @@ def test_full_interview_writes_commits_and_records_the_seed(
 
     # Events in order, the closing pair last, status prepared.
     types = event_types(session_dir)
-    assert types[0] == "session_start"
-    assert types[-2:] == ["session_prepared", "seed_committed"]
-    assert types.count("model_call") == 4
-    assert types[1:4] == ["model_call", "tool_call", "tool_result"]
+    turn = ["model_call", "tool_call", "tool_result"]
+    assert types == ["session_start", *turn * 4, "session_prepared", "seed_committed"]
+    assert [e["tool"] for e in events(session_dir, "tool_result")] == [
+        "read_file",
+        "ask_user",
+        "ask_user",
+        "write_seed",
+    ]
     start = events(session_dir, "session_start")[0]
     assert start == {
         "source": str(repo),
