@@ -99,6 +99,18 @@ def test_unknown_and_malformed_ids(cli: RunCli, sessions_dir: Path, repo: Path) 
     assert_intact(session, repo)
 
 
+def test_a_directory_that_is_not_a_session_is_never_deleted(
+    cli: RunCli, sessions_dir: Path, tilth_home: Path
+) -> None:
+    precious = sessions_dir / "Documents"
+    precious.mkdir(parents=True)
+    (precious / "thesis.tex").write_text("years of work")
+    result = cli("reset", "Documents", "-y")
+    assert result.returncode == 2
+    assert "is not a session id" in result.stderr
+    assert (precious / "thesis.tex").exists()
+
+
 def test_no_sessions_at_all(cli: RunCli) -> None:
     result = cli("reset", "-y")
     assert result.returncode == 2

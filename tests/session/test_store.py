@@ -119,7 +119,8 @@ def test_open_unknown_and_malformed_ids(tmp_path: Path) -> None:
     with pytest.raises(SessionNotFound) as info:
         Session.open(tmp_path, "20260101-000000-abcdef")
     assert "20260101-000000-abcdef" in str(info.value)
-    for bad in ("", "..", "a/b"):
+    (tmp_path / "notes").mkdir()
+    for bad in ("", "..", "a/b", "notes", "20260101-000000-abcdef/..", " 20260101-000000-abcdef"):
         with pytest.raises(UsageError):
             Session.open(tmp_path, bad)
 

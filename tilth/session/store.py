@@ -164,8 +164,13 @@ class Session:
     @classmethod
     def open(cls, sessions_dir: Path, session_id: str) -> Session:
         """The existing session ``session_id``; raises ``SessionNotFound``."""
-        if not session_id or "/" in session_id or session_id in (".", ".."):
-            raise UsageError(f"{session_id!r} is not a session id")
+        # Only id-shaped names: reset deletes what this returns, so a stray name
+        # (`tilth reset Documents`) must never reach some other directory.
+        if not is_session_id(session_id):
+            raise UsageError(
+                f"{session_id!r} is not a session id (expected YYYYMMDD-HHMMSS-<6 hex>)",
+                hint="`tilth sessions` lists the sessions",
+            )
         directory = sessions_dir / session_id
         if not directory.is_dir():
             raise SessionNotFound(
