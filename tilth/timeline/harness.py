@@ -201,12 +201,17 @@ def truncate_thread(directory: Path, key: str, head: str | None) -> int:
     """
     thread = Thread(directory, key)
     stored = thread.read()
-    limit = message_number(head) if head else 0
-    keep = [m for m in stored if message_number(m.id) <= limit]
-    dropped = len(stored) - len(keep)
-    if dropped:
+    # Summaries (tilth.timeline.summarize): rebuild the thread as it was at ``head``, also
+    # when a summary replaced ``head`` or was placed before it ("up-to").
+    from tilth.timeline.summarize import cut_at
+
+    keep = cut_at(stored, head)
+    if keep is None:
+        limit = message_number(head) if head else 0
+        keep = [m for m in stored if message_number(m.id) <= limit]
+    if [m.id for m in keep] != [m.id for m in stored]:
         thread.rewrite(keep)
-    return dropped
+    return max(0, len(stored) - len(keep))
 
 
 def restore_threads(directory: Path, heads: dict[str, str | None]) -> None:

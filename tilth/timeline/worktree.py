@@ -93,8 +93,16 @@ def thread_drops(directory: Path, heads: dict[str, str | None]) -> tuple[dict[st
             deleted.append(key)
             continue
         head = heads[key]
-        limit = message_number(head) if head else 0
-        count = sum(1 for m in Thread(directory, key).read() if message_number(m.id) > limit)
+        stored = Thread(directory, key).read()
+        # Summaries: count against the thread as it was at ``head`` (tilth.timeline.summarize).
+        from tilth.timeline.summarize import cut_at
+
+        kept = cut_at(stored, head)
+        if kept is not None:
+            count = len({m.id for m in stored} - {m.id for m in kept})
+        else:
+            limit = message_number(head) if head else 0
+            count = sum(1 for m in stored if message_number(m.id) > limit)
         if count:
             dropped[key] = count
     return dropped, deleted
