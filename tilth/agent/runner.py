@@ -8,6 +8,8 @@ crash interrupted is finished (or undone) before anything else reads the state.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,14 +94,15 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
         scripted = is_scripted(worker) or is_scripted(evaluator)
         _print_header(out, session, worktree, worker, evaluator, scripted)
         label = "scripted model" if scripted else ""
-        with TerminalProgress(out, label=label) as progress:
+        recorder = Recorder(session, worktree)
+        with TerminalProgress(out, label=label) as progress, _closing(recorder):
             ctx = RunContext(
                 session=session,
                 settings=settings,
                 worktree=worktree,
                 worker=worker,
                 evaluator=evaluator,
-                recorder=Recorder(session, worktree),
+                recorder=recorder,
                 progress=progress,
                 scripted=scripted,
                 started=started,
@@ -108,6 +111,17 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
         chat = _write_chat_html(session, out)
     print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
     return stop
+
+
+@contextmanager
+def _closing(recorder: Any) -> Iterator[None]:
+    """Release the recorder's file watcher (inotify handles) when the run ends."""
+    try:
+        yield
+    finally:
+        close = getattr(recorder.observer, "close", None)
+        if callable(close):
+            close()
 
 
 def _print_header(
