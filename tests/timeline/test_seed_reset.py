@@ -7,8 +7,6 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import make_repo
 from tests.timeline.conftest import World
 from tests.timeline.simrun import (
@@ -141,34 +139,42 @@ def _break_prd_criteria(world: World) -> None:
     world.session.save_prd(prd)
 
 
-@pytest.mark.parametrize(
-    ("breaker", "words"),
-    [
-        (_break_no_seed_committed, "no seed_committed event"),
-        (_break_prepared_tokens, "session_prepared event carrying tokens_used"),
-        (_break_worktree_gone, "is gone"),
-        (_break_worktree_unrecorded, "no worktree recorded"),
-        (_break_prd_shape, "duplicate task id"),
-        (_break_prd_criteria, "acceptance_criteria must be a non-empty list"),
-    ],
-)
+BREAKERS: list[tuple[Callable[[World], None], str]] = [
+    (_break_no_seed_committed, "no seed_committed event"),
+    (_break_prepared_tokens, "session_prepared event carrying tokens_used"),
+    (_break_worktree_unrecorded, "no worktree recorded"),
+    (_break_prd_shape, "duplicate task id"),
+    (_break_prd_criteria, "acceptance_criteria must be a non-empty list"),
+    (_break_worktree_gone, "is gone"),  # last: it cannot be undone by restoring files
+]
+
+
 def test_preflight_failures_change_nothing_and_point_at_reset_and_prep(
-    world_clone: Callable[..., World], breaker: Callable[[World], None], words: str
+    world_clone: Callable[..., World],
 ) -> None:
     world = world_clone()
-    breaker(world)
-    events = (world.session.dir / "events.jsonl").read_bytes()
-    checkpoints = len(list_checkpoints(world.session))
-    result = world.cli("reset", "--to-seed", world.session.id, "-y")
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert words in result.stderr
-    assert "nothing was changed" in result.stderr
-    assert f"tilth reset {world.session.id}" in result.stderr
-    assert "tilth prep-feature" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert (world.session.dir / "events.jsonl").read_bytes() == events
-    assert len(list_checkpoints(world.session)) == checkpoints
-    assert (world.session.dir / "ledger").is_dir()
+    session = world.session
+    saved = {
+        name: (session.dir / name).read_bytes()
+        for name in ("events.jsonl", "prd.json", "checkpoint.json")
+    }
+    checkpoints = len(list_checkpoints(session))
+    for breaker, words in BREAKERS:
+        breaker(world)
+        broken = {name: (session.dir / name).read_bytes() for name in saved}
+        result = world.cli("reset", "--to-seed", session.id, "-y")
+        assert result.returncode == 1, f"{words}: {result.stdout}{result.stderr}"
+        assert words in result.stderr
+        assert "nothing was changed" in result.stderr
+        assert f"tilth reset {session.id}" in result.stderr
+        assert "tilth prep-feature" in result.stderr
+        assert "Traceback" not in result.stderr
+        for name, content in broken.items():
+            assert (session.dir / name).read_bytes() == content, f"{words}: {name} changed"
+        assert len(list_checkpoints(session)) == checkpoints
+        assert (session.dir / "ledger").is_dir()
+        for name, content in saved.items():
+            (session.dir / name).write_bytes(content)
 
 
 def test_missing_session_is_a_clean_error(world_clone: Callable[..., World]) -> None:
