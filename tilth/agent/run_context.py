@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from tilth.config import Settings
 from tilth.model.base import Model
+from tilth.session.events import iter_lines
 from tilth.session.store import Session
 
 
@@ -36,6 +38,19 @@ class StopRun(Exception):
         self.detail = detail
 
 
+def prep_tokens(session: Session) -> int:
+    """``tokens_used`` recorded by ``session_prepared`` (0 when the session was never prepped)."""
+    for line, _, _, complete in iter_lines(session.events.path):
+        if complete and b'"session_prepared"' in line:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("type") == "session_prepared":
+                return int((record.get("payload") or {}).get("tokens_used") or 0)
+    return 0
+
+
 @dataclass
 class RunContext:
     """Everything the task pipeline needs; built once per ``run``/``resume``."""
@@ -52,6 +67,14 @@ class RunContext:
     started: float = 0.0
     """``time.monotonic()`` at the start of this invocation (wall-clock cap is per invocation)."""
 
+    _prep_tokens: int | None = field(default=None, init=False, repr=False)
+
+    def run_tokens(self) -> int:
+        """Tokens spent by runs only: the interview's spend does not count toward the cap."""
+        if self._prep_tokens is None:
+            self._prep_tokens = prep_tokens(self.session)
+        return max(0, self.session.tokens_used - self._prep_tokens)
+
     def check_caps(self) -> None:
         """Raise ``StopRun`` when the wall-clock or token cap is reached."""
         limit = self.settings.max_wall_clock_minutes * 60
@@ -61,7 +84,7 @@ class RunContext:
                 f"wall clock cap reached [TILTH_MAX_WALL_CLOCK_MINUTES="
                 f"{self.settings.max_wall_clock_minutes}]",
             )
-        if self.settings.max_tokens and self.session.tokens_used >= self.settings.max_tokens:
+        if self.settings.max_tokens and self.run_tokens() >= self.settings.max_tokens:
             raise StopRun(
                 "token_cap", f"token cap reached [TILTH_MAX_TOKENS={self.settings.max_tokens}]"
             )
