@@ -146,6 +146,12 @@ def _events(session: Session, plan: RewindPlan) -> None:
 
 def _checkpoints(session: Session, plan: RewindPlan) -> None:
     assert plan.keep_through_seq is not None
+    if plan.head is None:
+        # Turn snapshots: the files stay as the newest checkpoint left them; note that state
+        # before its checkpoint goes, or later rewinds would take them for the user's edits.
+        from tilth.timeline.overlay import note_code_state
+
+        note_code_state(session)
     delete_after(session, plan.keep_through_seq)
 
 

@@ -263,6 +263,22 @@ def report_turn_code(plan: RewindPlan, session: Session, head: str, overlay: Ove
     plan.keep = code.keep
 
 
+def note_code_state(session: Session) -> None:
+    """Pin the newest recorded code state before the checkpoints holding it are deleted."""
+    from tilth.timeline.checkpoints import highest_seq
+
+    head, overlay = recorded_code_state(session)
+    if head is not None:
+        _write_code_state(session, head, overlay, highest_seq(session))
+
+
+def _write_code_state(session: Session, head: str, overlay: Overlay, after_seq: int) -> None:
+    atomic_write_json(
+        _code_state_path(session),
+        {"schema": 1, "head": head, "overlay": overlay, "after_seq": after_seq},
+    )
+
+
 def restore_overlay(
     session: Session, worktree: Path, overlay: Overlay, keep: Overlay | None = None
 ) -> None:
@@ -273,11 +289,7 @@ def restore_overlay(
     apply_overlay(worktree, overlay, store)
     for rel, entry in (keep or {}).items():
         write_entry(store, worktree, rel, entry)
-    head = read_head(worktree)
-    atomic_write_json(
-        _code_state_path(session),
-        {"schema": 1, "head": head, "overlay": overlay, "after_seq": highest_seq(session)},
-    )
+    _write_code_state(session, read_head(worktree), overlay, highest_seq(session))
 
 
 STORE_FILE = "snapshot-store"
