@@ -207,8 +207,8 @@ EVENTS: list[tuple[str, dict[str, Any], list[str]]] = [
     ),
     (
         "stop",
-        {"reason": "token_cap", "error": "over budget"},
-        ["stop · token_cap", "over budget", "card bad"],
+        {"reason": "token_cap", "detail": "over TILTH_MAX_TOKENS", "error": "over budget"},
+        ["stop · token_cap", "over TILTH_MAX_TOKENS", "over budget", "card bad"],
     ),
     (
         "checkpoint",
@@ -285,6 +285,11 @@ EVENTS: list[tuple[str, dict[str, Any], list[str]]] = [
         ["model call retried", "HTTP 503", "1.2s", "worker · attempt 1"],
     ),
     (
+        "tool_call",
+        {"tool": "submit_plan", "args": {"plan": "1. add parser\n2. test it"}},
+        ["tool call · submit_plan", '<div class="text">1. add parser\n2. test it</div>'],
+    ),
+    (
         "stage_rejected",
         {
             "task_id": "T-001",
@@ -296,14 +301,14 @@ EVENTS: list[tuple[str, dict[str, Any], list[str]]] = [
         ["stage rejected · code_review → back to implementing", "reject:acceptance_gap"],
     ),
     (
-        "task_stopped",
+        "task_attempt_failed",
         {
             "task_id": "T-001",
             "stage": "implementing",
             "reason": "iter_cap",
             "detail": "32 turns without a case",
         },
-        ["task stopped · iter_cap", "32 turns without a case"],
+        ["task attempt failed · iter_cap", "32 turns without a case"],
     ),
     (
         "summarize",

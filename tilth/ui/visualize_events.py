@@ -76,7 +76,9 @@ def _session_resume(f: Fields) -> Card:
 @renders("stop")
 def _stop(f: Fields) -> Card:
     reason = f.text("reason") or "unknown"
-    body = pre(f.text("error")) if f.text("error") else ""
+    detail = f.text("detail")
+    body = text_block(detail) if detail else ""
+    body += pre(f.text("error")) if f.text("error") else ""
     return Card("lifecycle", "ok" if reason == "all_done" else "bad", f"stop · {reason}", body)
 
 

@@ -211,13 +211,20 @@ def _stage_rejected(f: Fields) -> Card:
     return Card("review", "bad", title, body)
 
 
-@renders("task_stopped")
+@renders("task_attempt_failed", "task_stopped")
 def _task_stopped(f: Fields) -> Card:
     reason = f.text("reason") or "unknown"
     detail = f.text("detail", "error")
-    return Card(
-        "lifecycle", "bad", f"task stopped · {reason}", text_block(detail) if detail else ""
+    body = text_block(detail) if detail else ""
+    body += kv(
+        [
+            ("turns", f.get("turns")),
+            ("streak", f.get("streak")),
+            ("nudges", f.get("nudges")),
+            ("evaluator calls", f.get("evaluator_calls")),
+        ]
     )
+    return Card("lifecycle", "bad", f"task attempt failed · {reason}", body)
 
 
 @renders("commit")

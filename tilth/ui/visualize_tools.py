@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tilth.ui.visualize_html import bullets, collapsible, esc, kv, pre, text_block, to_json
@@ -110,6 +111,15 @@ def _write_seed(args: dict[str, Any]) -> str:
     return body or pre(to_json(args))
 
 
+def _markdown_field(name: str) -> Callable[[dict[str, Any]], str]:
+    """Stage submissions carry one Markdown text; show it as written."""
+
+    def show(args: dict[str, Any]) -> str:
+        return text_block(args.get(name, ""))
+
+    return show
+
+
 _SHOWERS = {
     "bash": _bash,
     "read_file": _path,
@@ -121,4 +131,6 @@ _SHOWERS = {
     "submit_verdict": _verdict,
     "ask_user": _ask_user,
     "write_seed": _write_seed,
+    "submit_plan": _markdown_field("plan"),
+    "submit_brainstorm": _markdown_field("content"),
 }
