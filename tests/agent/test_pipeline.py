@@ -79,10 +79,11 @@ def test_l1_task_runs_its_four_stages_with_one_commit_each(tmp_path: Path) -> No
     kinds = [name for name, _ in kit.recorder.calls]
     assert kinds[0] == "task_start"
     assert [c["stage"] for n, c in kit.recorder.calls if n == "stage"] == L1
-    worker_turns = [
-        c["turn"] for n, c in kit.recorder.calls if n == "turn" and c["actor"] == "worker"
-    ]
-    assert worker_turns == [1, 2, 3]
+    turns = [c for n, c in kit.recorder.calls if n == "turn" and c["actor"] == "worker"]
+    assert [c["turn"] for c in turns] == [1, 2, 3]
+    # an accepting turn's checkpoint already has its stage done, so going back to it never
+    # replays the submission
+    assert [c["stages_done"] for c in turns] == [["planning"], ["planning"], L1[:2]]
     assert kit.state().turns == 3
 
 
@@ -457,3 +458,20 @@ def test_a_retry_after_failure_gets_fresh_budgets(tmp_path: Path) -> None:
     assert again.events("task_retry")[0].payload["previous_failure"] == "no_case"
     assert again.state().turns == 3 and again.state().stages_done == ["planning"]
     assert again.subjects() == commits_for(["planning"])
+
+
+def test_a_stage_done_but_not_committed_is_committed_on_the_next_start(tmp_path: Path) -> None:
+    kit = build(tmp_path, [plan(), error(500)], [])
+    with pytest.raises(ModelError):
+        run_task(kit.ctx, kit.task())
+    # as if the process died between saving the state and committing the stage
+    git.reset_hard(kit.worktree, kit.seed_sha)
+    state = kit.state()
+    state.stage_commits.clear()
+    state.save(kit.session)
+    again = kit.with_models([error(500)], [])
+    with pytest.raises(ModelError):
+        run_task(again.ctx, again.task())
+    assert again.subjects() == commits_for(["planning"])
+    assert again.state().stage_commits["planning"] == git.head(kit.worktree)
+    assert len(again.events("stage_completed")) == 2

@@ -73,7 +73,9 @@ class CallLog:
         return self.recorder.stage(task_id, stage)
 
     def turn(self, actor: str, **kwargs: Any) -> Any:
-        self.calls.append(("turn", {"actor": actor, **kwargs}))
+        # what the checkpoint will capture: the task's state as saved at this instant
+        done = TaskState.load(self.recorder.session, str(kwargs.get("task_id"))).stages_done
+        self.calls.append(("turn", {"actor": actor, **kwargs, "stages_done": list(done)}))
         return self.recorder.turn(actor, **kwargs)
 
 

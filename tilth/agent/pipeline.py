@@ -17,7 +17,7 @@ from tilth.agent.run_context import RunContext
 from tilth.agent.stages import StageResult, run_stage
 from tilth.agent.task_state import TaskState, stages_for
 from tilth.agent.verdict import verdict_summary
-from tilth.agent.worker import TaskFailed
+from tilth.agent.worker import TaskFailed, mark_stage_done
 
 
 @dataclass
@@ -109,10 +109,7 @@ def _start_stage(ctx: RunContext, state: TaskState, stage: str) -> None:
 
 def _complete_stage(ctx: RunContext, state: TaskState, stage: str, output: Any) -> None:
     """Record the output, then commit (a crash in between is finished on the next start)."""
-    state.outputs[stage] = output
-    if stage not in state.stages_done:
-        state.stages_done.append(stage)
-    state.stage_commits.pop(stage, None)
+    mark_stage_done(state, stage, output)
     state.save(ctx.session)
     _commit_finished_stages(ctx, state)
 

@@ -73,6 +73,14 @@ class StageSpec:
     brief: Callable[[], str]
 
 
+def mark_stage_done(state: TaskState, stage: str, output: Any) -> None:
+    """Record ``stage`` as done with ``output``; its commit is still to be made."""
+    state.outputs[stage] = output
+    if stage not in state.stages_done:
+        state.stages_done.append(stage)
+    state.stage_commits.pop(stage, None)
+
+
 def thread_key(task_id: str, stage: str) -> str:
     """The persisted thread of ``stage`` of ``task_id``."""
     return f"worker.{task_id}.{stage}"
@@ -193,6 +201,11 @@ def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: Sta
             else:
                 quiet_streak = 0
             label = _label(spec, result, accepted)
+        if accepted is not None:
+            # Done before the turn checkpoint, so going back to this turn never replays
+            # an accepted submission; the pipeline commits the stage right after.
+            mark_stage_done(state, spec.stage, accepted.output)
+            state.save(ctx.session)
         ctx.recorder.turn("worker", task_id=task_id, stage=spec.stage, turn=number, label=label)
         ctx.progress.status(
             task=task_id, stage=spec.stage, turn=number, tokens=ctx.session.tokens_used
