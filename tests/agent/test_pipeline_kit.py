@@ -245,6 +245,11 @@ def reject(category: str = "weak_test", next_step: str = "handle negatives") -> 
     )
 
 
+def quiet() -> list[dict[str, Any]]:
+    """Three tool-less turns: the worker gives up (``no_case``) without running any tests."""
+    return [reply("thinking"), reply("still thinking"), reply("hmm")]
+
+
 def happy_worker() -> list[Any]:
     return [plan(), write("calc.py", GOOD_ADD), case()]
 

@@ -1,0 +1,84 @@
+"""The evaluator: what it is shown, one retry on a bad reply, then fail closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.agent.test_pipeline_kit import (
+    build,
+    case,
+    dumps,
+    happy_worker,
+    reject,
+)
+from tilth.agent import prompts
+from tilth.agent.pipeline import run_task
+from tilth.model import reply, tool_call_raw
+
+
+def test_evaluator_parse_failure_retries_once_then_fails_closed(tmp_path: Path) -> None:
+    garbage = reply(None, tool_call_raw("submit_verdict", "{oops"))
+    kit = build(
+        tmp_path,
+        [*happy_worker(), case("again")],
+        [garbage, reply("I accept!")],
+        max_evaluator_calls_per_task=1,
+    )
+    outcome = run_task(kit.ctx, kit.task())
+    assert outcome.reason == "evaluator_cap"
+    assert len(kit.evaluator.requests) == 2
+    assert [e.payload["attempt"] for e in kit.events("evaluator_parse_error")] == [1, 2]
+    # the retry saw the first error as the answer to its call
+    retry = kit.evaluator.requests[1]["messages"]
+    assert retry[-1]["role"] == "tool" and "could not be parsed" in retry[-1]["content"]
+    verdict = kit.events("evaluator_verdict")[0].payload
+    assert verdict["verdict"] == "reject" and verdict["parse_failed"] is True
+    assert kit.session.ledger.read("T-001")[0]["verdict"]["parse_failed"] is True
+    assert kit.events("ledger_appended")[0].payload["verdict_summary"] == "reject"
+
+
+def test_evaluator_retry_can_succeed(tmp_path: Path) -> None:
+    kit = build(
+        tmp_path, happy_worker(), [reply("no tool"), reject()], max_evaluator_calls_per_task=1
+    )
+    assert run_task(kit.ctx, kit.task()).reason == "evaluator_cap"
+    verdict = kit.events("evaluator_verdict")[0].payload
+    assert verdict["rejection_category"] == "weak_test" and "parse_failed" not in verdict
+    retry = kit.evaluator.requests[1]["messages"]
+    assert retry[-1]["role"] == "user" and "No `submit_verdict`" in retry[-1]["content"]
+
+
+def test_evaluator_prompt_has_diff_seed_test_output_and_ledger(tmp_path: Path) -> None:
+    kit = build(
+        tmp_path,
+        [*happy_worker(), case("v2")],
+        [reject(), reject()],
+        files={"README.md": "x\n", "calc.py": "", "AGENTS.md": "PROJECT-RULES-MARKER\n"},
+        max_evaluator_calls_per_task=2,
+    )
+    assert run_task(kit.ctx, kit.task()).reason == "evaluator_cap"
+    system, user = kit.evaluator.requests[1]["messages"][:2]
+    assert system["role"] == "system" and "submit_verdict" in system["content"]
+    text = user["content"]
+    assert "+    return a + b" in text  # the diff
+    assert "def test_add():" in text  # the seed test
+    assert "1 passed" in text  # the test output
+    assert "REJECTION-CONCERN-MARKER" in text  # the ledger
+    assert "add(2, 3) == 5" in text  # the acceptance criteria
+    assert "calc.py::add" in text  # the worker's case
+    assert "PROJECT-RULES-MARKER" in text
+    assert str(kit.worktree) not in dumps(kit.evaluator.requests[1]["messages"])
+    assert kit.evaluator.requests[1]["tools"][0]["function"]["name"] == "submit_verdict"
+
+
+def test_fences_cannot_be_closed_by_the_content() -> None:
+    fenced = prompts.fence("a\n```\nb", "diff")
+    assert fenced.startswith("````diff\n") and fenced.endswith("\n````")
+
+
+def test_seed_tests_share_one_budget(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_t001_a.py").write_text("x" * (prompts.SEED_TEST_CAP + 10))
+    (tmp_path / "tests" / "test_t001_b.py").write_text("y")
+    text = prompts.seed_tests_text(tmp_path, ["tests/test_t001_a.py", "tests/test_t001_b.py"])
+    assert "truncated" in text and "budget is spent" in text
