@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,37 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+DRAIN_SECONDS = 5.0
+"""How long to wait for the pipes to close after the group was killed."""
+LINGER_SECONDS = 1.0
+"""After the child exits, how long processes it left behind may keep its pipes open."""
+POLL_SECONDS = 0.25
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode("utf-8", "replace")
+
+
+def _drain(proc: subprocess.Popen[str], timed_out: subprocess.TimeoutExpired) -> tuple[str, str]:
+    """Collect what the killed child wrote; never wait on a descendant that left the group.
+
+    A process that called ``setsid`` (a daemon a test started, say) survives the group
+    kill and keeps the pipes open; waiting for their EOF would wait for it to exit.
+    """
+    try:
+        return proc.communicate(timeout=DRAIN_SECONDS)
+    except subprocess.TimeoutExpired as again:
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        proc.wait()
+        out = again.stdout if again.stdout is not None else timed_out.stdout
+        err = again.stderr if again.stderr is not None else timed_out.stderr
+        return _text(out), _text(err)
 
 
 def run(
@@ -51,13 +83,50 @@ def run(
         start_new_session=True,
     )
     try:
-        out, err = proc.communicate(input=input_text, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = proc.communicate()
-        return ProcResult(proc.returncode if proc.returncode is not None else -9, out, err, True)
+        return _wait(proc, input_text, time.monotonic() + timeout)
     except BaseException:
         kill_group(proc)
         proc.wait()
         raise
-    return ProcResult(proc.returncode, out, err)
+
+
+def _wait(proc: subprocess.Popen[str], input_text: str | None, deadline: float) -> ProcResult:
+    """Collect the child's output until it is done, or kill its group at ``deadline``.
+
+    "Done" is the child's exit plus EOF on its pipes. Background processes it left
+    running keep the pipes open; after ``LINGER_SECONDS`` they are killed and the
+    child's own exit code is reported, rather than waiting for them until the deadline
+    (not when feeding stdin: then only the deadline ends the wait).
+    """
+    if input_text is not None:
+        # communicate() cannot resume feeding stdin after a timeout, so no polling here.
+        try:
+            out, err = proc.communicate(
+                input=input_text, timeout=max(deadline - time.monotonic(), 0.001)
+            )
+            return ProcResult(proc.returncode, out, err)
+        except subprocess.TimeoutExpired as exc:
+            kill_group(proc)
+            out, err = _drain(proc, exc)
+            return ProcResult(
+                proc.returncode if proc.returncode is not None else -9, out, err, True
+            )
+    exited_at: float | None = None
+    while True:
+        step = min(deadline - time.monotonic(), POLL_SECONDS)
+        try:
+            out, err = proc.communicate(timeout=max(step, 0.001))
+            return ProcResult(proc.returncode, out, err)
+        except subprocess.TimeoutExpired as exc:
+            now = time.monotonic()
+            if proc.poll() is not None:
+                exited_at = exited_at if exited_at is not None else now
+                if now - exited_at >= LINGER_SECONDS:
+                    kill_group(proc)
+                    out, err = _drain(proc, exc)
+                    return ProcResult(proc.returncode, out, err)
+            if now >= deadline:
+                kill_group(proc)
+                out, err = _drain(proc, exc)
+                code = proc.returncode if proc.returncode is not None else -9
+                return ProcResult(code, out, err, True)

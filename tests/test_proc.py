@@ -1,0 +1,76 @@
+"""Child processes: timeouts, process-group kills, and processes a command leaves behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from tilth import proc
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_dead(pid: int) -> bool:
+    for _ in range(100):  # an orphan is reaped by init shortly after the kill
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_output_and_exit_code() -> None:
+    result = proc.run(["sh", "-c", "echo out; echo err >&2; exit 4"])
+    assert (result.returncode, result.stdout, result.stderr, result.timed_out) == (
+        4,
+        "out\n",
+        "err\n",
+        False,
+    )
+
+
+def test_input_text_is_fed_whole(tmp_path: Path) -> None:
+    big = "y" * 3_000_000
+    script = "import sys, time; time.sleep(0.5); print(len(sys.stdin.read()))"
+    result = proc.run(["python3", "-c", script], input_text=big, timeout=60)
+    assert result.stdout.strip() == "3000000"
+
+
+def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    result = proc.run(f"sleep 60 & echo $! > {pidfile}; echo started; wait", shell=True, timeout=1)
+    assert result.timed_out and result.returncode == -9
+    assert result.stdout == "started\n"
+    assert wait_dead(int(pidfile.read_text()))
+
+
+def test_background_leftovers_do_not_hold_the_result(tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    result = proc.run(f"sleep 60 & echo $! > {pidfile}; echo done; exit 3", shell=True, timeout=60)
+    assert (result.returncode, result.timed_out, result.stdout) == (3, False, "done\n")
+    assert wait_dead(int(pidfile.read_text()))  # killed with its parent's group
+
+
+def test_a_process_that_left_the_group_cannot_hang_the_caller(tmp_path: Path) -> None:
+    pidfile = tmp_path / "escapee.pid"
+    # setsid puts the sleeper in its own group, out of reach of the group kill, with
+    # our pipes still open. The call must return while it is still running.
+    result = proc.run(
+        f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & sleep 30",
+        shell=True,
+        timeout=1,
+    )
+    try:
+        assert result.timed_out
+        pid = int(pidfile.read_text())
+        assert alive(pid)
+    finally:
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
