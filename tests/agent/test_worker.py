@@ -153,3 +153,13 @@ def test_brief_channels_are_capped_and_curated(tmp_path: Path) -> None:
     )
     assert "### T-001 — one  [pending]  ← your task" in plan_text and "D1" not in plan_text
     assert "### T-002 — two  [done]\nD2" in plan_text
+
+
+def test_a_thread_left_on_an_assistant_message_gets_a_resume_note(tmp_path: Path) -> None:
+    kit = build(tmp_path, [plan(), *quiet()], [])
+    assert run_task(kit.ctx, kit.task()).reason == "no_case"
+    assert kit.thread("worker.T-001.implementing")[-1]["role"] == "assistant"
+    again = kit.with_models([*quiet()], [])
+    run_task(again.ctx, again.task())
+    sent = again.worker.requests[0]["messages"]
+    assert sent[-1]["role"] == "user" and "resumed this stage" in sent[-1]["content"]

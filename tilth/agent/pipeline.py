@@ -64,6 +64,7 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
         )
         ctx.recorder.task_start(task_id)
     _commit_finished_stages(ctx, state)
+    stage: str | None = None
     try:
         while (stage := next_stage(stages, state.stages_done)) is not None:
             _start_stage(ctx, state, stage)
@@ -78,7 +79,7 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
         ctx.session.log(
             "task_attempt_failed",
             task_id=task_id,
-            stage=state.current_stage,
+            stage=stage,
             reason=failed.reason,
             detail=failed.detail,
             **failed.fields,

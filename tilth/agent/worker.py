@@ -28,6 +28,10 @@ NUDGE = (
     "stage: when the stage's work is complete, call `{tool}`. If it is not complete, keep "
     "working with the other tools."
 )
+RESUMED = (
+    "The harness stopped and has now resumed this stage. Check the workspace state and "
+    "continue; when the stage's work is complete, call `{tool}`."
+)
 DUPLICATE = "Duplicate `{tool}` call ignored; act on the response to the first one."
 INTERRUPTED = (
     "(This call was not run: the harness stopped before answering it. Check the workspace "
@@ -136,6 +140,9 @@ def open_thread(ctx: RunContext, actor: Actor, spec: StageSpec, state: TaskState
             fake = ToolCall(str(call.get("id")), str(call.get("function", {}).get("name")), "")
             answer(actor, state.turns, fake, text)
         state.feedback = feedback
+        if not feedback and messages[-1].get("role") == "assistant" and not pending:
+            # Providers differ on a thread that ends with the assistant; give it a turn.
+            say(actor, RESUMED.format(tool=spec.tool), turn=state.turns, kind="resumed")
     if state.feedback:
         say(actor, state.feedback, turn=state.turns, kind="feedback")
         ctx.session.log("feedback_delivered", **actor.scope(), chars=len(state.feedback))
