@@ -147,3 +147,21 @@ def test_last_and_missing_file(tmp_path: Path) -> None:
     log.append("stop", {"reason": "all_done"})
     last = log.last("stop")
     assert last is not None and last.payload["reason"] == "all_done"
+
+
+def test_odd_but_valid_json_lines_never_crash_the_reader(log: EventLog) -> None:
+    log.append("a")
+    with open(log.path, "ab") as handle:
+        for line in (
+            '{"type": "x", "seq": "abc"}',
+            '{"type": "y", "seq": [1], "payload": "not a dict"}',
+            '{"type": "z", "seq": true}',
+            '{"type": 5}',
+            '"just a string"',
+        ):
+            handle.write(line.encode() + b"\n")
+    report = log.read()
+    assert [(e.type, e.seq) for e in report.events] == [("a", 1), ("x", 0), ("y", 0), ("z", 0)]
+    assert report.events[2].payload == {}
+    assert len(report.skipped) == 2
+    assert log.append("b").seq == 2  # numbering continues from the last numbered event

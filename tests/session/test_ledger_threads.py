@@ -111,3 +111,16 @@ def test_heads_names_every_thread(tmp_path: Path) -> None:
     threads.get("evaluator").append(msg("c"))
     assert threads.keys() == ["evaluator", "worker"]
     assert threads.heads() == {"evaluator": "evaluator#1", "worker": "worker#2"}
+
+
+def test_thread_lines_with_bad_ids_are_skipped(tmp_path: Path) -> None:
+    thread = Threads(tmp_path / "threads").get("chat")
+    thread.append(msg("a"))
+    with open(thread.path, "ab") as handle:
+        handle.write(b'{"v": 1, "message": {"role": "user", "content": "no id"}}\n')
+        handle.write(b'{"v": 1, "id": "chat", "message": {"role": "user", "content": "x"}}\n')
+        handle.write(b'{"v": 1, "id": "chat#2", "message": {"role": "user"}, "meta": [1]}\n')
+    stored = thread.read()
+    assert [m.id for m in stored] == ["chat#1", "chat#2"]
+    assert stored[1].meta == {}
+    assert thread.append(msg("b")).id == "chat#3"

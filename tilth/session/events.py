@@ -67,8 +67,10 @@ def _parse(line: bytes, offset: int, end: int) -> Event | str:
     if not isinstance(record, dict) or not isinstance(record.get("type"), str):
         return "not an event object"
     payload = record.get("payload")
+    seq = record.get("seq")
     return Event(
-        seq=int(record.get("seq") or 0),
+        # A hand-edited or foreign line may carry any seq; 0 means "unnumbered".
+        seq=seq if isinstance(seq, int) and not isinstance(seq, bool) and seq > 0 else 0,
         ts=str(record.get("ts", "")),
         type=record["type"],
         payload=payload if isinstance(payload, dict) else {},

@@ -19,6 +19,7 @@ from tilth.session.files import append_line, atomic_write_text
 
 THREAD_SCHEMA = 1
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+#[0-9]+$")
 
 
 @dataclass
@@ -62,10 +63,15 @@ class Thread:
                 record = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError):
                 continue
-            if isinstance(record, dict) and isinstance(record.get("message"), dict):
-                out.append(
-                    StoredMessage(str(record["id"]), record["message"], record.get("meta") or {})
-                )
+            if not isinstance(record, dict) or not isinstance(record.get("message"), dict):
+                continue
+            message_id = record.get("id")
+            if not isinstance(message_id, str) or not _ID_RE.match(message_id):
+                continue  # an id we cannot number would break id allocation
+            meta = record.get("meta")
+            out.append(
+                StoredMessage(message_id, record["message"], meta if isinstance(meta, dict) else {})
+            )
         return out
 
     def messages(self) -> list[dict[str, Any]]:
