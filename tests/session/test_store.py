@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
+from tilth.errors import ConfigError, SessionCorrupt, SessionNotFound, UsageError
 from tilth.session.store import CHECKPOINT_SCHEMA, STATUSES, Session, is_session_id, new_session_id
 
 ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
@@ -185,3 +185,11 @@ def test_log_and_last_stop(tmp_path: Path) -> None:
     session.log("stop", reason="all_done")
     assert session.last_stop() == "all_done"
     assert [e.seq for e in session.events.events()] == [1, 2, 3]
+
+
+def test_sessions_dir_that_is_a_file_is_a_config_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "sessions"
+    blocker.write_text("not a directory")
+    with pytest.raises(ConfigError) as info:
+        Session.create(blocker, tmp_path)
+    assert str(blocker) in str(info.value) and info.value.exit_code == 2

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
+from tilth.errors import ConfigError, SessionCorrupt, SessionNotFound, UsageError
 from tilth.session.events import Event, EventLog, utc_now
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.ledger import Ledger
@@ -134,6 +134,11 @@ class Session:
     @classmethod
     def create(cls, sessions_dir: Path, source: Path, **extra: Any) -> Session:
         """Make a new session directory with an initial ``checkpoint.json``."""
+        if sessions_dir.exists() and not sessions_dir.is_dir():
+            raise ConfigError(
+                f"the sessions directory {sessions_dir} is not a directory",
+                hint="point TILTH_SESSIONS_DIR (or TILTH_HOME) at a directory",
+            )
         sessions_dir.mkdir(parents=True, exist_ok=True)
         while True:
             sid = _next_session_id(sessions_dir)
