@@ -102,3 +102,17 @@ def test_blobs_named_by_an_in_flight_journal_survive(tilth_home: Path, tmp_path:
     journal.unlink()
     collect(_settings(tilth_home, tilth_home / "sessions"), grace_seconds=0)
     assert not store.has(kept)
+
+
+def test_checkpoints_gc_through_the_cli(tilth_home: Path, tmp_path: Path) -> None:
+    driver = _driver(tmp_path / "a", tilth_home / "sessions", 3)
+    result = _cli(
+        tilth_home / "sessions", "checkpoints", "--gc", "--json", TILTH_CHECKPOINT_MAX_BYTES="0"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert len(report["checkpoints_pruned"]) == 2
+    store = BlobStore.for_home(tilth_home)
+    assert all(store.has(blob) for blob in _referenced(driver))
+    plain = _cli(tilth_home / "sessions", "checkpoints", "--gc")
+    assert plain.returncode == 0 and "pruned 0 turn checkpoint(s)" in plain.stdout

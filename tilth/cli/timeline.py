@@ -51,9 +51,32 @@ def _row(cp: Checkpoint) -> dict[str, object]:
 @click.command()
 @session_id_argument
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def checkpoints(session_id: str | None, as_json: bool) -> None:
+@click.option(
+    "--gc",
+    "run_gc",
+    is_flag=True,
+    help="Apply the snapshot retention budgets now (every session) and report what was freed.",
+)
+def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
     """List a session's checkpoints: id, time, kind, task/stage/turn, label, files changed."""
     out = io()
+    if run_gc:
+        # Turn-snapshot retention (tilth.timeline.gc): age and size budgets, then a sweep.
+        from tilth.timeline.gc import collect
+
+        report = collect(settings())
+        if as_json:
+            out.print_json(
+                {
+                    "checkpoints_pruned": report.checkpoints_pruned,
+                    "blobs_removed": report.blobs_removed,
+                    "bytes_freed": report.bytes_freed,
+                    "bytes_kept": report.bytes_kept,
+                }
+            )
+        else:
+            out.ok(report.render())
+        return
     session = pick_session(settings(), session_id, out, "checkpoints")
     _recover_if_free(session, out)
     timeline = read_timeline(session)
