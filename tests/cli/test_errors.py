@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -73,3 +74,16 @@ def test_unknown_session_names_it_and_hints_at_the_listing(cli: RunCli) -> None:
     lines = assert_clean_failure(cli("reset", "20200101-000000-abcdef", "-y"), 2)
     assert lines[0].startswith("error: no session 20200101-000000-abcdef under ")
     assert any(line.startswith("hint: ") and "tilth sessions" in line for line in lines)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tilth.cli.prep") is None, reason="prep-feature not built yet"
+)
+def test_missing_model_settings_name_every_variable_before_anything_happens(
+    cli: RunCli, repo: Path, sessions_dir: Path
+) -> None:
+    lines = assert_clean_failure(cli("prep-feature", str(repo), "--brief", "x"), 2)
+    assert lines[0].startswith("error: missing required setting(s) for prep model calls: ")
+    for name in ("TILTH_BASE_URL", "TILTH_API_KEY", "TILTH_WORKER_MODEL"):
+        assert name in lines[0]
+    assert not sessions_dir.exists() or not any(sessions_dir.iterdir())
