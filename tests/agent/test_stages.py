@@ -111,3 +111,11 @@ def test_stage_order_and_send_back_targets() -> None:
     assert next_stage(stages, list(stages)) is None
     assert SENDS_BACK_TO == {"design_review": "brainstorming", "code_review": "implementing"}
     assert stage_commit_message("T-007", "planning") == "task/T-007: complete planning stage"
+
+
+def test_gate_output_hides_the_absolute_workspace_path(tmp_path: Path) -> None:
+    root = project(tmp_path, {})
+    gate = run_gate(root, ["T-001"], timeout=60, lint_command="pwd; echo $PWD/src/x.py; exit 1")
+    lint = gate.checks[1].output
+    assert str(root) not in lint
+    assert lint.splitlines() == [".", "src/x.py"]

@@ -108,6 +108,15 @@ def child_env(secrets: Sequence[str]) -> dict[str, str]:
     return env
 
 
+def _output(result: proc.ProcResult, worktree: Path) -> str:
+    """stdout then stderr, with the worktree's absolute path shown as relative."""
+    text = result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")
+    # Models see workspace-relative paths only; the session's location stays private.
+    for root in dict.fromkeys((str(worktree.resolve()), str(worktree))):
+        text = text.replace(root + os.sep, "").replace(root, ".")
+    return text.strip()
+
+
 def run_pytest(
     worktree: Path, files: Sequence[str], *, timeout: float, secrets: Sequence[str] = ()
 ) -> Check:
@@ -117,7 +126,7 @@ def run_pytest(
     cmd = [project_python(worktree), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *files]
     shown = "python -m pytest -x -q " + " ".join(files)
     result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets))
-    output = (result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")).strip()
+    output = _output(result, worktree)
     if result.timed_out:
         return Check("pytest", False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
     return Check("pytest", result.returncode == 0, output, shown)
@@ -126,7 +135,7 @@ def run_pytest(
 def run_lint(worktree: Path, command: str, *, timeout: float, secrets: Sequence[str] = ()) -> Check:
     """The configured lint command (a shell line) in the worktree."""
     result = proc.run(command, cwd=worktree, timeout=timeout, env=child_env(secrets), shell=True)
-    output = (result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")).strip()
+    output = _output(result, worktree)
     if result.timed_out:
         return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)
     return Check("lint", result.returncode == 0, output, command)
