@@ -1,0 +1,100 @@
+"""Fixtures for the e2e suite: the story is built once per test run, then restored per test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.lab import (
+    ANSWER,
+    STALL_MODEL,
+    Lab,
+    Live,
+    StoryScript,
+    bodies,
+    build_project,
+    start_servers,
+)
+from tilth.demo.story import BRIEF
+
+
+def _check(done: subprocess.CompletedProcess[str], code: int, what: str) -> None:
+    assert done.returncode == code, f"{what}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """prep-feature (piped answer) → ``prepared``; run → ``done``; a stalled run → ``failed``."""
+    patch = pytest.MonkeyPatch()
+    for key in list(os.environ):
+        if key.startswith("TILTH_"):
+            patch.delenv(key)
+    root = tmp_path_factory.mktemp("e2e")
+    script = StoryScript(root / "outside")
+    servers = start_servers(script)
+    lab = Lab(root, servers, script)
+    try:
+        build_project(root)
+        world = lab.world
+        prep = world.cli("prep-feature", str(world.proj), "--brief", BRIEF, input_text=ANSWER)
+        _check(prep, 0, "prep-feature")
+        lab.notes["prep"] = prep
+        lab.save("prepared")
+
+        run = world.cli("run", str(world.proj))
+        _check(run, 0, "run")
+        lab.notes["run"] = run
+        lab.notes["requests"] = {
+            "worker": bodies(servers.worker),
+            "evaluator": bodies(servers.evaluator),
+            "prep": bodies(servers.prep),
+        }
+        lab.save("done")
+
+        lab.restore("prepared")
+        failed = world.cli(
+            "run",
+            str(world.proj),
+            TILTH_WORKER_MODEL=STALL_MODEL,
+            TILTH_MAX_ITERATIONS_PER_TASK="1",
+        )
+        lab.notes["failed_run"] = failed
+        lab.save("failed")
+        lab.clear()
+        yield lab
+    finally:
+        servers.stop()
+        patch.undo()
+
+
+@pytest.fixture
+def prepared(lab: Lab) -> Iterator[Live]:
+    """A copy of the story right after prep-feature (status prepared)."""
+    yield lab.restore("prepared")
+    lab.clear()
+
+
+@pytest.fixture
+def done(lab: Lab) -> Iterator[Live]:
+    """A copy of the story after a full run (status all_done, one rejection on T-001)."""
+    yield lab.restore("done")
+    lab.clear()
+
+
+@pytest.fixture
+def failed(lab: Lab) -> Iterator[Live]:
+    """A copy of the story after a run that failed T-001 on the iteration cap."""
+    yield lab.restore("failed")
+    lab.clear()
+
+
+@pytest.fixture
+def blank(lab: Lab, tmp_path: Path) -> Iterator[Live]:
+    """Nothing restored: an empty live root for tests that build their own session."""
+    lab.clear()
+    yield lab.world
+    lab.clear()

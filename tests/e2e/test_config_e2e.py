@@ -1,0 +1,95 @@
+"""SPEC §3 from outside: role routing, malformed numbers, API keys kept out of reach."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.lab import KEYS, Lab, Live, iter_files, tool_names
+
+
+def test_calls_are_routed_by_role_not_by_model_name(lab: Lab) -> None:
+    # every role uses the same model name; only the role's base URL tells them apart
+    requests = lab.notes["requests"]
+    assert requests["prep"] and requests["worker"] and requests["evaluator"]
+    for body in requests["prep"]:
+        assert "write_seed" in tool_names(body)
+    for body in requests["evaluator"]:
+        assert tool_names(body) == {"submit_verdict"}
+    for body in requests["worker"]:
+        assert not tool_names(body) & {"write_seed", "submit_verdict"}
+    for role, server in (
+        ("worker", lab.servers.worker),
+        ("evaluator", lab.servers.evaluator),
+        ("prep", lab.servers.prep),
+    ):
+        auth = {r["headers"].get("authorization") for r in server.requests if r["body"]}
+        # each endpoint only ever saw its own role's key
+        assert auth == {f"Bearer {KEYS[role]}"}, (role, auth)
+
+
+NUMBERS = ["TILTH_MAX_ITERATIONS_PER_TASK", "TILTH_MAX_TOKENS", "TILTH_MAX_WALL_CLOCK_MINUTES"]
+
+
+@pytest.mark.parametrize("variable", NUMBERS)
+def test_malformed_number_is_a_one_line_error_naming_the_variable(
+    prepared: Live, variable: str
+) -> None:
+    before = prepared.types()
+    done = prepared.cli("run", str(prepared.proj), **{variable: "twelve"})
+    assert done.returncode not in (0, 3)
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) >= 1
+    error_lines = [line for line in lines if variable in line]
+    assert error_lines, done.stderr
+    assert error_lines[0].startswith("error:"), done.stderr
+    # nothing ran
+    assert prepared.types() == before
+
+
+def test_blank_number_counts_as_unset(prepared: Live) -> None:
+    done = prepared.cli(
+        "run",
+        str(prepared.proj),
+        TILTH_MAX_ITERATIONS_PER_TASK="",
+        TILTH_MAX_TOKENS="  ",
+        TILTH_MAX_WALL_CLOCK_MINUTES="0.0000001",
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert prepared.of_type("stop")[-1]["payload"]["reason"] == "wall_clock"
+
+
+def test_api_keys_are_in_no_session_file(done: Live) -> None:
+    leaks = [
+        (str(path), role)
+        for path in iter_files(done.home)
+        for role, key in KEYS.items()
+        if key.encode() in path.read_bytes()
+    ]
+    assert leaks == []
+    html = (done.sdir() / "chat.html").read_text()
+    assert not any(key in html for key in KEYS.values())
+
+
+def test_api_keys_are_not_visible_to_the_workers_bash(lab: Lab) -> None:
+    # the story's T-001 ran `env` and read its parent's environ; what bash printed
+    # went back to the model as the tool result
+    outputs = []
+    for body in lab.notes["requests"]["worker"]:
+        calls = {
+            call["id"]: call["function"]
+            for message in body["messages"]
+            for call in message.get("tool_calls") or []
+        }
+        for message in body["messages"]:
+            call = calls.get(message.get("tool_call_id"))
+            if message.get("role") == "tool" and call and call["name"] == "bash":
+                if "environ" in json.loads(call["arguments"])["command"]:
+                    outputs.append(message["content"])
+    assert outputs, "the env probe never ran"
+    assert "PATH=" in outputs[0]  # the probe really printed an environment
+    for output in outputs:
+        for key in KEYS.values():
+            assert key not in output
