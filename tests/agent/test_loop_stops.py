@@ -136,8 +136,9 @@ def test_unreachable_endpoint_is_a_clean_error_exit_1(repo: Path, sessions_dir: 
     assert resumed.payload["last_stop"] == "error"
 
 
-def test_ctrl_c_persists_state_exits_130_and_resume_continues(
-    repo: Path, sessions_dir: Path
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_saves_state_exits_130_and_resume_continues(
+    repo: Path, sessions_dir: Path, signum: int
 ) -> None:
     seeded = seed_session(sessions_dir, repo, ONE_TASK)
     team = Team(recipes())
@@ -165,13 +166,16 @@ def test_ctrl_c_persists_state_exits_130_and_resume_continues(
         ):
             assert child.poll() is None and time.monotonic() < deadline, child.communicate()
             time.sleep(0.05)
-        child.send_signal(signal.SIGINT)
+        child.send_signal(signum)
         out, err = child.communicate(timeout=60)
     assert child.returncode == 130, out + err
     assert "Traceback" not in err
     assert seeded.stops() == ["interrupted"]
     assert seeded.session.status == "running"
     assert seeded.statuses() == {"T-001": "in_progress"}
+    assert not seeded.session.lock().holder_pid()
+    if signum == signal.SIGTERM:
+        return  # the same stop as Ctrl-C; resuming it is covered once, below
     resumed = _resume_to_all_done(seeded)
     assert resumed.payload["last_stop"] == "interrupted"
     stages = [e.payload["stage"] for e in seeded.events() if e.type == "stage_completed"]

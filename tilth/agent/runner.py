@@ -7,6 +7,7 @@ crash interrupted is finished (or undone) before anything else reads the state.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,12 +17,11 @@ from typing import Any
 from tilth import git
 from tilth.agent.loop import CAP_SETTINGS, Stop, run_loop
 from tilth.agent.progress import TerminalProgress
-from tilth.agent.records import task_counts, write_summary
-from tilth.agent.resume import ResumePlan, prepare_resume
+from tilth.agent.records import task_counts
+from tilth.agent.resume import prepare_resume
 from tilth.agent.run_context import RunContext
 from tilth.config import Role, Settings
 from tilth.errors import WorkspaceError
-from tilth.model import model_for
 from tilth.model.base import Model
 from tilth.session.store import Session
 from tilth.ui.io import IO
@@ -29,6 +29,8 @@ from tilth.ui.io import IO
 
 def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model, Model]:
     """Worker and evaluator models, each logging ``model_retry`` before a retry."""
+
+    from tilth.model import model_for  # imports the OpenAI SDK: slow, so only when running
 
     def hook(role: Role) -> Any:
         def on_retry(attempt: int, reason: str, delay: float) -> None:
@@ -67,9 +69,10 @@ def ensure_session_worktree(session: Session) -> Path:
 
 def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Stop:
     """Run (or resume) ``session`` to a stop, holding its lock throughout."""
-    worker, evaluator = models_for_run(settings, session, out)
     started = time.monotonic()
-    with session.lock():
+    with session.lock(), _sigterm_as_interrupt():
+        # Models before anything else: a missing setting fails here, with nothing changed yet.
+        worker, evaluator = models_for_run(settings, session, out)
         from tilth.timeline import Recorder, recover
 
         recover(session)
@@ -111,6 +114,24 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
         chat = _write_chat_html(session, out)
     print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
     return stop
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the run like Ctrl-C: state saved, ``stop {interrupted}``, lock released."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager
@@ -196,15 +217,11 @@ def print_run_summary(
         out.say(f"chat      {chat}")
     else:
         out.say(f"chat      run `tilth visualize {session.id}` to write chat.html")
-    if stop.reason in CAP_SETTINGS and stop.reason in ("wall_clock", "token_cap"):
-        out.say(f"next      raise {CAP_SETTINGS[stop.reason]} if needed, then `tilth resume`")
-    if stop.exit_code in (3, 130) or stop.reason == "error":
+    if stop.reason in ("wall_clock", "token_cap"):
+        setting = CAP_SETTINGS[stop.reason]
+        out.say(f"next      raise {setting} if needed, then: tilth resume {session.id}")
+    elif stop.reason != "all_done":
         out.say(f"next      tilth resume {session.id}")
 
 
-def refresh_records(session: Session) -> None:
-    """Rebuild ``summary.json`` (used after resume planning decides nothing runs)."""
-    write_summary(session)
-
-
-__all__ = ["ResumePlan", "drive", "ensure_session_worktree", "print_run_summary"]
+__all__ = ["drive", "ensure_session_worktree", "print_run_summary"]
