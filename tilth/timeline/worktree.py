@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import re
 import shutil
@@ -12,9 +13,12 @@ from pathlib import Path
 from tilth import git
 from tilth.session.threads import Thread, message_number
 
-# Every event line starts like this (EventLog writes keys in this order); anchoring
-# at the line start means a nested "type" inside a payload never counts.
-_EVENT_TYPE_RE = re.compile(rb'^\{"v": \d+, "seq": \d+, "ts": "[^"]*", "type": "([^"\\]*)"', re.M)
+# Every event line starts like this (EventLog writes keys in this order); anchoring at
+# a newline means a nested "type" inside a payload never counts, and the literal prefix
+# lets the regex engine skip ahead with a fast search instead of trying every byte.
+_EVENT_HEAD = rb'\{"v": \d+, "seq": \d+, "ts": "[^"]*", "type": "([^"\\]*)"'
+_EVENT_TYPE_RE = re.compile(rb"\n" + _EVENT_HEAD)
+_FIRST_EVENT_RE = re.compile(_EVENT_HEAD)
 
 
 def _scratch_index(worktree: Path, tmp: Path) -> dict[str, str]:
@@ -76,7 +80,10 @@ def tally_events(path: Path, offset: int) -> dict[str, int]:
         return {}
     counts: Counter[str] = Counter()
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        for match in _EVENT_TYPE_RE.finditer(mm, offset):
+        # ``offset`` is a line start: begin at the newline before it (or match line one).
+        first = _FIRST_EVENT_RE.match(mm, 0) if offset == 0 else None
+        rest = _EVENT_TYPE_RE.finditer(mm, max(0, offset - 1))
+        for match in itertools.chain([first] if first else [], rest):
             counts[match.group(1).decode("utf-8", "replace")] += 1
     return dict(sorted(counts.items()))
 
