@@ -163,3 +163,13 @@ def test_a_thread_left_on_an_assistant_message_gets_a_resume_note(tmp_path: Path
     run_task(again.ctx, again.task())
     sent = again.worker.requests[0]["messages"]
     assert sent[-1]["role"] == "user" and "resumed this stage" in sent[-1]["content"]
+
+
+def test_empty_responses_back_off_longer_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("tilth.agent.worker.time.sleep", slept.append)
+    kit = build(tmp_path, [plan(), empty(), empty(), empty()], [], empty_backoff_seconds=0.5)
+    assert run_task(kit.ctx, kit.task()).reason == "empty_responses"
+    assert slept == [0.5, 1.0]  # no wait after the streak that fails the task

@@ -169,10 +169,9 @@ def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: Sta
         scripted=ctx.scripted,
     )
     open_thread(ctx, actor, spec, state)
-    limit = ctx.settings.max_iterations_per_task
-    backoff = ctx.settings.empty_backoff_seconds
-    empty_streak = quiet_streak = 0
+    streaks = _Streaks()
     while True:
+        limit = ctx.settings.max_iterations_per_task
         if limit and state.turns >= limit:
             raise TaskFailed(
                 "iter_cap",
@@ -184,30 +183,7 @@ def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: Sta
         result = take_turn(actor, number)
         state.turns = number
         state.save(ctx.session)
-        accepted: Submission | None = None
-        if result.empty:
-            empty_streak += 1
-            ctx.session.log(
-                "empty_model_response",
-                **actor.scope(),
-                turn=number,
-                streak=empty_streak,
-                finish_reason=result.turn.finish_reason,
-            )
-            label = f"{spec.stage}: empty response"
-        else:
-            empty_streak = 0
-            if result.control_calls:
-                quiet_streak = 0
-                accepted = _submit(actor, spec, result)
-            elif result.tool_calls_run == 0:
-                quiet_streak += 1
-                if quiet_streak < QUIET_TURN_LIMIT:
-                    say(actor, NUDGE.format(tool=spec.tool), turn=number, kind="nudge")
-                    ctx.session.log("nudge", **actor.scope(), turn=number, streak=quiet_streak)
-            else:
-                quiet_streak = 0
-            label = _label(spec, result, accepted)
+        accepted, label = _after_turn(ctx, actor, spec, result, streaks)
         if accepted is not None:
             # Done before the turn checkpoint, so going back to this turn never replays
             # an accepted submission; the pipeline commits the stage right after.
@@ -219,20 +195,59 @@ def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: Sta
         )
         if accepted is not None:
             return accepted.output
-        if empty_streak >= EMPTY_RESPONSE_LIMIT:
+        streaks.check(spec.tool)
+        if streaks.empty:
+            time.sleep(ctx.settings.empty_backoff_seconds * streaks.empty)
+
+
+@dataclass
+class _Streaks:
+    """Consecutive empty and tool-less turns in this stage."""
+
+    empty: int = 0
+    quiet: int = 0
+
+    def check(self, tool: str) -> None:
+        """Raise ``TaskFailed`` when a streak reached its limit."""
+        if self.empty >= EMPTY_RESPONSE_LIMIT:
             raise TaskFailed(
-                "empty_responses",
-                f"{empty_streak} empty model responses in a row",
-                streak=empty_streak,
+                "empty_responses", f"{self.empty} empty model responses in a row", streak=self.empty
             )
-        if quiet_streak >= QUIET_TURN_LIMIT:
+        if self.quiet >= QUIET_TURN_LIMIT:
             raise TaskFailed(
                 "no_case",
-                f"{quiet_streak} turns in a row without a tool call or `{spec.tool}`",
-                nudges=quiet_streak - 1,
+                f"{self.quiet} turns in a row without a tool call or `{tool}`",
+                nudges=self.quiet - 1,
             )
-        if empty_streak:
-            time.sleep(backoff * empty_streak)
+
+
+def _after_turn(
+    ctx: RunContext, actor: Actor, spec: StageSpec, result: TurnResult, streaks: _Streaks
+) -> tuple[Submission | None, str]:
+    """Classify a finished turn: submit calls judged, quiet turns nudged, empties logged."""
+    if result.empty:
+        streaks.empty += 1
+        ctx.session.log(
+            "empty_model_response",
+            **actor.scope(),
+            turn=result.number,
+            streak=streaks.empty,
+            finish_reason=result.turn.finish_reason,
+        )
+        return None, f"{spec.stage}: empty response"
+    streaks.empty = 0
+    accepted: Submission | None = None
+    if result.control_calls:
+        streaks.quiet = 0
+        accepted = _submit(actor, spec, result)
+    elif result.tool_calls_run == 0:
+        streaks.quiet += 1
+        if streaks.quiet < QUIET_TURN_LIMIT:
+            say(actor, NUDGE.format(tool=spec.tool), turn=result.number, kind="nudge")
+            ctx.session.log("nudge", **actor.scope(), turn=result.number, streak=streaks.quiet)
+    else:
+        streaks.quiet = 0
+    return accepted, _label(spec, result, accepted)
 
 
 def _submit(actor: Actor, spec: StageSpec, result: TurnResult) -> Submission | None:
