@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from agent.support import (
     TASKS,
@@ -17,7 +18,8 @@ from agent.support import (
 )
 from tilth import git
 from tilth.agent.task_state import L1_STAGES
-from tilth.demo.script import Recipe, Team
+from tilth.demo.script import WORKER, Recipe, Team
+from tilth.model.script import Reply, error
 
 DOCSTRING = '"""Count the words in text."""'
 
@@ -88,8 +90,19 @@ def test_a_rejected_task_is_reworked_and_accepted(repo: Path, sessions_dir: Path
         next_step="add a module docstring",
         test_command="true",
     )
-    with team_server(Team(recipes(T_001=first))) as server:
-        result = tilth("run", str(repo), env=model_env(server.base_url))
+    team = Team(recipes(T_001=first))
+    failed_once: list[str] = []
+
+    def flaky(model: str, request: dict[str, Any]) -> Reply:
+        # The very first worker call gets a 503: the run retries it and logs model_retry.
+        if model == WORKER and not failed_once:
+            failed_once.append(model)
+            return error(503, "upstream overloaded")
+        return team(model, request)
+
+    with team_server(flaky) as server:
+        env = model_env(server.base_url, TILTH_MODEL_MAX_RETRIES="1")
+        result = tilth("run", str(repo), env=env)
         reviews = evaluator_requests(server)
     assert result.returncode == 0, result.stdout + result.stderr
     verdicts = [
@@ -104,3 +117,7 @@ def test_a_rejected_task_is_reworked_and_accepted(repo: Path, sessions_dir: Path
     # The second review saw the first one's rejection in the task's ledger.
     assert "the module has no docstring" in request_text(reviews[-1])
     assert seeded.statuses() == {"T-001": "done"}
+    retries = [e.payload for e in seeded.events() if e.type == "model_retry"]
+    assert [(r["role"], r["attempt"]) for r in retries] == [("worker", 1)]
+    assert "503" in retries[0]["reason"]
+    assert json.loads(seeded.session.summary_path.read_text())["model_retries"] == 1
