@@ -169,7 +169,7 @@ def test_empty_responses_back_off_longer_each_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("tilth.agent.worker.time.sleep", slept.append)
+    monkeypatch.setattr("tilth.agent.worker.sleep", slept.append)
     kit = build(tmp_path, [plan(), empty(), empty(), empty()], [], empty_backoff_seconds=0.5)
     assert run_task(kit.ctx, kit.task()).reason == "empty_responses"
     assert slept == [0.5, 1.0]  # no wait after the streak that fails the task

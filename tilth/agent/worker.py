@@ -9,9 +9,9 @@ are answered, never raised; every call in a turn is answered before the next.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import sleep
 from typing import Any
 
 from tilth.agent.run_context import RunContext
@@ -197,7 +197,7 @@ def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: Sta
             return accepted.output
         streaks.check(spec.tool)
         if streaks.empty:
-            time.sleep(ctx.settings.empty_backoff_seconds * streaks.empty)
+            sleep(ctx.settings.empty_backoff_seconds * streaks.empty)
 
 
 @dataclass
