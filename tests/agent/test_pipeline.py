@@ -88,7 +88,7 @@ def test_l2_task_brainstorms_and_passes_design_review_first(tmp_path: Path) -> N
     assert run_task(kit.ctx, kit.task()).status == "done"
     assert kit.subjects() == commits_for(L2)
     design_prompt = dumps(kit.evaluator.requests[0]["messages"])
-    assert "DESIGN-NOTE-MARKER" in design_prompt
+    assert design_prompt.count("DESIGN-NOTE-MARKER") == 1
     assert "design_review" in design_prompt
     # the planning stage sees the brainstorm and the design review
     planning_brief = kit.thread("worker.T-001.planning")[1]["content"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.agent.case import format_case
-from tilth.agent.verdict import format_ledger
+from tilth.agent.verdict import REVIEWED_STAGE, format_ledger
 
 CONTEXT_FILES_CAP = 8_000
 PROGRESS_TAIL_LINES = 30
@@ -151,13 +151,15 @@ def format_output(stage: str, output: Any) -> str:
     return json.dumps(output, ensure_ascii=False, default=str)
 
 
-def stage_outputs(outputs: dict[str, Any], stages: tuple[str, ...], before: str) -> str:
+def stage_outputs(
+    outputs: dict[str, Any], stages: tuple[str, ...], before: str, skip: tuple[str, ...] = ()
+) -> str:
     """Outputs of the stages that come before ``before``, in pipeline order."""
     parts = []
     for stage in stages:
         if stage == before:
             break
-        if outputs.get(stage) not in (None, ""):
+        if stage not in skip and outputs.get(stage) not in (None, ""):
             text = cap(format_output(stage, outputs[stage]), STAGE_OUTPUT_CAP)
             parts.append(f"### {STAGE_TITLES.get(stage, stage)}\n\n{text}")
     return "\n\n".join(parts)
@@ -270,7 +272,11 @@ def evaluator_brief(
         ),
         ("## Acceptance criteria", criteria),
         (f"## Project context ({', '.join(loaded)})", context_text),
-        ("## Earlier stages of this task", stage_outputs(outputs, stages, stage)),
+        (
+            "## Earlier stages of this task",
+            # The work under review is shown on its own below, not twice.
+            stage_outputs(outputs, stages, stage, skip=(REVIEWED_STAGE.get(stage, ""),)),
+        ),
         ("## Prior iterations on this task", format_ledger(ledger[-LEDGER_LIMIT:], "").strip()),
         ("## The work under review", work),
         ("## Seed acceptance tests (the tests the harness ran)", seed_tests),

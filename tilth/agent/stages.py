@@ -13,13 +13,13 @@ from tilth.agent.case import SUBMIT_CASE, SUBMIT_CASE_SCHEMA, arguments_of, form
 from tilth.agent.run_context import RunContext
 from tilth.agent.seed_tests import GateRun, clip, run_gate, seed_test_files
 from tilth.agent.task_state import TaskState
-from tilth.agent.verdict import format_reject_feedback
+from tilth.agent.verdict import REVIEWED_STAGE, format_reject_feedback
 from tilth.agent.worker import StageSpec, Submission
 from tilth.agent.worker import run_stage as run_worker_stage
 from tilth.config import secret_values
 from tilth.model.base import ToolCall, function_tool
 
-SENDS_BACK_TO = {"design_review": "brainstorming", "code_review": "implementing"}
+SENDS_BACK_TO = REVIEWED_STAGE
 """A rejection returns the task to the stage that produced the rejected work."""
 PREVIEW = 1_000
 

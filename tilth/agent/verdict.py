@@ -21,6 +21,8 @@ REJECTION_CATEGORIES = (
     "half_finished",
     "spec_violation",
 )
+REVIEWED_STAGE = {"design_review": "brainstorming", "code_review": "implementing"}
+"""The stage whose work each review judges (and where a rejection sends the task)."""
 _VERDICT_KEYS = {"verdict", "rejection_category", "concern", "evidence", "next_step"}
 
 SUBMIT_VERDICT_SCHEMA: dict[str, Any] = {
