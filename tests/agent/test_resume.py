@@ -170,3 +170,15 @@ def test_a_locked_session_is_refused(repo: Path, sessions_dir: Path) -> None:
         holder.wait(timeout=30)
     assert seeded.session.status == "prepared"
     assert [e.type for e in seeded.events()][-1] == "seed_committed"
+
+
+def test_resume_after_a_crash_past_the_last_task_just_records_the_stop(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    seeded.session.save_prd([{**TASKS[0], "status": "done"}])
+    seeded.session.set_status("running")  # died before logging stop {all_done}
+    result = tilth("resume", seeded.session.id, env=model_env("http://127.0.0.1:9/v1"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert seeded.session.status == "all_done"
+    assert seeded.stops() == ["all_done"]

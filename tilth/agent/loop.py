@@ -85,11 +85,9 @@ def run_loop(ctx: RunContext) -> Stop:
 def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
     """Run one task's pipeline and record its outcome; a ``Stop`` when it failed."""
     task_id, title = str(task["id"]), str(task.get("title", ""))
-    if task.get("status") != "in_progress":
-        _set_task_status(ctx, task_id, "in_progress")
     ctx.progress.note(f"▶ {task_id}: {title}", style="bold")
     ctx.progress.status(task=task_id, tokens=ctx.session.tokens_used)
-    outcome = run_task(ctx, task)
+    outcome = run_task(ctx, task)  # marks the task in_progress, persists every step
     if outcome.status == "done":
         _set_task_status(ctx, task_id, "done")
         append_progress(ctx.session, task_id, "done", title)

@@ -71,7 +71,8 @@ def resume_session(session: Session, cfg: Settings, out: IO) -> int:
         out.dim(f"session {session.id} is prepared and never ran; running it (as `tilth run`)")
         return _drive(session, cfg, out, resume=False)
     tasks = session.load_prd()
-    if tasks and all(t.get("status") == "done" for t in tasks):
+    # A crash between the last task and its stop event leaves "running": the loop fixes that.
+    if session.status == "all_done" and all(t.get("status") == "done" for t in tasks):
         out.ok(f"session {session.id} is all done; nothing to resume")
         return 0
     return _drive(session, cfg, out, resume=True)

@@ -143,12 +143,18 @@ class Tour:
             self.out.say(f"skipped: `tilth {step.argv[0]}` is not available in this build yet")
             return None
         self.out.dim("$ " + shlex.join(["tilth", *step.argv]))
-        code = subprocess.call(
+        child = subprocess.Popen(
             [sys.executable, "-m", "tilth", *step.argv],
             env=self._env(),
             cwd=self.root,
             stdin=None if self.options.live else subprocess.DEVNULL,
         )
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:
+            # The child got the Ctrl-C too: let it save its state and stop before we do.
+            child.wait()
+            raise
         if code not in step.ok:
             raise DemoFailed(
                 f"demo step {self.number} (`tilth {step.argv[0]}`) exited with {code}",
