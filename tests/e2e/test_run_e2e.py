@@ -1,0 +1,189 @@
+"""SPEC §5.2 from outside: exit codes, worker and evaluator tool schemas, confinement, choice."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from typing import Any
+
+from tests.e2e.lab import (
+    ANSWER,
+    ERROR_MODEL,
+    SECRET,
+    SLOW_MODEL,
+    Lab,
+    Live,
+    bodies,
+    probes,
+    tool_names,
+)
+from tilth.demo.story import BRIEF
+
+CATEGORIES = {
+    "scope_creep",
+    "acceptance_gap",
+    "weak_test",
+    "tests_pass_but_wrong",
+    "half_finished",
+    "spec_violation",
+}
+
+
+def _schemas(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["function"]["name"]: t["function"]["parameters"] for t in body["tools"]}
+
+
+def _required(schema: dict[str, Any]) -> set[str]:
+    return set(schema.get("required") or [])
+
+
+def _implementing_request(lab: Lab) -> dict[str, Any]:
+    return next(b for b in lab.notes["requests"]["worker"] if "submit_case" in tool_names(b))
+
+
+def test_exit_0_when_all_tasks_are_done(lab: Lab) -> None:
+    run = lab.notes["run"]
+    assert run.returncode == 0
+    assert "all_done" in run.stdout
+
+
+def test_failed_task_halts_with_a_failed_placeholder_commit(failed: Live) -> None:
+    subjects = failed.subjects(failed.seed_sha())
+    assert len(subjects) == 1 and "FAILED (iter_cap)" in subjects[0], subjects
+    assert "T-001" in subjects[0]
+
+
+def test_failed_run_exit_code_is_3(lab: Lab) -> None:
+    run = lab.notes["failed_run"]
+    assert run.returncode == 3, run.stdout + run.stderr
+
+
+def test_exit_130_on_ctrl_c(prepared: Live, lab: Lab) -> None:
+    seen = len(bodies(lab.servers.worker))
+    child = prepared.popen("run", str(prepared.proj), TILTH_WORKER_MODEL=SLOW_MODEL)
+    try:
+        deadline = time.monotonic() + 30
+        # wait until the worker's first (slow) model call is in flight
+        while len(bodies(lab.servers.worker)) == seen and time.monotonic() < deadline:
+            assert child.poll() is None, child.communicate()
+            time.sleep(0.05)
+        assert len(bodies(lab.servers.worker)) > seen
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 130, out + err
+    assert "Traceback" not in out + err
+    assert prepared.of_type("stop")[-1]["payload"]["reason"] == "interrupted"
+    assert prepared.checkpoint()["status"] == "running"
+
+
+def test_exit_1_on_a_model_error(prepared: Live) -> None:
+    done = prepared.cli("run", str(prepared.proj), TILTH_WORKER_MODEL=ERROR_MODEL)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert any(line.startswith("error:") for line in done.stderr.splitlines()), done.stderr
+    assert prepared.of_type("stop")[-1]["payload"]["reason"] == "error"
+
+
+def test_worker_tool_schemas(lab: Lab) -> None:
+    schemas = _schemas(_implementing_request(lab))
+    expected = {
+        "bash": {"command"},
+        "read_file": {"path"},
+        "write_file": {"path", "content"},
+        "edit_file": {"path", "old_string", "new_string"},
+        "glob": {"pattern"},
+        "grep": {"pattern"},
+        "submit_case": {"summary", "ac_coverage"},
+    }
+    for name, required in expected.items():
+        assert name in schemas, name
+        assert _required(schemas[name]) == required, (name, schemas[name])
+    assert "path_glob" in schemas["grep"]["properties"]
+    case = schemas["submit_case"]
+    for optional in ("work_arounds", "uncertainties"):
+        assert optional in case["properties"]
+    coverage = case["properties"]["ac_coverage"]
+    assert coverage["type"] == "array"
+    assert _required(coverage["items"]) == {"criterion", "addressed_by"}
+    assert "evidence" in coverage["items"]["properties"]
+
+
+def test_stage_output_tool_schemas(lab: Lab) -> None:
+    worker = lab.notes["requests"]["worker"]
+    plan = next(b for b in worker if "submit_plan" in tool_names(b))
+    assert _required(_schemas(plan)["submit_plan"]) == {"plan"}
+    brainstorm = next(b for b in worker if "submit_brainstorm" in tool_names(b))
+    assert _required(_schemas(brainstorm)["submit_brainstorm"]) == {"content"}
+
+
+def test_evaluator_submit_verdict_schema(lab: Lab) -> None:
+    body = lab.notes["requests"]["evaluator"][0]
+    verdict = _schemas(body)["submit_verdict"]
+    props = verdict["properties"]
+    assert {"verdict", "rejection_category", "concern", "evidence", "next_step"} <= _required(
+        verdict
+    )
+    assert set(props["verdict"]["enum"]) == {"accept", "reject"}
+    category = props["rejection_category"]
+    assert CATEGORIES <= set(category["enum"])
+    nullable = None in category["enum"] or "null" in json.dumps(category.get("type"))
+    assert nullable, category
+    assert set(category["enum"]) - {None} == CATEGORIES
+    assert props["concern"]["type"] == "string"
+    assert props["evidence"]["type"] == "array"
+    assert "null" in json.dumps(props["next_step"])
+
+
+def _probe_results(lab: Lab) -> list[tuple[str, dict[str, Any], str]]:
+    """(tool, arguments, full result text) for each escape probe of the story's T-001."""
+    wanted = [(p["name"], p["arguments"]) for p in probes(lab.script.outside)]
+    messages = [m for body in lab.notes["requests"]["worker"] for m in body["messages"]]
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    results: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            calls[call["id"]] = (function["name"], json.loads(function["arguments"]))
+        if message.get("role") == "tool":
+            results[message["tool_call_id"]] = str(message["content"])
+    out = []
+    for call_id, (name, arguments) in calls.items():
+        if (name, arguments) in wanted and name != "bash":
+            out.append((name, arguments, results[call_id]))
+    return out
+
+
+def test_every_path_tool_is_confined_to_the_worktree(lab: Lab) -> None:
+    results = _probe_results(lab)
+    tools = {name for name, _, _ in results}
+    assert tools == {"read_file", "write_file", "edit_file", "glob", "grep"}
+    assert len(results) == len(probes(lab.script.outside)) - 1
+    for name, arguments, text in results:
+        assert SECRET not in text, (name, arguments, text)
+        assert "secret.txt" not in text or "escapes" in text or "ERROR" in text, (name, text)
+        if name in ("read_file", "write_file", "edit_file"):
+            assert "ERROR" in text or "error" in text.lower(), (name, arguments, text)
+    outside = lab.script.outside
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == f"{SECRET}\n"
+
+
+def test_several_prepared_sessions_refuse_and_list(prepared: Live) -> None:
+    second = prepared.cli(
+        "prep-feature", str(prepared.proj), "--brief", BRIEF, "--keep-existing", input_text=ANSWER
+    )
+    assert second.returncode == 0, second.stdout + second.stderr
+    ids = prepared.session_ids()
+    assert len(ids) == 2
+    lengths = [len(prepared.events(sid)) for sid in ids]
+    done = prepared.cli("run", str(prepared.proj))
+    assert done.returncode == 2, done.stdout + done.stderr
+    text = done.stdout + done.stderr
+    assert all(sid in text for sid in ids), text
+    assert [len(prepared.events(sid)) for sid in ids] == lengths
+    assert all(prepared.checkpoint(sid)["status"] == "prepared" for sid in ids)
