@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +163,72 @@ def test_a_stage_commit_that_cannot_be_found_falls_back_to_the_full_restart(
     assert "warning: the commit of stage planning was not found" in result.stdout
     assert "restarting the whole task" in result.stdout
     assert git.head(worktree) == base
+
+
+def test_stop_interrupts_the_live_run_then_restarts(
+    world_clone: Callable[..., World], tmp_path: Path
+) -> None:
+    world = world_clone(TIERS, 1)
+    script = tmp_path / "bin" / "tilth"  # looks like the console script to --stop
+    script.parent.mkdir()
+    script.write_text(HOLDER)
+    holder = subprocess.Popen(
+        [sys.executable, str(script), str(world.session.dir), world.session.id],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        refused = world.cli("restart", world.session.id, "T-001", "-y")
+        assert refused.returncode == 2 and "--stop" in refused.stderr
+        result = world.cli("restart", world.session.id, "T-001", "--stop", "-y")
+        assert result.returncode == 0, result.stderr
+        assert f"stopped the live run of session {world.session.id} (pid {holder.pid})" in (
+            result.stderr
+        )
+        assert holder.wait(timeout=30) == 130
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    assert git.head(worktree_of(world.session)) == resolve_checkpoint(world.session, "T-001").head
+
+
+def test_stop_refuses_a_lock_holder_that_is_not_tilth(world_clone: Callable[..., World]) -> None:
+    world = world_clone(TIERS, 1)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        with world.session.lock():
+            # The lock file names a process that is not a tilth run.
+            (world.session.dir / ".lock.pid").write_text(str(other.pid))
+            result = world.cli("restart", world.session.id, "T-001", "--stop", "-y")
+        assert other.poll() is None, "the other process was not signalled"
+    finally:
+        other.kill()
+        other.wait()
+    assert result.returncode == 2
+    assert "does not look like a tilth run; not stopping it" in result.stderr
+
+
+def test_without_a_terminal_it_asks_for_y(world_clone: Callable[..., World]) -> None:
+    world = world_clone(TIERS, 1)
+    head = git.head(worktree_of(world.session))
+    result = world.cli("restart", world.session.id, "T-001", "--from", "verifying")
+    assert result.returncode == 2 and "-y" in result.stderr
+    assert "stages that will re-run: verifying" in result.stdout
+    assert git.head(worktree_of(world.session)) == head
+
+
+# A stand-in for a live `tilth run`: holds the session lock until Ctrl-C, then exits 130.
+HOLDER = """
+import sys, time
+from pathlib import Path
+from tilth.session.lock import SessionLock
+lock = SessionLock(Path(sys.argv[1]), sys.argv[2]).acquire()
+print("locked", flush=True)
+try:
+    time.sleep(120)
+except KeyboardInterrupt:
+    lock.release()
+    sys.exit(130)
+"""

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 
 from tests.timeline.conftest import World
@@ -183,3 +190,61 @@ def test_recorder_notes_log_position_and_state_without_scanning(
     assert resolve_checkpoint(session, "latest").id == "cp-0002"
     assert resolve_checkpoint(session, "seed").id == "cp-0001"
     assert resolve_checkpoint(session, "2").id == "cp-0002"
+
+
+def test_on_a_terminal_without_to_a_numbered_picker_chooses(
+    world_clone: Callable[..., World],
+) -> None:
+    world = world_clone()
+    session = world.session
+    newest_first = list(reversed(list_checkpoints(session)))
+    env = {**os.environ, "TILTH_SESSIONS_DIR": str(world.sessions_dir)}
+    code, text = run_on_terminal(["rewind", session.id], [(b"> ", b"3"), (b"[y/N]", b"y")], env)
+    assert code == 0, text
+    assert "Rewind to which checkpoint?" in text and "0) cancel" in text
+    chosen = newest_first[2]
+    assert f"3) {chosen.id}" in text
+    assert list_checkpoints(session)[-1].id == chosen.id
+    assert git.head(worktree_of(session)) == chosen.head
+
+
+def run_on_terminal(
+    args: list[str], answers: list[tuple[bytes, bytes]], env: dict[str, str]
+) -> tuple[int, str]:
+    """Run the CLI on a pseudo-terminal, typing each answer once its prompt shows."""
+    master, slave = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tilth", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    output, pending = b"", list(answers)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if not ready:
+                if child.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # every slave end closed: the child is done
+                break
+            if not chunk:
+                break
+            output += chunk
+            if pending and pending[0][0] in output.rsplit(b"\n", 1)[-1]:
+                os.write(master, pending.pop(0)[1] + b"\n")
+        code = child.wait(timeout=30)
+    finally:
+        os.close(master)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output.decode("utf-8", "replace"))
+    return code, text.replace("\r\n", "\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import click
 
 from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
@@ -192,8 +194,16 @@ def rewind(
     metavar="STAGE",
     help="Restart from this completed stage (default: the whole task).",
 )
+@click.option(
+    "--stop",
+    "stop_run",
+    is_flag=True,
+    help="If a run of the session is live, stop it first (Ctrl-C to its pid) and wait.",
+)
 @yes_option
-def restart(args: tuple[str, ...], from_stage: str | None, assume_yes: bool) -> None:
+def restart(
+    args: tuple[str, ...], from_stage: str | None, stop_run: bool, assume_yes: bool
+) -> None:
     """Restart a task, or a task from one of its completed stages. Never runs it."""
     from tilth.timeline.restart import plan_restart
 
@@ -208,7 +218,19 @@ def restart(args: tuple[str, ...], from_stage: str | None, assume_yes: bool) -> 
     cfg = settings()
     out = io()
     session = pick_session(cfg, session_id, out, "restart")
-    with open_for_writing(session, out.warn):
+    if stop_run:
+        from tilth.timeline.stop import stop_live_run
+
+        stopped = stop_live_run(session)
+        if stopped is not None:
+            out.warn(f"stopped the live run of session {session.id} (pid {stopped})")
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(open_for_writing(session, out.warn))
+        except SessionLocked as exc:
+            raise SessionLocked(
+                exc.message, hint="stop that run first (Ctrl-C), or re-run with --stop"
+            ) from None
         plan = plan_restart(session, task_id, from_stage, cfg.default_tier)
         out.say(plan.render())
         out.confirm(f"Restart {task_id}?", assume_yes=assume_yes)

@@ -198,10 +198,13 @@ def report_events(plan: RewindPlan, session: Session, offset: int, seq: int) -> 
     """Fill the event lines for a cut of the log at ``offset`` (after event ``seq``)."""
     size, last_seq = log_tail(session.events.path)
     if offset > size:
-        raise RewindError(
-            f"the event log is shorter ({size} bytes) than the checkpoint's position ({offset})",
-            hint="the log was cut by an earlier operation; pick a later checkpoint",
+        # Only possible when an earlier cut went below this checkpoint (a reset to the seed
+        # cuts at seed_committed, before the seed checkpoint was recorded): nothing to cut.
+        plan.warnings.append(
+            f"the event log ({size} bytes) is already shorter than at this checkpoint "
+            f"({offset} bytes); no events are dropped"
         )
+        return
     plan.events_dropped = max(0, last_seq - seq) if last_seq else 0
     plan.event_types = tally_events(session.events.path, offset)
     if not plan.events_dropped:
