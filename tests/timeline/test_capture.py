@@ -135,6 +135,8 @@ def test_gaps_name_what_could_not_be_captured(rig: Rig, monkeypatch: pytest.Monk
     joined = "\n".join(result.gaps)
     assert "file over size cap: blob.bin (500 bytes)" in joined
     assert "ignored path changed, not captured:" in joined and "debug.log" in joined
+    # A new ignored directory is one entry, never walked file by file.
+    assert ".venv" in joined and ".venv/lib/x.py" not in joined
     assert "symlink points outside the workspace, target not captured: outside" in joined
     assert "inside" not in joined
     assert (result.overlay["inside"] or "").endswith(":l")

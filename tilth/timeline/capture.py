@@ -230,7 +230,7 @@ class TurnCapture:
         result = self._evaluate(head, self._status_paths())
         self._full_scan = False
         if self._watch and self._watcher is None:
-            self._watcher = start_watcher(self.root, self.skip)
+            self._watcher = start_watcher(self.root, self.skip, self._is_ignored_dir)
         return result
 
     def close(self) -> None:
@@ -284,7 +284,7 @@ class TurnCapture:
             # Events were lost: this turn falls back to a full comparison, and from now on
             # the stat scanner is used.
             watcher.close()
-            self._watcher = StatScanner(self.root, self.skip)
+            self._watcher = StatScanner(self.root, self.skip, self._is_ignored_dir)
             self._full_scan = True
 
     def _status_paths(self) -> set[str]:
@@ -310,7 +310,9 @@ class TurnCapture:
         out: set[str] = set()
         prefixes: list[str] = []
         for rel in candidates:
-            if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
+            if rel in self.skip:
+                out.add(rel)  # an ignored directory: one gap line, never its contents
+            elif (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
                 prefixes.append(rel + "/")
                 out |= _files_below(self.root, rel, self.skip)
             else:
@@ -328,6 +330,9 @@ class TurnCapture:
             out |= {p for p in known if p.startswith(tuple(prefixes))}
         return out
 
+    def _is_ignored_dir(self, rel: str) -> bool:
+        return bool(self._ignored([rel]))
+
     def _ignored(self, paths: list[str]) -> set[str]:
         if any(p == ".gitignore" or p.endswith("/.gitignore") for p in paths) and self._ignore:
             self._ignore.close()  # the rules changed: ask a fresh git
@@ -342,9 +347,7 @@ class TurnCapture:
         base_tree = tree if base.head == head else self.trees.get(base.head)
         candidates = self._expand(candidates, tree)
         skipped = [
-            p
-            for p in candidates
-            if p.split("/", 1)[0] in self.skip or any(p.startswith(d + "/") for d in self.skip)
+            p for p in candidates if p in self.skip or any(p.startswith(d + "/") for d in self.skip)
         ]
         new_paths = [p for p in candidates if p not in tree and p not in skipped]
         ignored = set(skipped) | (self._ignored(new_paths) if new_paths else set())
@@ -355,11 +358,11 @@ class TurnCapture:
         ignored_hits: list[str] = []
         stored = 0
         for rel in sorted(candidates):
-            state = read_state(self.root / rel)
             if rel in ignored:
-                if state is not None or rel in base.overlay:
+                if os.path.lexists(self.root / rel) or rel in base.overlay:
                     ignored_hits.append(rel)
                 continue
+            state = read_state(self.root / rel)
             now: GitId | None = _git_id(state) if state is not None else None
             before = base.ids[rel] if rel in base.overlay else base_tree.get(rel)
             if now != before:

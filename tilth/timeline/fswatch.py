@@ -22,13 +22,16 @@ import select
 import struct
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
 from tilth import git
 
 StatKey = tuple[int, int, int, int]
+IgnoredDir = Callable[[str], bool]
+"""Asks whether a directory (relative path) is ignored by git."""
+_IGNORED_DIR: StatKey = (-1, 0, 0, 0)
 
 
 class Watcher(Protocol):
@@ -76,13 +79,16 @@ def _walk_dirs(root: Path, skip: set[str]) -> Iterable[str]:
 class StatScanner:
     """A stat walk against a persistent cache: reports files whose stat changed."""
 
-    def __init__(self, root: Path, skip: set[str]) -> None:
+    def __init__(self, root: Path, skip: set[str], ignored: IgnoredDir | None = None) -> None:
         self.root = root
         self.skip = skip
-        self.cache: dict[str, StatKey] = self._scan()
+        self.ignored = ignored
+        self._dirs: set[str] = set()
+        self.cache: dict[str, StatKey] = self._scan(first=True)
 
-    def _scan(self) -> dict[str, StatKey]:
+    def _scan(self, first: bool = False) -> dict[str, StatKey]:
         found: dict[str, StatKey] = {}
+        dirs: set[str] = set()
         root = self.root
         stack = [""]
         while stack:
@@ -95,14 +101,31 @@ class StatScanner:
                 for entry in entries:
                     child = f"{rel}/{entry.name}" if rel else entry.name
                     if entry.is_dir(follow_symlinks=False):
-                        if child not in self.skip:
-                            stack.append(child)
+                        if child in self.skip:
+                            if child in self._dirs:
+                                found[child] = _IGNORED_DIR  # reported once, when it appeared
+                            continue
+                        if (
+                            not first
+                            and child not in self._dirs
+                            and self.ignored is not None
+                            and self.ignored(child)
+                        ):
+                            # A directory git ignores appeared (a virtualenv, a build dir):
+                            # report it once, never walk it.
+                            self.skip.add(child)
+                            found[child] = _IGNORED_DIR
+                            dirs.add(child)
+                            continue
+                        dirs.add(child)
+                        stack.append(child)
                         continue
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
                     found[child] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        self._dirs = dirs
         return found
 
     def changed(self) -> set[str]:
@@ -168,9 +191,10 @@ def _libc() -> ctypes.CDLL:
 class InotifyWatcher:
     """Persistent inotify watches on every non-ignored directory of ``root``."""
 
-    def __init__(self, root: Path, skip: set[str]) -> None:
+    def __init__(self, root: Path, skip: set[str], ignored: IgnoredDir | None = None) -> None:
         self.root = root
         self.skip = skip
+        self.ignored = ignored
         self._lib = _libc()
         fd = self._lib.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
         if fd < 0:
@@ -242,7 +266,10 @@ class InotifyWatcher:
             rel = f"{base}/{name}" if base else name
             found.add(rel)
             if mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO) and rel not in self.skip:
-                new_dirs.append(rel)
+                if self.ignored is not None and self.ignored(rel):
+                    self.skip.add(rel)  # a new ignored directory: reported, never watched
+                else:
+                    new_dirs.append(rel)
         for rel in new_dirs:
             # Files created in a new directory before its watch existed raise no event:
             # watch and list the directory (and its subdirectories) once now.
@@ -368,12 +395,14 @@ class IgnoreChecker:
             self._proc = None
 
 
-def start_watcher(root: Path, skip: set[str] | None = None) -> Watcher:
+def start_watcher(
+    root: Path, skip: set[str] | None = None, ignored: IgnoredDir | None = None
+) -> Watcher:
     """The fastest watcher available for ``root``: inotify, else a stat scanner."""
     skip = ignored_dirs(root) if skip is None else skip
     if os.environ.get("TILTH_CAPTURE_WATCH", "").strip().lower() != "scan":
         try:
-            return InotifyWatcher(root, skip)
+            return InotifyWatcher(root, skip, ignored)
         except (WatchUnavailable, OSError, AttributeError):
             pass
-    return StatScanner(root, skip)
+    return StatScanner(root, skip, ignored)
