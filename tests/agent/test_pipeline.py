@@ -126,6 +126,8 @@ def test_code_review_rejection_returns_to_implementing_with_feedback(tmp_path: P
     assert [e["verdict"]["verdict"] for e in ledger] == ["reject", "accept"]
     assert ledger[0]["stage"] == "code_review" and ledger[0]["diff_summary"].startswith("1 file")
     assert ledger[0]["case"]["summary"] == "calc.add returns the sum"
+    delivered = kit.events("feedback_delivered")[0].payload
+    assert delivered["stage"] == "implementing" and "REJECTION-CONCERN" in delivered["preview"]
     rejected = kit.events("stage_rejected")[0].payload
     assert (
         rejected["back_to"] == "implementing" and rejected["verdict_summary"] == "reject:weak_test"

@@ -16,7 +16,7 @@ from typing import Any
 
 from tilth.agent.run_context import RunContext
 from tilth.agent.task_state import TaskState
-from tilth.agent.turn import Actor, TurnResult, answer, log_call, say, take_turn
+from tilth.agent.turn import PREVIEW_CHARS, Actor, TurnResult, answer, log_call, say, take_turn
 from tilth.config import secret_values
 from tilth.model.base import ToolCall
 from tilth.tools import WORKER_TOOL_NAMES, ToolBox
@@ -145,7 +145,12 @@ def open_thread(ctx: RunContext, actor: Actor, spec: StageSpec, state: TaskState
             say(actor, RESUMED.format(tool=spec.tool), turn=state.turns, kind="resumed")
     if state.feedback:
         say(actor, state.feedback, turn=state.turns, kind="feedback")
-        ctx.session.log("feedback_delivered", **actor.scope(), chars=len(state.feedback))
+        ctx.session.log(
+            "feedback_delivered",
+            **actor.scope(),
+            chars=len(state.feedback),
+            preview=state.feedback[:PREVIEW_CHARS],
+        )
         state.feedback = None
     state.save(ctx.session)
 
