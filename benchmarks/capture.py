@@ -64,6 +64,8 @@ def make_workspace(root: Path, n: int) -> list[str]:
         paths.append(rel)
     (root / ".gitignore").write_text(".venv/\n")
     _git(root, "init", "-q", "-b", "main")
+    # No background `gc --auto` racing the measurements (or the clean-up) in either repo.
+    _git(root, "config", "gc.auto", "0")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "initial")
     return paths
@@ -190,6 +192,7 @@ def bench_shadow(fig: Figures, work: Path, ws: Path, paths: list[str], turns: in
     shadow = work / "shadow.git"
     _git(ws, "init", "-q", "--bare", str(shadow))
     _git(ws, "config", "core.bare", "false", git_dir=shadow)
+    _git(ws, "config", "gc.auto", "0", git_dir=shadow)
 
     def snapshot() -> None:
         _git(ws, "add", "-A", git_dir=shadow)
@@ -225,6 +228,7 @@ def run_size(n: int, turns: int, base: Path) -> Figures:
     bench_tilth(fig, work, ws, paths, turns)
     # The shadow baseline gets its own fresh copy so neither run warms the other's caches.
     shutil.rmtree(ws)
+    ws = work / "workspace2"
     paths = make_workspace(ws, n)
     bench_shadow(fig, work, ws, paths, turns)
     return fig

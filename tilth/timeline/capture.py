@@ -23,6 +23,7 @@ from tilth import git
 from tilth.session.store import Session
 from tilth.timeline.fswatch import (
     IgnoreChecker,
+    InotifyWatcher,
     StatScanner,
     Watcher,
     WatchUnavailable,
@@ -200,12 +201,20 @@ class TurnCapture:
         self._drain()
         head = read_head(self.root)
         base = self.baseline
-        candidates = self._touched | self._seen | set(base.overlay)
+        candidates = self._touched | self._seen
+        carried: set[str] = set()
+        if isinstance(self._watcher, InotifyWatcher) and head == base.head:
+            # The kernel reported every change, so overlay files it did not mention are as
+            # they were: carry their entries over without reading them again.
+            carried = set(base.overlay) - candidates
+        else:
+            candidates |= set(base.overlay)
         if head != base.head:
             candidates |= self._paths_between(base.head, head)
         if self._full_scan:
             candidates |= self._status_paths()
-        result = self._evaluate(head, candidates)
+            carried -= candidates
+        result = self._evaluate(head, candidates, carried)
         fault_point("capture")  # tests: killed after storing, before the checkpoint is written
         if self._bash:
             result.gaps.append(BASH_GAP)
@@ -341,7 +350,9 @@ class TurnCapture:
             self._ignore = IgnoreChecker(self.root)
         return self._ignore.ignored(paths)
 
-    def _evaluate(self, head: str, candidates: set[str]) -> TurnResult:
+    def _evaluate(
+        self, head: str, candidates: set[str], carried: set[str] | None = None
+    ) -> TurnResult:
         tree = self.trees.get(head)
         base = self.baseline
         base_tree = tree if base.head == head else self.trees.get(base.head)
@@ -357,6 +368,12 @@ class TurnCapture:
         gaps: list[str] = []
         ignored_hits: list[str] = []
         stored = 0
+        for rel in sorted((carried or set()) - candidates):
+            entry = base.overlay[rel]
+            if entry is None or self.store.has(entry):
+                overlay[rel], ids[rel] = entry, base.ids.get(rel)
+            else:
+                candidates.add(rel)  # its blob was collected meanwhile: store it again
         for rel in sorted(candidates):
             if rel in ignored:
                 if os.path.lexists(self.root / rel) or rel in base.overlay:
