@@ -22,6 +22,7 @@ import select
 import struct
 import subprocess
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
@@ -200,6 +201,9 @@ class InotifyWatcher:
         if fd < 0:
             raise WatchUnavailable(os.strerror(ctypes.get_errno()))
         self.fd = fd
+        # Closed with the watcher even when nobody calls close(): a session may create many
+        # recorders, and the kernel allows a user few inotify instances.
+        self._finalizer = weakref.finalize(self, os.close, fd)
         self._dirs: dict[int, str] = {}
         self.overflowed = False
         try:
@@ -280,7 +284,7 @@ class InotifyWatcher:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            self._finalizer()
             self.fd = -1
 
 
@@ -332,6 +336,7 @@ class IgnoreChecker:
                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_FLUSH": "1"},
                 start_new_session=True,
             )
+            self._finalizer = weakref.finalize(self, _stop_helper, self._proc)
         return self._proc
 
     def _ask(self, paths: list[str]) -> dict[str, bool]:
@@ -384,15 +389,22 @@ class IgnoreChecker:
     def close(self) -> None:
         """Stop the helper process."""
         if self._proc is not None:
-            from tilth.proc import kill_group
-
-            if self._proc.stdin:
-                self._proc.stdin.close()
-            kill_group(self._proc)  # type: ignore[arg-type]
-            self._proc.wait()
-            if self._proc.stdout:
-                self._proc.stdout.close()
+            self._finalizer()
             self._proc = None
+
+
+def _stop_helper(proc: subprocess.Popen[bytes]) -> None:
+    """End a ``git check-ignore`` helper and its pipes."""
+    import signal
+
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 def start_watcher(
