@@ -95,6 +95,8 @@ class StoryScript:
 
     def __call__(self, model: str, request: dict[str, Any]) -> Reply:
         tools = tool_names(request)
+        if not tools:  # `tilth summarize` asks the worker role for plain text
+            return reply("(scripted) summary: the worker wrote files and ran the tests.")
         is_worker = not tools & {"write_seed", "submit_verdict"}
         if is_worker and model == STALL_MODEL:
             return reply("(scripted) still thinking", tool_call("bash", command="echo working"))

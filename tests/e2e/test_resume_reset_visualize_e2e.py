@@ -1,0 +1,69 @@
+"""SPEC §5.3 from outside: resume after a failure, reset, and visualize's escaping."""
+
+from __future__ import annotations
+
+from tests.e2e.lab import XSS, Live, git
+
+L1 = ["planning", "implementing", "code_review", "verifying"]
+L2 = ["brainstorming", "design_review", *L1]
+# T-001's first code review rejects; implementing runs (and commits) a second time
+T001_COMMITS = ["planning", "implementing", "implementing", "code_review", "verifying"]
+
+
+def test_resume_after_a_failure_unwinds_the_placeholder_and_finishes(failed: Live) -> None:
+    seed = failed.seed_sha()
+    placeholder = failed.of_type("task_failed")[-1]["payload"].get("placeholder_sha")
+    assert "FAILED" in failed.subjects(seed)[-1]
+    done = failed.cli("resume", failed.sid)
+    assert done.returncode == 0, done.stdout + done.stderr
+    resumes = failed.of_type("session_resume")
+    assert len(resumes) == 1 and resumes[0]["payload"], resumes
+    subjects = failed.subjects(seed)
+    assert not [s for s in subjects if "FAILED" in s], subjects
+    expected = [f"task/T-001: complete {s} stage" for s in T001_COMMITS]
+    expected += [f"task/T-002: complete {s} stage" for s in L2]
+    assert subjects == expected
+    if placeholder:
+        branch_commits = git(failed.worktree(), "rev-list", "HEAD").split()
+        assert placeholder not in branch_commits
+    assert failed.statuses() == {"T-001": "done", "T-002": "done"}
+    assert failed.checkpoint()["status"] == "all_done"
+
+
+def test_resume_puts_the_failed_task_back_to_pending(failed: Live) -> None:
+    done = failed.cli("resume", failed.sid, TILTH_MAX_WALL_CLOCK_MINUTES="0.0000001")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert failed.statuses()["T-001"] in ("pending", "in_progress")
+    assert failed.head() == failed.seed_sha()
+    assert failed.porcelain() == ""
+
+
+def test_reset_on_a_pipe_without_yes_refuses(done: Live) -> None:
+    result = done.cli("reset", done.sid)
+    assert result.returncode != 0
+    assert "-y" in result.stdout + result.stderr
+    assert done.sdir().is_dir() and done.worktree().is_dir()
+    assert f"session/{done.sid}" in git(done.proj, "branch", "--list")
+
+
+def test_reset_with_yes_deletes_session_branch_and_worktree(done: Live) -> None:
+    sid, sdir = done.sid, done.sdir()
+    result = done.cli("reset", sid, "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not sdir.exists()
+    assert f"session/{sid}" not in git(done.proj, "branch", "--list")
+    assert sid not in git(done.proj, "worktree", "list")
+    assert git(done.proj, "status", "--porcelain") == ""
+
+
+def test_visualize_writes_self_contained_html_with_model_text_escaped(done: Live) -> None:
+    page = done.sdir() / "chat.html"
+    page.unlink()
+    result = done.cli("visualize", done.sid)
+    assert result.returncode == 0, result.stdout + result.stderr
+    html = page.read_text()
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert XSS not in html
+    assert "&lt;script&gt;alert(" in html
+    # self-contained: nothing fetched from elsewhere
+    assert 'src="http' not in html and 'href="http' not in html

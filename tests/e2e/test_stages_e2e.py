@@ -1,0 +1,140 @@
+"""SPEC §6 from outside: per-stage commits and events, rejections, and `tilth restart`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.e2e.lab import Lab, Live, bodies, git
+
+L1 = ["planning", "implementing", "code_review", "verifying"]
+L2 = ["brainstorming", "design_review", *L1]
+# T-001's first code review rejects; implementing runs (and commits) a second time
+T001 = ["planning", "implementing", "implementing", "code_review", "verifying"]
+ALL = [("T-001", s) for s in T001] + [("T-002", s) for s in L2]
+
+
+def _task_state(live: Live, task_id: str) -> dict[str, Any]:
+    """``tasks/<T-NNN>.json`` (docs/internals.md); a task with no state has no file."""
+    path = live.sdir() / "tasks" / f"{task_id}.json"
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return data
+
+
+def _stage_sha(live: Live, task_id: str, stage: str) -> str:
+    shas = [
+        e["payload"]["sha"]
+        for e in live.of_type("stage_completed")
+        if (e["payload"]["task_id"], e["payload"]["stage"]) == (task_id, stage)
+    ]
+    return str(shas[-1])
+
+
+def test_each_stage_is_a_commit_in_order_for_l1_and_l2(done: Live) -> None:
+    subjects = done.subjects(done.seed_sha())
+    assert subjects == [f"task/{t}: complete {s} stage" for t, s in ALL]
+
+
+def test_stage_completed_events_match_the_commits(done: Live) -> None:
+    events = [e["payload"] for e in done.of_type("stage_completed")]
+    assert [(e["task_id"], e["stage"]) for e in events] == ALL
+    commits = git(done.worktree(), "rev-list", "--reverse", f"{done.seed_sha()}..HEAD").split()
+    assert [e["sha"] for e in events] == commits
+    for event in events:
+        subject = git(done.worktree(), "log", "-1", "--format=%s", event["sha"]).strip()
+        assert subject == f"task/{event['task_id']}: complete {event['stage']} stage"
+
+
+def test_stage_commits_use_the_configured_identity_or_tilths(done: Live) -> None:
+    # the CLI's env sets no GIT_AUTHOR_*; whatever git config says (or Tilth's fallback) wins
+    name = git_config(done, "user.name") or "Tilth"
+    email = git_config(done, "user.email") or "tilth@localhost"
+    for sha in git(done.worktree(), "rev-list", f"{done.seed_sha()}..HEAD").split():
+        author = git(done.worktree(), "log", "-1", "--format=%an <%ae>", sha).strip()
+        assert author == f"{name} <{email}>"
+
+
+def git_config(live: Live, key: str) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "config", "--get", key], cwd=live.worktree(), capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def test_a_rejection_goes_back_to_the_producing_stage(done: Live, lab: Lab) -> None:
+    rejected = done.of_type("stage_rejected")
+    assert len(rejected) == 1
+    assert rejected[0]["payload"]["task_id"] == "T-001"
+    assert rejected[0]["payload"]["stage"] == "code_review"
+    assert rejected[0]["payload"]["back_to"] == "implementing"
+    types = done.events()
+    at = next(i for i, e in enumerate(types) if e["type"] == "stage_rejected")
+    following = next(e for e in types[at:] if e["type"] == "stage_started")
+    assert following["payload"]["stage"] == "implementing"
+    # the reviewer's concern reached the worker on the way back
+    concern = done.of_type("evaluator_verdict")[0]["payload"]["concern"]
+    assert any(concern in json.dumps(b["messages"]) for b in lab.notes["requests"]["worker"])
+
+
+def test_restart_from_a_stage_rolls_back_to_the_previous_stage(done: Live, lab: Lab) -> None:
+    before_calls = len(bodies(lab.servers.worker)) + len(bodies(lab.servers.evaluator))
+    target = _stage_sha(done, "T-002", "implementing")
+    result = done.cli("restart", done.sid, "T-002", "--from", "code_review", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = result.stdout + result.stderr
+    assert "code_review" in text and "verifying" in text
+    assert done.head() == target
+    assert done.porcelain() == ""
+    assert done.statuses() == {"T-001": "done", "T-002": "pending"}
+    state = _task_state(done, "T-002")
+    assert not {"code_review", "verifying"} & set(state.get("outputs", {}))
+    assert {"brainstorming", "design_review", "planning", "implementing"} <= set(state["outputs"])
+    assert done.of_type("restart"), done.types()[-5:]
+    # never auto-runs
+    assert len(bodies(lab.servers.worker)) + len(bodies(lab.servers.evaluator)) == before_calls
+    assert "stage_started" not in done.types()[-3:]
+
+
+def test_restart_of_an_earlier_task_rolls_later_tasks_back(done: Live) -> None:
+    target = _stage_sha(done, "T-001", "implementing")
+    result = done.cli("restart", done.sid, "T-001", "--from", "code_review", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert done.head() == target
+    assert done.statuses() == {"T-001": "pending", "T-002": "pending"}
+    assert not _task_state(done, "T-002").get("outputs")
+
+
+def test_restart_without_from_restarts_the_whole_task_and_stashes(done: Live) -> None:
+    base = done.of_type("commit")[0]["payload"]["sha"]  # T-001's last commit = T-002's base
+    edited = done.worktree() / "textutils" / "slug.py"
+    edited.write_text(edited.read_text() + "# my own edit\n")
+    result = done.cli("restart", done.sid, "T-002", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stash" in (result.stdout + result.stderr).lower()
+    assert done.head() == base
+    assert done.porcelain() == ""
+    stashes = git(done.worktree(), "stash", "list")
+    assert stashes.strip(), "the uncommitted edit was not stashed"
+    stashed = git(done.worktree(), "stash", "show", "-p", "stash@{0}")
+    assert "# my own edit" in stashed
+    assert done.statuses()["T-002"] == "pending"
+    assert not _task_state(done, "T-002").get("outputs")
+
+
+def test_restart_from_a_stage_the_task_has_not_completed_is_an_error(failed: Live) -> None:
+    head, events = failed.head(), len(failed.events())
+    result = failed.cli("restart", failed.sid, "T-001", "--from", "code_review", "-y")
+    assert result.returncode not in (0, 3), result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stderr.startswith("error:"), result.stderr
+    assert failed.head() == head and len(failed.events()) == events
+
+
+def test_restart_from_a_stage_outside_the_tasks_tier_is_an_error(done: Live) -> None:
+    head = done.head()
+    result = done.cli("restart", done.sid, "T-001", "--from", "brainstorming", "-y")
+    assert result.returncode not in (0, 3), result.stdout + result.stderr
+    assert result.stderr.startswith("error:"), result.stderr
+    assert done.head() == head

@@ -1,0 +1,262 @@
+"""SPEC §7 from outside: checkpoints, rewind (scopes, dry run), reset to seed, fork, summarize.
+
+The oracle for "equal to what it was at checkpoint X" is the original session's own
+event log: X's instant is the last event before it, so HEAD, task statuses, the
+token count and the kept log are all read off the events recorded up to there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.lab import Live, git, read_jsonl
+
+TINY_CLOCK = "0.0000001"
+
+
+def _dir_digest(root: Path, skip: tuple[str, ...] = (".lock",)) -> dict[str, str]:
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("workspace") or path.name in skip or not path.is_file():
+            continue
+        out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _at_task_start(events: list[dict[str, Any]], task_id: str) -> int:
+    return next(
+        i
+        for i, e in enumerate(events)
+        if e["type"] == "task_start" and e["payload"].get("task_id") == task_id
+    )
+
+
+def _without_go_back_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kinds = ("rewind", "restart", "fork", "reset_to_seed", "session_resume")
+    while events and events[-1]["type"] in kinds:
+        events = events[:-1]
+    return events
+
+
+def _tokens_at(events: list[dict[str, Any]]) -> int:
+    calls = [e for e in events if e["type"] == "model_call"]
+    return int(calls[-1]["payload"]["tokens_used_total"])
+
+
+def _statuses_at(events: list[dict[str, Any]], task_ids: list[str]) -> dict[str, str]:
+    out = {tid: "pending" for tid in task_ids}
+    for e in events:
+        tid = e["payload"].get("task_id")
+        if e["type"] == "task_start":
+            out[tid] = "in_progress"
+        elif e["type"] == "task_done":
+            out[tid] = "done"
+        elif e["type"] == "task_failed":
+            out[tid] = "failed"
+    return out
+
+
+def _planning_sha(live: Live) -> str:
+    """T-001's planning commit (the first stage of the run)."""
+    first = live.of_type("stage_completed")[0]["payload"]
+    assert (first["task_id"], first["stage"]) == ("T-001", "planning")
+    return str(first["sha"])
+
+
+def test_checkpoints_list_seed_task_starts_stages_and_turns(done: Live) -> None:
+    rows = done.checkpoints()
+    kinds = [r["kind"] for r in rows]
+    assert kinds[0] == "seed"
+    assert [r["task_id"] for r in rows if r["kind"] == "task_start"] == ["T-001", "T-002"]
+    stages = [(r["task_id"], r["stage"]) for r in rows if r["kind"] == "stage"]
+    completed = [
+        (e["payload"]["task_id"], e["payload"]["stage"]) for e in done.of_type("stage_completed")
+    ]
+    assert stages == completed
+    assert kinds.count("turn") >= 10
+    for row in rows:
+        assert {"id", "ts", "kind", "task_id", "stage", "turn", "label", "files_changed"} <= set(
+            row
+        )
+    assert len({r["id"] for r in rows}) == len(rows)
+    table = done.cli("checkpoints", done.sid)
+    assert table.returncode == 0
+    assert all(r["id"] in table.stdout for r in rows)
+
+
+def test_rewind_both_makes_everything_as_it_was_at_the_checkpoint(done: Live) -> None:
+    original = done.events()
+    at = _at_task_start(original, "T-002")
+    t001_commit = done.of_type("commit")[0]["payload"]["sha"]
+    result = done.cli("rewind", done.sid, "--to", "T-002", "--scope", "both", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert done.head() == t001_commit
+    assert done.porcelain() == ""
+    assert not (done.worktree() / "textutils" / "slug.py").exists()
+    kept = _without_go_back_events(done.events())
+    # the log is the original up to X: it ends at T-002's start (or just before it)
+    assert kept == original[: len(kept)]
+    assert len(kept) in (at, at + 1), (len(kept), at)
+    assert done.statuses() == _statuses_at(kept, ["T-001", "T-002"])
+    assert done.statuses()["T-001"] == "done"
+    assert done.checkpoint()["tokens_used"] == _tokens_at(kept)
+    assert done.of_type("rewind"), "a rewind leaves one event"
+
+
+def test_rewind_dry_run_changes_nothing(done: Live) -> None:
+    before = (_dir_digest(done.sdir()), done.head(), done.porcelain())
+    result = done.cli("rewind", done.sid, "--to", "T-001/planning", "--scope", "both", "--dry-run")
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = result.stdout.lower()
+    assert "commit" in text and "event" in text
+    assert "textutils/count.py" in result.stdout
+    after = (_dir_digest(done.sdir()), done.head(), done.porcelain())
+    assert after == before
+
+
+def test_rewind_code_scope_restores_files_only(done: Live) -> None:
+    events_before = len(done.events())
+    statuses = done.statuses()
+    planning = _planning_sha(done)
+    result = done.cli("rewind", done.sid, "--to", "T-001/planning", "--scope", "code", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(done.worktree(), "diff", "--stat", planning).strip() == ""
+    assert not (done.worktree() / "textutils" / "count.py").exists()
+    assert done.statuses() == statuses
+    assert len(done.events()) >= events_before  # harness state and log are kept
+
+
+def test_rewind_conversation_scope_keeps_the_files(done: Live) -> None:
+    original = done.events()
+    head = done.head()
+    tree = git(done.worktree(), "ls-files", "-s")
+    result = done.cli("rewind", done.sid, "--to", "T-002", "--scope", "conversation", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(done.worktree(), "ls-files", "-s") == tree
+    assert (done.worktree() / "textutils" / "slug.py").exists()
+    assert done.head() == head
+    kept = _without_go_back_events(done.events())
+    assert kept == original[: len(kept)]
+    at = _at_task_start(original, "T-002")
+    assert len(kept) in (at, at + 1)
+    assert done.statuses()["T-002"] != "done"
+
+
+def test_reset_to_seed_is_exactly_the_first_seed(done: Live) -> None:
+    sdir = done.sdir()
+    (sdir / "proposed-learnings.md").write_text("# Proposed learnings\n")
+    meta_before = (sdir / "seed-meta.json").read_bytes()
+    seed_sha = done.seed_sha()
+    seed_line = next(
+        line
+        for line in (sdir / "events.jsonl").read_text().splitlines()
+        if json.loads(line)["type"] == "seed_committed"
+    )
+    prepared_tokens = done.of_type("session_prepared")[-1]["payload"]["tokens_used"]
+    (done.worktree() / "scratch.txt").write_text("untracked\n")
+
+    refused = done.cli("reset", "--to-seed", done.sid)
+    assert refused.returncode != 0
+    assert done.head() != seed_sha
+
+    result = done.cli("reset", "--to-seed", done.sid, "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert done.head() == seed_sha
+    assert done.porcelain() == ""
+    assert set(done.statuses().values()) == {"pending"}
+    cp = done.checkpoint()
+    assert cp["status"] == "prepared"
+    assert cp["tokens_used"] == prepared_tokens
+    assert (sdir / "events.jsonl").read_text().splitlines()[-1] == seed_line
+    for gone in ("ledger", "progress.txt", "proposed-learnings.md", "summary.json", "chat.html"):
+        assert not (sdir / gone).exists(), gone
+    assert (sdir / "seed-meta.json").read_bytes() == meta_before
+    ops = read_jsonl(sdir / "timeline" / "operations.jsonl")
+    assert [o["kind"] for o in ops] == ["reset_to_seed"]
+
+    # a following `tilth run <workspace>` picks the session up as prepared
+    again = done.cli("run", str(done.proj), TILTH_MAX_WALL_CLOCK_MINUTES=TINY_CLOCK)
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert done.sid in again.stdout
+    starts = done.of_type("session_start")
+    assert starts[-1]["payload"].get("phase") == "run"
+
+
+def test_reset_to_seed_confirmation_says_it_is_destructive(done: Live) -> None:
+    refused = done.cli("reset", "--to-seed", done.sid, input_text="n\n")
+    text = (refused.stdout + refused.stderr).lower()
+    assert refused.returncode != 0
+    assert "irreversible" in text or "cannot be undone" in text or "-y" in text
+
+
+def test_every_go_back_verb_leaves_one_record(done: Live) -> None:
+    sid = done.sid
+    assert done.cli("rewind", sid, "--to", "T-002/planning", "-y").returncode == 0
+    assert len(done.of_type("rewind")) == 1
+    assert done.cli("restart", sid, "T-002", "-y").returncode == 0
+    assert len(done.of_type("restart")) == 1
+    forked = done.cli("fork", sid, "--at", "T-001", "--json")
+    assert forked.returncode == 0, forked.stderr
+    child = json.loads(forked.stdout)["session_id"]
+    assert len(done.of_type("fork", child)) == 1
+    assert done.cli("reset", "--to-seed", sid, "-y").returncode == 0
+    ops = read_jsonl(done.sdir(sid) / "timeline" / "operations.jsonl")
+    assert [o["kind"] for o in ops] == ["rewind", "restart", "fork", "reset_to_seed"]
+
+
+def test_fork_creates_a_session_equal_to_the_checkpoint(done: Live) -> None:
+    sid = done.sid
+    original = done.events()
+    before = (_dir_digest(done.sdir(), skip=(".lock", "operations.jsonl")), done.head())
+    porcelain = done.porcelain()
+    forked = done.cli("fork", sid, "--at", "T-002", "--json")
+    assert forked.returncode == 0, forked.stdout + forked.stderr
+    child = json.loads(forked.stdout)["session_id"]
+    assert child != sid and child in done.session_ids()
+    cp = done.checkpoint(child)
+    assert cp["branch"] == f"session/{child}"
+    assert cp["workspace"] == str(done.worktree(child))
+    t001_commit = done.of_type("commit", sid)[0]["payload"]["sha"]
+    assert done.head(child) == t001_commit
+    assert done.porcelain(child) == ""
+    kept = _without_go_back_events(done.events(child))
+    at = _at_task_start(original, "T-002")
+    assert [e["type"] for e in kept] == [e["type"] for e in original[: len(kept)]]
+    assert len(kept) in (at, at + 1)
+    assert done.statuses(child) == _statuses_at(kept, ["T-001", "T-002"])
+    # the original is untouched
+    after = (_dir_digest(done.sdir(), skip=(".lock", "operations.jsonl")), done.head())
+    assert after == before and done.porcelain() == porcelain
+    # and the fork can go on
+    go_on = done.cli("resume", child, TILTH_MAX_WALL_CLOCK_MINUTES=TINY_CLOCK)
+    assert go_on.returncode == 3, go_on.stdout + go_on.stderr
+
+
+def test_summarize_then_rewind_still_works(done: Live) -> None:
+    rows = done.checkpoints()
+    turns = [
+        r
+        for r in rows
+        if r["kind"] == "turn" and r["task_id"] == "T-001" and r["stage"] == "implementing"
+    ]
+    assert len(turns) >= 2
+    result = done.cli(
+        "summarize",
+        done.sid,
+        "--at",
+        turns[-1]["id"],
+        "--direction",
+        "up-to",
+        "--thread",
+        "worker.T-001.implementing",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    planning = _planning_sha(done)
+    back = done.cli("rewind", done.sid, "--to", "T-001/planning", "-y")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert done.head() == planning
+    assert done.statuses()["T-001"] == "in_progress"
