@@ -101,3 +101,23 @@ def test_fork_at_the_seed_and_a_clear_error_without_at(tilth_home: Path, tmp_pat
     child = Session.open(tilth_home / "sessions", json.loads(seeded.stdout)["session_id"])
     assert child.checkpoint()["status"] == "prepared"
     assert child.threads.heads() == seed.threads
+
+
+def test_an_interrupted_fork_is_marked_and_can_be_discarded(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    import signal
+
+    driver, ids = _built(tilth_home, tmp_path)
+    parent = driver.session
+    before = _session_files(parent)
+    sessions = tilth_home / "sessions"
+    killed = _cli(sessions, "fork", parent.id, "--at", ids[1], TILTH_FAULT_AT="fork-files")
+    assert killed.returncode == -signal.SIGKILL
+    (half,) = [p.name for p in sessions.iterdir() if p.name != parent.id]
+    record = Session.open(sessions, half).checkpoint()
+    assert record["fork_incomplete"] is True and record["status"] == "failed"
+    assert _session_files(parent) == before
+    gone = _cli(sessions, "reset", half, "-y")
+    assert gone.returncode == 0, gone.stderr
+    assert not (sessions / half).exists()

@@ -142,7 +142,9 @@ def _copy_files(parent: Session, child: Session, target: Checkpoint) -> None:
     if events.is_file():
         _copy_prefix(events, child.events.path, target.event_offset)
     state = dict(target.state)
-    restore_files(child, state)
+    # Status and tokens go into checkpoint.json last, with the lineage: until then the
+    # half-made fork stays marked failed.
+    restore_files(child, {k: v for k, v in state.items() if k not in ("status", "tokens_used")})
     restore_counts(child.ledger.directory, dict(state.get("ledger") or {}))
     lines = state.get("progress_lines")
     if isinstance(lines, int):
