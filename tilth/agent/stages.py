@@ -73,9 +73,7 @@ def _text_submission(
     return handle
 
 
-def _case_handler(
-    ctx: RunContext, task: dict[str, Any], state: TaskState
-) -> Callable[[ToolCall, int], Submission]:
+def _case_handler(ctx: RunContext, task: dict[str, Any]) -> Callable[[ToolCall, int], Submission]:
     task_id = str(task["id"])
 
     def handle(call: ToolCall, number: int) -> Submission:
@@ -126,7 +124,7 @@ def worker_spec(
         handler = _text_submission("plan", stage, "Implementation comes next.")
     else:
         tool, schema = SUBMIT_CASE, SUBMIT_CASE_SCHEMA
-        handler = _case_handler(ctx, task, state)
+        handler = _case_handler(ctx, task)
     closing = f"Begin now. When the {stage} work is complete, call `{tool}`."
 
     def brief() -> str:
