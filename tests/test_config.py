@@ -54,6 +54,7 @@ def test_defaults(home: Path) -> None:
     assert s.empty_backoff_seconds == 2.0
     assert s.test_timeout_seconds == 180.0
     assert s.lint_command is None
+    assert s.warnings == ()
 
 
 def test_home_defaults_to_dot_tilth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -403,3 +404,31 @@ def test_openrouter_detection(home: Path) -> None:
 def test_secret_values_lists_every_api_key(home: Path) -> None:
     s = load_settings(env_of(home, **WORKER, TILTH_PREP_API_KEY="sk-prep"))
     assert sorted(secret_values(s.env)) == ["sk-prep", "sk-worker"]
+
+
+# ---- damaged .env files -------------------------------------------------------------------
+def test_unparsable_env_line_is_a_warning_and_the_rest_is_read(home: Path) -> None:
+    (home / ".env").write_text("TILTH_MAX_TOKENS=5\nthis is not a setting\nTILTH_DEFAULT_TIER=L2\n")
+    s = load_settings(env_of(home))
+    assert s.max_tokens == 5 and s.default_tier == "L2"
+    assert s.warnings == (f"{home / '.env'}: cannot parse line 2; it is ignored",)
+    assert load_settings(env_of(home, TILTH_MAX_TOKENS="9")).warnings == s.warnings
+
+
+def test_unparsable_env_line_through_the_cli(cli: RunCli, tilth_home: Path) -> None:
+    (tilth_home / ".env").write_text("oops oops\n")
+    result = cli("sessions")
+    assert result.returncode == 0
+    assert result.stderr.strip().splitlines() == [
+        f"warning: {tilth_home / '.env'}: cannot parse line 1; it is ignored"
+    ]
+
+
+def test_env_file_that_is_not_text(cli: RunCli, tilth_home: Path) -> None:
+    (tilth_home / ".env").write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_settings({"TILTH_HOME": str(tilth_home)})
+    result = cli("sessions")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {tilth_home / '.env'} is not UTF-8 text")
+    assert "Traceback" not in result.stderr

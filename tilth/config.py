@@ -9,6 +9,7 @@ prep), never by model name.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,8 @@ class Settings:
     """Shell command the verifying stage runs as a linter (``TILTH_LINT_COMMAND``); None = none."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
+    warnings: tuple[str, ...] = ()
+    """Problems that did not stop loading (unparsable ``.env`` lines), for the CLI to show."""
 
     def endpoint(self, role: Role) -> Endpoint:
         """The endpoint for ``role``, falling back to the worker's; raises if incomplete."""
@@ -123,17 +126,60 @@ def find_env_file(environ: Mapping[str, str]) -> Path | None:
     return None
 
 
-def merged_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Process environment over the ``.env`` file's values (blank entries count as unset)."""
+def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
+    """The non-blank values of a ``.env`` file, and a warning per line it could not parse.
+
+    Unparsable lines are warnings, not errors: ``./.env`` may belong to another tool.
+    """
+    import logging
+
+    from dotenv import dotenv_values
+
+    class _Collect(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            found = re.search(r"line (\d+)", record.getMessage())
+            self.lines.append(found.group(1) if found else "?")
+
+    # python-dotenv logs unparsable lines straight to stderr; turn them into our warnings.
+    logger = logging.getLogger("dotenv.main")
+    collect = _Collect()
+    logger.addHandler(collect)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        raw = dotenv_values(path)
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{path} is not UTF-8 text", hint="fix or remove that .env file"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        logger.removeHandler(collect)
+        logger.propagate = propagate
+    values = {k: v.strip() for k, v in raw.items() if v is not None and v.strip()}
+    warnings = [f"{path}: cannot parse line {n}; it is ignored" for n in collect.lines]
+    return values, warnings
+
+
+def merged_environment(
+    environ: Mapping[str, str] | None = None, warnings: list[str] | None = None
+) -> dict[str, str]:
+    """Process environment over the ``.env`` file's values (blank entries count as unset).
+
+    Lines of the ``.env`` file that cannot be parsed are described in ``warnings``.
+    """
     environ = os.environ if environ is None else environ
     merged: dict[str, str] = {}
     env_file = find_env_file(environ)
     if env_file is not None:
-        from dotenv import dotenv_values
-
-        for key, value in dotenv_values(env_file).items():
-            if value is not None and value.strip():
-                merged[key] = value.strip()
+        values, problems = read_env_file(env_file)
+        merged.update(values)
+        if warnings is not None:
+            warnings.extend(problems)
     for key, value in environ.items():
         # Blank counts as unset, so a blank variable does not mask the .env value.
         if value.strip():
@@ -185,7 +231,8 @@ def _minutes(env: Mapping[str, str], name: str) -> float:
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read every setting; raises ``ConfigError`` naming a malformed variable."""
-    env = merged_environment(environ)
+    warnings: list[str] = []
+    env = merged_environment(environ, warnings)
     home = Path(env.get("TILTH_HOME", str(Path.home() / ".tilth"))).expanduser()
     sessions = Path(env.get("TILTH_SESSIONS_DIR", str(home / "sessions"))).expanduser()
     files = tuple(f.strip() for f in env.get("TILTH_CONTEXT_FILES", "").split(",") if f.strip())
@@ -210,6 +257,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         test_timeout_seconds=_float(env, "TILTH_TEST_TIMEOUT_SECONDS", positive=True),
         lint_command=env.get("TILTH_LINT_COMMAND") or None,
         env=env,
+        warnings=tuple(warnings),
     )
 
 

@@ -13,8 +13,16 @@ from tilth.ui.io import IO
 
 
 def settings() -> Settings:
-    """Settings from the environment (raises ``ConfigError`` on a malformed value)."""
-    return load_settings()
+    """Settings from the environment (raises ``ConfigError`` on a malformed value).
+
+    Problems that do not stop the command (an unparsable ``.env`` line) are shown once.
+    """
+    cfg = load_settings()
+    if cfg.warnings:
+        warn = IO()
+        for line in cfg.warnings:
+            warn.warn(line)
+    return cfg
 
 
 def io() -> IO:
