@@ -1,0 +1,36 @@
+"""SPEC §9 from outside: ``tilth demo`` tells the whole story offline, labelled as scripted.
+
+Named to sort last: the demo was started (in its own network namespace when
+possible) when the suite's lab was built, and ran beside the other tests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.demo_runner import DEMO, start_demo
+from tests.e2e.lab import Lab, read_jsonl
+
+
+def test_demo_runs_end_to_end_offline_and_says_it_is_scripted(lab: Lab, tmp_path: Path) -> None:
+    process = DEMO.pop("process", None) or start_demo(tmp_path)
+    out, err = process.communicate(timeout=400)
+    assert process.returncode == 0, out[-3000:] + err[-3000:]
+    assert "Traceback" not in out + err
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert "scripted" in lines[0].lower()
+    assert "no network" in out.lower()
+    for verb in ("prep-feature", "run", "reset", "rewind", "restart", "visualize"):
+        assert f"tilth {verb}" in out, verb
+    sessions = Path(DEMO["home"]) / "sessions"
+    (sdir,) = [p for p in sessions.iterdir() if p.is_dir()]
+    checkpoint = json.loads((sdir / "checkpoint.json").read_text())
+    assert checkpoint["status"] == "all_done"
+    verdicts = [
+        e["payload"]["verdict"]
+        for e in read_jsonl(sdir / "events.jsonl")
+        if e["type"] == "evaluator_verdict" and e["payload"].get("stage") == "code_review"
+    ]
+    assert "reject" in verdicts  # one rejected and re-worked task
+    assert "scripted" in (sdir / "chat.html").read_text().lower()
