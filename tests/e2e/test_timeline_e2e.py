@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +191,7 @@ def test_reset_to_seed_confirmation_says_it_is_destructive(done: Live) -> None:
     refused = done.cli("reset", "--to-seed", done.sid, input_text="n\n")
     text = (refused.stdout + refused.stderr).lower()
     assert refused.returncode != 0
-    assert "irreversible" in text or "cannot be undone" in text or "-y" in text
+    assert "irreversible" in text and "destructive" in text
 
 
 def test_every_go_back_verb_leaves_one_record(done: Live) -> None:
@@ -260,3 +261,134 @@ def test_summarize_then_rewind_still_works(done: Live) -> None:
     assert back.returncode == 0, back.stdout + back.stderr
     assert done.head() == planning
     assert done.statuses()["T-001"] == "in_progress"
+
+
+def _threads_text(live: Live) -> str:
+    return "".join(p.read_text() for p in sorted((live.sdir() / "threads").glob("*.jsonl")))
+
+
+def test_rewind_code_scope_leaves_the_conversation_a_note(done: Live) -> None:
+    before = _threads_text(done)
+    result = done.cli("rewind", done.sid, "--to", "T-002/planning", "--scope", "code", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = _threads_text(done)
+    assert after.startswith(before) or len(after) > len(before)
+    added = after[len(before) :] if after.startswith(before) else after
+    assert "restor" in added.lower() or "rewind" in added.lower(), added[-500:]
+
+
+def test_rewind_dry_run_lists_files_the_user_edited_as_conflicts(done: Live) -> None:
+    edited = done.worktree() / "textutils" / "slug.py"
+    edited.write_text(edited.read_text() + "# the user's own line\n")
+    before = (_dir_digest(done.sdir()), done.head(), done.porcelain())
+    result = done.cli("rewind", done.sid, "--to", "T-002", "--scope", "both", "--dry-run")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    header = next(
+        i
+        for i, line in enumerate(lines)
+        if re.search(r"conflict|edited since|you changed", line, re.IGNORECASE)
+    )
+    assert "textutils/slug.py" in "\n".join(lines[header : header + 3]), result.stdout
+    assert (_dir_digest(done.sdir()), done.head(), done.porcelain()) == before
+
+
+def test_resume_after_a_rewind_continues_from_the_checkpoint(done: Live) -> None:
+    seed = done.seed_sha()
+    subjects = done.subjects(seed)
+    back = done.cli("rewind", done.sid, "--to", "T-002/implementing", "--scope", "both", "-y")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert done.subjects(seed) == subjects[:-2]
+    resumed = done.cli("resume", done.sid)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # only the stages after the checkpoint ran again
+    assert done.subjects(seed) == subjects
+    started = [
+        e["payload"]["stage"]
+        for e in done.of_type("stage_started")
+        if e["payload"]["task_id"] == "T-002"
+    ]
+    assert started[-2:] == ["code_review", "verifying"]
+    assert started.count("planning") == 1
+    assert done.checkpoint()["status"] == "all_done"
+
+
+def test_reset_to_seed_keeps_gitignored_cruft(done: Live) -> None:
+    exclude = done.proj / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    with exclude.open("a") as handle:
+        handle.write("*.e2e-cruft\n")
+    cruft = done.worktree() / "kept.e2e-cruft"
+    cruft.write_text("ignored\n")
+    (done.worktree() / "gone.txt").write_text("untracked\n")
+    result = done.cli("reset", "--to-seed", done.sid, "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert cruft.exists()  # git clean -fd, not -fdx
+    assert not (done.worktree() / "gone.txt").exists()
+
+
+def _no_op_snapshot(live: Live) -> tuple[object, ...]:
+    return (_dir_digest(live.sdir()), live.head() if live.worktree().is_dir() else None)
+
+
+def test_reset_to_seed_preflight_rejects_a_broken_prd(done: Live) -> None:
+    prd = done.prd()
+    prd[0]["id"] = "T-1"
+    (done.sdir() / "prd.json").write_text(json.dumps(prd))
+    before = _no_op_snapshot(done)
+    result = done.cli("reset", "--to-seed", done.sid, "-y")
+    assert result.returncode not in (0, 3)
+    assert result.stderr.startswith("error:"), result.stderr
+    assert "tilth reset" in result.stderr and "prep-feature" in result.stderr
+    assert _no_op_snapshot(done) == before
+
+
+def test_reset_to_seed_preflight_rejects_a_missing_worktree(done: Live) -> None:
+    import shutil
+
+    shutil.rmtree(done.worktree())
+    before = _no_op_snapshot(done)
+    result = done.cli("reset", "--to-seed", done.sid, "-y")
+    assert result.returncode not in (0, 3)
+    assert result.stderr.startswith("error:"), result.stderr
+    assert "Traceback" not in result.stderr
+    assert _no_op_snapshot(done) == before
+
+
+def test_reset_to_seed_preflight_rejects_a_session_without_a_seed(blank: Live) -> None:
+    from tests.conftest import make_repo
+    from tilth.model import FakeServer, Script
+    from tilth.model.script import error
+
+    proj = make_repo(blank.live / "proj")
+    with FakeServer(Script(lambda model, request: error(400, "no such model"))) as server:
+        prep = blank.cli(
+            "prep-feature", str(proj), "--brief", "x", TILTH_PREP_BASE_URL=server.base_url
+        )
+    assert prep.returncode != 0
+    (sid,) = blank.session_ids()
+    assert "seed_committed" not in blank.types(sid)
+    before = _dir_digest(blank.sdir(sid))
+    result = blank.cli("reset", "--to-seed", sid, "-y")
+    assert result.returncode not in (0, 3)
+    assert result.stderr.startswith("error:"), result.stderr
+    assert "prep-feature" in result.stderr
+    assert _dir_digest(blank.sdir(sid)) == before
+
+
+def test_go_back_verbs_touch_no_user_ref(done: Live) -> None:
+    main = git(done.proj, "rev-parse", "main")
+    sid = done.sid
+    for args in (
+        ("rewind", sid, "--to", "T-002/planning", "-y"),
+        ("rewind", sid, "--to", "T-001/implementing", "--scope", "code", "-y"),
+        ("fork", sid, "--at", "T-001/planning"),
+        ("reset", "--to-seed", sid, "-y"),
+    ):
+        result = done.cli(*args)
+        assert result.returncode == 0, (args, result.stdout + result.stderr)
+    refs = git(done.proj, "for-each-ref", "--format=%(refname)").split()
+    sessions = {f"refs/heads/session/{s}" for s in done.session_ids()}
+    assert set(refs) == {"refs/heads/main", *sessions}
+    assert git(done.proj, "rev-parse", "main") == main
+    assert git(done.proj, "status", "--porcelain") == ""
