@@ -29,7 +29,6 @@ from tilth.ui.io import IO
 
 def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model, Model]:
     """Worker and evaluator models, each logging ``model_retry`` before a retry."""
-
     from tilth.model import model_for  # imports the OpenAI SDK: slow, so only when running
 
     def hook(role: Role) -> Any:
