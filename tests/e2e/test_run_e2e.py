@@ -187,3 +187,13 @@ def test_several_prepared_sessions_refuse_and_list(prepared: Live) -> None:
     assert all(sid in text for sid in ids), text
     assert [len(prepared.events(sid)) for sid in ids] == lengths
     assert all(prepared.checkpoint(sid)["status"] == "prepared" for sid in ids)
+
+
+def test_run_with_no_prepared_session_exits_2_naming_the_next_command(blank: Live) -> None:
+    from tests.conftest import make_repo
+
+    proj = make_repo(blank.live / "proj")
+    done = blank.cli("run", str(proj))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"tilth prep-feature {proj}" in done.stdout + done.stderr
+    assert blank.session_ids() == []

@@ -138,3 +138,30 @@ def test_restart_from_a_stage_outside_the_tasks_tier_is_an_error(done: Live) -> 
     assert result.returncode not in (0, 3), result.stdout + result.stderr
     assert result.stderr.startswith("error:"), result.stderr
     assert done.head() == head
+
+
+def test_restart_aborts_an_active_run_of_the_session(prepared: Live, lab: Lab) -> None:
+    import time
+
+    from tests.e2e.lab import SLOW_MODEL
+
+    seen = len(bodies(lab.servers.worker))
+    child = prepared.popen("run", str(prepared.proj), TILTH_WORKER_MODEL=SLOW_MODEL)
+    try:
+        deadline = time.monotonic() + 30
+        while len(bodies(lab.servers.worker)) == seen and time.monotonic() < deadline:
+            assert child.poll() is None, child.communicate()
+            time.sleep(0.05)
+        assert prepared.statuses()["T-001"] == "in_progress"
+        result = prepared.cli("restart", prepared.sid, "T-001", "-y", timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
+        # the run was stopped by the restart, not left working behind its back
+        assert child.wait(timeout=30) != 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    assert prepared.statuses()["T-001"] == "pending"
+    assert prepared.head() == prepared.seed_sha()
+    assert prepared.porcelain() == ""
+    assert prepared.of_type("restart")
