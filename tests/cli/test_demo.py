@@ -46,3 +46,14 @@ def test_the_scripted_demo_tells_the_whole_story(tmp_path: Path, tilth_home: Pat
     assert str(session.chat_html_path) in out
     summary = json.loads(session.summary_path.read_text())
     assert summary["stop"]["reason"] == "all_done"
+
+
+def test_live_demo_without_an_endpoint_is_a_clean_usage_error(
+    tmp_path: Path, tilth_home: Path
+) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    result = tilth("demo", "--live", env={"TMPDIR": str(scratch)})
+    assert result.returncode == 2
+    assert "TILTH_BASE_URL" in result.stderr and "Traceback" not in result.stderr
+    assert list(scratch.iterdir()) == []  # nothing was created

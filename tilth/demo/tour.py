@@ -66,10 +66,10 @@ class Step:
 class Tour:
     """Runs the demo's steps in order and reports where everything ended up."""
 
-    def __init__(self, out: IO, options: DemoOptions) -> None:
+    def __init__(self, out: IO, options: DemoOptions, root: Path) -> None:
         self.out = out
         self.options = options
-        self.root = Path(tempfile.mkdtemp(prefix="tilth-demo-"))
+        self.root = root
         self.project = self.root / "textutils"
         self.home = options.home or (None if options.keep else self.root / "home")
         self.server: FakeServer | None = None
@@ -78,7 +78,7 @@ class Tour:
     # ---- the story ----------------------------------------------------------------------------
     def run(self) -> int:
         """Run every step; 0 when the story completed."""
-        self._banner()
+        self.out.say(f"working directory: {self.root}")
         self._make_project()
         try:
             if not self.options.live:
@@ -191,14 +191,6 @@ class Tour:
         return env
 
     # ---- set-up and reporting --------------------------------------------------------------------
-    def _banner(self) -> None:
-        if self.options.live:
-            endpoint = load_settings().endpoint("worker")
-            self.out.say(f"tilth demo --live: a real model ({endpoint.model}) plays every part.")
-        else:
-            self.out.say(SCRIPTED_NOTE, style="bold yellow")
-        self.out.say(f"working directory: {self.root}")
-
     def _make_project(self) -> None:
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
         shutil.copytree(PROJECT, self.project, ignore=ignore)
@@ -238,5 +230,12 @@ def _last_task(session: Session) -> str:
 
 
 def run_demo(out: IO, options: DemoOptions) -> int:
-    """Build the tour and run it."""
-    return Tour(out, options).run()
+    """Say who plays the model, then build the tour and run it."""
+    if options.live:
+        # A missing setting fails here, before anything is created.
+        endpoint = load_settings().endpoint("worker")
+        out.say(f"tilth demo --live: a real model ({endpoint.model}) plays every part.")
+    else:
+        out.say(SCRIPTED_NOTE, style="bold yellow")
+    root = Path(tempfile.mkdtemp(prefix="tilth-demo-"))
+    return Tour(out, options, root).run()
