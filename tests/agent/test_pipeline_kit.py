@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,7 +189,7 @@ def build(
         recorder=recorder,
         progress=Progress(),
         scripted=True,
-        started=__import__("time").monotonic(),
+        started=time.monotonic(),
     )
     return Kit(ctx, session, worktree, seed_sha, w, e, recorder)
 
