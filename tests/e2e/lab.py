@@ -317,3 +317,18 @@ def iter_files(root: Path) -> Iterator[Path]:
     for path in root.rglob("*"):
         if path.is_file() and not path.is_symlink():
             yield path
+
+
+def prep_that_never_finishes(world: Live) -> str:
+    """A session whose interview failed before any seed was written; returns its id."""
+    from tests.conftest import make_repo
+    from tilth.model import FakeServer, Script
+
+    proj = make_repo(world.live / "proj")
+    with FakeServer(Script(lambda model, request: error(400, "no such model"))) as server:
+        prep = world.cli(
+            "prep-feature", str(proj), "--brief", "x", TILTH_PREP_BASE_URL=server.base_url
+        )
+    assert prep.returncode != 0, prep.stdout
+    (sid,) = world.session_ids()
+    return sid

@@ -93,3 +93,28 @@ def test_api_keys_are_not_visible_to_the_workers_bash(lab: Lab) -> None:
     for output in outputs:
         for key in KEYS.values():
             assert key not in output
+
+
+def _malformed_from(prepared: Live, **extra: str) -> str:
+    done = prepared.cli("run", str(prepared.proj), **extra)
+    assert done.returncode not in (0, 3), done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    return done.stderr
+
+
+def test_env_file_named_by_tilth_env_file_is_read(prepared: Live) -> None:
+    env_file = prepared.live / "custom.env"
+    env_file.write_text("TILTH_MAX_ITERATIONS_PER_TASK=lots\n")
+    stderr = _malformed_from(prepared, TILTH_ENV_FILE=str(env_file))
+    assert "TILTH_MAX_ITERATIONS_PER_TASK" in stderr
+
+
+def test_env_file_in_tilth_home_is_read(prepared: Live) -> None:
+    (prepared.home / ".env").write_text("TILTH_MAX_TOKENS=many\n")
+    assert "TILTH_MAX_TOKENS" in _malformed_from(prepared)
+
+
+def test_env_file_in_the_current_directory_is_read(prepared: Live) -> None:
+    # Live.cli runs with cwd = the live root
+    (prepared.live / ".env").write_text("TILTH_MAX_WALL_CLOCK_MINUTES=soon\n")
+    assert "TILTH_MAX_WALL_CLOCK_MINUTES" in _malformed_from(prepared)

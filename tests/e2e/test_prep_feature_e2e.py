@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from tests.conftest import make_repo
-from tests.e2e.lab import ANSWER_TEXT, Lab, Live, git, tool_names
+from tests.e2e.lab import ANSWER_TEXT, SECRET, Lab, Live, build_project, git, tool_names
 from tilth.model import FakeServer, Script
 from tilth.model.script import Reply, reply, tool_call
 
@@ -138,3 +139,46 @@ def test_seed_rules_reject_every_bad_bundle(blank: Live) -> None:
     seed = blank.seed_sha()
     message = git(blank.worktree(), "log", "-1", "--format=%s", seed).strip()
     assert message == "seed: 1 task(s) + 1 acceptance test(s)"
+
+
+def _interview_escapes(outside: Path) -> list[dict[str, Any]]:
+    secret = str(outside / "secret.txt")
+    return [
+        tool_call("read_file", path=secret),
+        tool_call("read_file", path="../" * 12 + secret.lstrip("/")),
+        tool_call("read_file", path="outside_link/secret.txt"),
+        tool_call("read_file", path="../home/sessions"),
+        tool_call("glob", pattern="../*"),
+        tool_call("glob", pattern="outside_link/*"),
+        tool_call("glob", pattern=str(outside) + "/*"),
+        tool_call("grep", pattern=SECRET),
+        tool_call("grep", pattern=SECRET, path_glob="../**"),
+        tool_call("grep", pattern=SECRET, path_glob="outside_link/*"),
+    ]
+
+
+def test_interview_tools_are_confined_to_the_source_repo(blank: Live, lab: Lab) -> None:
+    proj = build_project(blank.root)
+    escapes = _interview_escapes(lab.script.outside)
+
+    def nosy(model: str, request: dict[str, Any]) -> Reply:
+        if not any(m.get("role") == "tool" for m in request["messages"]):
+            return reply(None, *escapes, tool_call("read_file", path="AGENTS.md"))
+        return reply(
+            None, tool_call("write_seed", prd_entries=[GOOD_TASK], test_files=GOOD_TEST, tldr="x")
+        )
+
+    with FakeServer(Script(nosy)) as server:
+        done = blank.cli(
+            "prep-feature", str(proj), "--brief", "peek", TILTH_PREP_BASE_URL=server.base_url
+        )
+        last = [r["body"] for r in server.requests if r["body"]][-1]
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = [str(m["content"]) for m in last["messages"] if m.get("role") == "tool"]
+    assert len(results) == len(escapes) + 1
+    for call, text in zip(escapes, results, strict=False):
+        assert SECRET not in text, (call, text)
+        # refused, or nothing found: never a listing or content from outside the repo
+        assert text.startswith("ERROR") or text.strip() == "(no matches)", (call, text)
+    # the legitimate read inside the repo worked
+    assert "docstring" in results[len(escapes)].lower() or len(results[len(escapes)]) > 20

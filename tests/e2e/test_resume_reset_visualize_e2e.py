@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tests.e2e.lab import XSS, Live, git
+import signal
+import time
+
+from tests.e2e.lab import SLOW_MODEL, XSS, Lab, Live, bodies, git, prep_that_never_finishes
 
 L1 = ["planning", "implementing", "code_review", "verifying"]
 L2 = ["brainstorming", "design_review", *L1]
@@ -67,3 +70,33 @@ def test_visualize_writes_self_contained_html_with_model_text_escaped(done: Live
     assert "&lt;script&gt;alert(" in html
     # self-contained: nothing fetched from elsewhere
     assert 'src="http' not in html and 'href="http' not in html
+
+
+def test_a_live_resume_reads_running_and_holds_the_session(failed: Live, lab: Lab) -> None:
+    seen = len(bodies(lab.servers.worker))
+    child = failed.popen("resume", failed.sid, TILTH_WORKER_MODEL=SLOW_MODEL)
+    try:
+        deadline = time.monotonic() + 30
+        while len(bodies(lab.servers.worker)) == seen and time.monotonic() < deadline:
+            assert child.poll() is None, child.communicate()
+            time.sleep(0.05)
+        assert failed.checkpoint()["status"] == "running"
+        second = failed.cli("resume", failed.sid)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert "in use" in second.stderr
+        child.send_signal(signal.SIGINT)
+        child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 130
+
+
+def test_resume_of_a_session_whose_prep_never_finished_is_a_clean_error(blank: Live) -> None:
+    sid = prep_that_never_finishes(blank)
+    result = blank.cli("resume", sid)
+    assert result.returncode not in (0, 3), result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stderr.startswith("error:"), result.stderr
+    assert "prep" in result.stderr

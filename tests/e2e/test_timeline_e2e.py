@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.lab import Live, git, read_jsonl
+from tests.e2e.lab import Live, git, prep_that_never_finishes, read_jsonl
 
 TINY_CLOCK = "0.0000001"
 
@@ -356,17 +356,7 @@ def test_reset_to_seed_preflight_rejects_a_missing_worktree(done: Live) -> None:
 
 
 def test_reset_to_seed_preflight_rejects_a_session_without_a_seed(blank: Live) -> None:
-    from tests.conftest import make_repo
-    from tilth.model import FakeServer, Script
-    from tilth.model.script import error
-
-    proj = make_repo(blank.live / "proj")
-    with FakeServer(Script(lambda model, request: error(400, "no such model"))) as server:
-        prep = blank.cli(
-            "prep-feature", str(proj), "--brief", "x", TILTH_PREP_BASE_URL=server.base_url
-        )
-    assert prep.returncode != 0
-    (sid,) = blank.session_ids()
+    sid = prep_that_never_finishes(blank)
     assert "seed_committed" not in blank.types(sid)
     before = _dir_digest(blank.sdir(sid))
     result = blank.cli("reset", "--to-seed", sid, "-y")
