@@ -41,6 +41,8 @@ XSS = "<script>alert('tilth-e2e')</script>"
 ANSWER = "1\n"
 ANSWER_TEXT = "yes, keep digits"
 DOTS = "../" * 12
+BASH_FILE = "from_bash.txt"
+BASH_MADE = "made-by-bash"
 
 
 def tool_names(request: dict[str, Any]) -> set[str]:
@@ -65,6 +67,7 @@ def probes(outside: Path) -> list[dict[str, Any]]:
         tool_call("grep", pattern=SECRET, path_glob="outside_link/*"),
         tool_call("grep", pattern=SECRET, path_glob=DOTS + str(outside).lstrip("/") + "/*"),
         tool_call("bash", command="env; cat /proc/$PPID/environ | tr '\\0' '\\n'"),
+        tool_call("bash", command=f"echo {BASH_MADE} > {BASH_FILE}"),
     ]
 
 

@@ -13,7 +13,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.lab import Live, git, prep_that_never_finishes, read_jsonl
+from tests.e2e.lab import (
+    BASH_FILE,
+    BASH_MADE,
+    Live,
+    git,
+    prep_that_never_finishes,
+    read_jsonl,
+)
+from tilth.demo.story import WORD_COUNT_FIRST
 
 TINY_CLOCK = "0.0000001"
 
@@ -382,3 +390,35 @@ def test_go_back_verbs_touch_no_user_ref(done: Live) -> None:
     assert set(refs) == {"refs/heads/main", *sessions}
     assert git(done.proj, "rev-parse", "main") == main
     assert git(done.proj, "status", "--porcelain") == ""
+
+
+def _first_write_turn(live: Live) -> dict[str, Any]:
+    """The turn checkpoint right after T-001's first implementing turn (write + bash probes)."""
+    return next(
+        r
+        for r in live.checkpoints()
+        if r["kind"] == "turn" and r["task_id"] == "T-001" and r["stage"] == "implementing"
+    )
+
+
+def test_rewind_to_a_turn_restores_files_written_by_tools_and_by_bash(done: Live) -> None:
+    turn = _first_write_turn(done)
+    assert "textutils/count.py" in turn["files_changed"]
+    result = done.cli("rewind", done.sid, "--to", turn["id"], "--scope", "both", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert done.head() == _planning_sha(done)
+    worktree = done.worktree()
+    assert (worktree / "textutils" / "count.py").read_text() == WORD_COUNT_FIRST
+    assert (worktree / BASH_FILE).read_text().strip() == BASH_MADE
+    assert done.statuses()["T-001"] == "in_progress"
+
+
+def test_fork_at_a_turn_carries_the_uncommitted_files(done: Live) -> None:
+    turn = _first_write_turn(done)
+    forked = done.cli("fork", done.sid, "--at", turn["id"], "--json")
+    assert forked.returncode == 0, forked.stdout + forked.stderr
+    child = json.loads(forked.stdout)["session_id"]
+    worktree = done.worktree(child)
+    assert done.head(child) == _planning_sha(done)
+    assert (worktree / "textutils" / "count.py").read_text() == WORD_COUNT_FIRST
+    assert (worktree / BASH_FILE).read_text().strip() == BASH_MADE
