@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import make_repo
-from tests.e2e.lab import ANSWER_TEXT, SECRET, Lab, Live, build_project, git, tool_names
+from tests.e2e.lab import ANSWER, ANSWER_TEXT, SECRET, Lab, Live, build_project, git, tool_names
 from tilth.model import FakeServer, Script
 from tilth.model.script import Reply, reply, tool_call
 
@@ -182,3 +182,16 @@ def test_interview_tools_are_confined_to_the_source_repo(blank: Live, lab: Lab) 
         assert text.startswith("ERROR") or text.strip() == "(no matches)", (call, text)
     # the legitimate read inside the repo worked
     assert "docstring" in results[len(escapes)].lower() or len(results[len(escapes)]) > 20
+
+
+def test_force_discards_the_existing_session_then_preps(prepared: Live) -> None:
+    old = prepared.sid
+    done = prepared.cli(
+        "prep-feature", str(prepared.proj), "--brief", "again", "--force", input_text=ANSWER
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = prepared.session_ids()
+    assert len(ids) == 1 and ids[0] != old
+    assert f"session/{old}" not in git(prepared.proj, "branch", "--list")
+    assert old not in git(prepared.proj, "worktree", "list")
+    assert prepared.checkpoint(ids[0])["status"] == "prepared"

@@ -61,6 +61,7 @@ def test_reset_with_yes_deletes_session_branch_and_worktree(done: Live) -> None:
 
 def test_visualize_writes_self_contained_html_with_model_text_escaped(done: Live) -> None:
     page = done.sdir() / "chat.html"
+    assert XSS not in page.read_text()  # the one the run wrote
     page.unlink()
     result = done.cli("visualize", done.sid)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -197,3 +197,21 @@ def test_run_with_no_prepared_session_exits_2_naming_the_next_command(blank: Liv
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"tilth prep-feature {proj}" in done.stdout + done.stderr
     assert blank.session_ids() == []
+
+
+def test_evaluator_cap_fails_the_task_after_that_many_rejections(prepared: Live) -> None:
+    done = prepared.cli("run", str(prepared.proj), TILTH_MAX_EVALUATOR_CALLS_PER_TASK="1")
+    assert done.returncode == 3, done.stdout + done.stderr
+    failure = prepared.of_type("task_failed")[-1]["payload"]
+    assert (failure["task_id"], failure["reason"]) == ("T-001", "evaluator_cap")
+    assert prepared.of_type("stop")[-1]["payload"]["reason"] == "evaluator_cap"
+    assert [e["payload"]["verdict"] for e in prepared.of_type("evaluator_verdict")] == ["reject"]
+    assert prepared.checkpoint()["status"] == "failed"
+
+
+def test_token_cap_stops_the_run_resumably(prepared: Live) -> None:
+    done = prepared.cli("run", str(prepared.proj), TILTH_MAX_TOKENS="20")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert prepared.of_type("stop")[-1]["payload"]["reason"] == "token_cap"
+    assert prepared.checkpoint()["status"] == "running"
+    assert "failed" not in prepared.statuses().values()
