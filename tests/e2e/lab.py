@@ -30,6 +30,8 @@ MODEL = "tilth-e2e-model"
 STALL_MODEL = "stall-worker"
 ERROR_MODEL = "error-worker"
 SLOW_MODEL = "slow-worker"
+EAGER_MODEL = "eager-worker"
+"""Submits its case before writing any code (the seed tests must still fail)."""
 
 KEYS = {
     "worker": "sk-e2e-WORKER-5d1c0b7e93a4",
@@ -107,6 +109,10 @@ class StoryScript:
             return error(500, "scripted outage")
         if is_worker and model == SLOW_MODEL:
             return delay(60, reply("(scripted) too late"))
+        fresh = not any(m.get("role") == "tool" for m in request.get("messages") or [])
+        if is_worker and model == EAGER_MODEL and "submit_case" in tools and fresh:
+            coverage = [{"criterion": "all of them", "addressed_by": "textutils/count.py"}]
+            return reply(None, tool_call("submit_case", summary="done", ac_coverage=coverage))
         answer = self.team(model, request)
         if is_worker:
             answer = {**answer, "content": f"{answer.get('content') or ''} {XSS}".strip()}

@@ -118,3 +118,19 @@ def test_env_file_in_the_current_directory_is_read(prepared: Live) -> None:
     # Live.cli runs with cwd = the live root
     (prepared.live / ".env").write_text("TILTH_MAX_WALL_CLOCK_MINUTES=soon\n")
     assert "TILTH_MAX_WALL_CLOCK_MINUTES" in _malformed_from(prepared)
+
+
+def test_context_files_reach_the_prompts(lab: Lab) -> None:
+    # the demo project's AGENTS.md (a default TILTH_CONTEXT_FILES name)
+    line = "each public function has a docstring"
+    for role in ("worker", "evaluator"):
+        assert any(line in json.dumps(b["messages"]) for b in lab.notes["requests"][role]), role
+
+
+def test_default_tier_applies_to_tasks_that_name_none(prepared: Live) -> None:
+    done = prepared.cli(
+        "run", str(prepared.proj), TILTH_DEFAULT_TIER="L2", TILTH_MAX_ITERATIONS_PER_TASK="1"
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    first = prepared.of_type("stage_started")[0]["payload"]
+    assert (first["task_id"], first["stage"]) == ("T-001", "brainstorming")

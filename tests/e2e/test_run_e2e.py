@@ -215,3 +215,37 @@ def test_token_cap_stops_the_run_resumably(prepared: Live) -> None:
     assert prepared.of_type("stop")[-1]["payload"]["reason"] == "token_cap"
     assert prepared.checkpoint()["status"] == "running"
     assert "failed" not in prepared.statuses().values()
+
+
+def _text(body: dict[str, Any]) -> str:
+    return json.dumps(body["messages"])
+
+
+def test_the_evaluator_sees_task_criteria_seed_test_validator_diff_and_ledger(lab: Lab) -> None:
+    reviews = [
+        b
+        for b in lab.notes["requests"]["evaluator"]
+        if "T-001" in _text(b) and "## Review: code_review" in _text(b)
+    ]
+    assert len(reviews) == 2  # rejected once, then accepted
+    second = _text(reviews[1])
+    assert "a blank string has 0 words" in second  # an acceptance criterion
+    assert "def test_blank_text_has_no_words" in second  # the seed test
+    assert "passed" in second  # the validator output
+    assert "textutils/count.py" in second and "+def word_count" in second  # the diff
+    assert "word_count has no docstring" in second  # the ledger: the earlier rejection
+
+
+def test_the_worker_sees_the_plan_progress_and_its_ledger(lab: Lab) -> None:
+    worker = lab.notes["requests"]["worker"]
+    t002 = [b for b in worker if "Slugify" in _text(b) and "submit_case" in tool_names(b)]
+    assert t002
+    text = _text(t002[0])
+    assert "Count words" in text and "Slugify" in text  # the full plan
+    assert "T-001" in text and "done" in text  # progress
+    rework = [
+        b
+        for b in worker
+        if "submit_case" in tool_names(b) and "word_count has no docstring" in _text(b)
+    ]
+    assert rework, "the worker never saw its ledger's rejection"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.e2e.lab import Lab, Live, bodies, git
+from tests.e2e.lab import EAGER_MODEL, Lab, Live, bodies, git, tool_names
 
 L1 = ["planning", "implementing", "code_review", "verifying"]
 L2 = ["brainstorming", "design_review", *L1]
@@ -165,3 +165,59 @@ def test_restart_aborts_an_active_run_of_the_session(prepared: Live, lab: Lab) -
     assert prepared.head() == prepared.seed_sha()
     assert prepared.porcelain() == ""
     assert prepared.of_type("restart")
+
+
+def _requests_with(lab: Lab, role: str, text: str) -> list[dict[str, Any]]:
+    return [b for b in lab.notes["requests"][role] if text in json.dumps(b["messages"])]
+
+
+def test_each_stage_output_is_shown_to_later_stages(lab: Lab) -> None:
+    brainstorm = "(scripted) Design note for T-002"
+    plan = "(scripted) Plan for T-002"
+    design_review = [
+        b for b in _requests_with(lab, "evaluator", brainstorm) if "design_review" in json.dumps(b)
+    ]
+    assert design_review, "the design review never saw the brainstorm"
+    implementing = [
+        b for b in _requests_with(lab, "worker", plan) if "submit_case" in tool_names(b)
+    ]
+    assert implementing, "the implementing stage never saw the plan"
+    code_review = [
+        b
+        for b in _requests_with(lab, "evaluator", plan)
+        if "## Review: code_review" in json.dumps(b)
+    ]
+    assert code_review, "the code review never saw the plan"
+
+
+def test_verifying_runs_the_ratchet_of_every_done_task(done: Live) -> None:
+    runs = [
+        e["payload"]
+        for e in done.of_type("tests_run")
+        if (e["payload"].get("task_id"), e["payload"].get("stage")) == ("T-002", "verifying")
+    ]
+    assert runs and runs[-1]["passed"]
+    assert set(runs[-1]["files"]) == {
+        "tests/test_t001_word_count.py",
+        "tests/test_t002_slugify.py",
+    }
+
+
+def test_a_case_is_refused_until_the_seed_tests_pass(prepared: Live, lab: Lab) -> None:
+    seen = len(bodies(lab.servers.worker))
+    done = prepared.cli(
+        "run", str(prepared.proj), TILTH_WORKER_MODEL=EAGER_MODEL, TILTH_MAX_ITERATIONS_PER_TASK="3"
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert prepared.of_type("evaluator_verdict") == []  # nothing went to review
+    assert "code_review" not in [e["payload"]["stage"] for e in prepared.of_type("stage_started")]
+    # the failing seed-test output went back to the worker
+    later = bodies(lab.servers.worker)[seen:]
+    answers = [
+        m["content"]
+        for b in later
+        for m in b["messages"]
+        if m.get("role") == "tool" and "test_t001_word_count" in str(m.get("content"))
+    ]
+    assert answers, "the worker never saw why its case was refused"
+    assert any("count" in a and ("Error" in a or "failed" in a) for a in answers), answers[0]
