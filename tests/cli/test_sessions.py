@@ -146,3 +146,24 @@ def test_a_damaged_session_does_not_break_the_listing(
     assert any(line.startswith(good.id) for line in result.stdout.splitlines())
     rows = {r["id"]: r for r in json.loads(cli("sessions", "--json").stdout)}
     assert rows[bad.id]["status"] == "unreadable" and rows[bad.id]["problem"]
+
+
+def test_latest_session_announcement_keeps_json_stdout_clean(
+    sessions_dir: Path, repo: Path
+) -> None:
+    import io
+
+    from tilth.cli.common import pick_session
+    from tilth.config import load_settings
+    from tilth.ui.io import IO
+
+    session = Session.create(sessions_dir, repo)
+    cfg = load_settings()
+    for json_output, announced_on in ((False, "stdout"), (True, "stderr")):
+        streams = {"stdout": io.StringIO(), "stderr": io.StringIO()}
+        out = IO(stdin=io.StringIO(), stdout=streams["stdout"], stderr=streams["stderr"])
+        assert pick_session(cfg, None, out, "checkpoints", json_output=json_output) == session
+        line = f"checkpoints: latest session is {session.id}"
+        assert line in streams[announced_on].getvalue()
+        other = "stderr" if announced_on == "stdout" else "stdout"
+        assert streams[other].getvalue() == ""

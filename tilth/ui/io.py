@@ -69,6 +69,10 @@ class IO:
     def ok(self, text: str) -> None:
         self.say(text, style="green")
 
+    def note(self, text: str) -> None:
+        """A dim informational line on stderr (keeps stdout clean for ``--json``)."""
+        self.err_console.print(text, style="dim", markup=False)
+
     def warn(self, text: str) -> None:
         """A warning on stderr."""
         self.err_console.print(f"warning: {text}", style="yellow", markup=False)
