@@ -432,3 +432,9 @@ def test_env_file_that_is_not_text(cli: RunCli, tilth_home: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: {tilth_home / '.env'} is not UTF-8 text")
     assert "Traceback" not in result.stderr
+
+
+def test_relative_paths_become_absolute(home: Path) -> None:
+    s = load_settings({"TILTH_HOME": "rel-home", "TILTH_SESSIONS_DIR": "rel-sessions"})
+    assert s.home == Path.cwd() / "rel-home"
+    assert s.sessions_dir == Path.cwd() / "rel-sessions"

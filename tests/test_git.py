@@ -298,3 +298,15 @@ def _alive(pid: int) -> bool:
             return handle.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_ensure_worktree_with_a_relative_path(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    made = git.ensure_worktree(repo, Path("wt"), "session/rel")
+    assert made == (elsewhere / "wt").resolve()
+    assert (elsewhere / "wt" / "README.md").is_file()
+    assert not (repo / "wt").exists()

@@ -233,8 +233,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read every setting; raises ``ConfigError`` naming a malformed variable."""
     warnings: list[str] = []
     env = merged_environment(environ, warnings)
-    home = Path(env.get("TILTH_HOME", str(Path.home() / ".tilth"))).expanduser()
-    sessions = Path(env.get("TILTH_SESSIONS_DIR", str(home / "sessions"))).expanduser()
+    # Absolute, because these paths are handed to git running in other directories.
+    home = Path(env.get("TILTH_HOME", str(Path.home() / ".tilth"))).expanduser().absolute()
+    sessions = Path(env.get("TILTH_SESSIONS_DIR", str(home / "sessions"))).expanduser().absolute()
     files = tuple(f.strip() for f in env.get("TILTH_CONTEXT_FILES", "").split(",") if f.strip())
     tier = env.get("TILTH_DEFAULT_TIER", "L1").upper()
     if tier not in TIERS:

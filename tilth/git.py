@@ -199,6 +199,7 @@ def branch_exists(source: Path, branch: str) -> bool:
 
 def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") -> Path:
     """The worktree at ``path`` on ``branch``, creating (or re-creating) it as needed."""
+    path = path.absolute()  # git runs in ``source``: a relative path would land there
     resolved = path.resolve()
     registered = worktrees(source)
     if resolved in registered and path.is_dir():
