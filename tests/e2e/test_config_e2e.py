@@ -73,6 +73,12 @@ def test_api_keys_are_in_no_session_file(done: Live) -> None:
     assert not any(key in html for key in KEYS.values())
 
 
+def test_api_keys_are_not_printed(lab: Lab) -> None:
+    for name in ("prep", "run", "failed_run"):
+        done = lab.notes[name]
+        assert not any(key in done.stdout + done.stderr for key in KEYS.values()), name
+
+
 def test_api_keys_are_not_visible_to_the_workers_bash(lab: Lab) -> None:
     # the story's T-001 ran `env` and read its parent's environ; what bash printed
     # went back to the model as the tool result

@@ -7,7 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import make_repo
-from tests.e2e.lab import ANSWER, ANSWER_TEXT, SECRET, Lab, Live, build_project, git, tool_names
+from tests.e2e.lab import (
+    ANSWER,
+    ANSWER_TEXT,
+    SECRET,
+    Lab,
+    Live,
+    bodies,
+    build_project,
+    git,
+    tool_names,
+)
 from tilth.model import FakeServer, Script
 from tilth.model.script import Reply, reply, tool_call
 
@@ -195,3 +205,17 @@ def test_force_discards_the_existing_session_then_preps(prepared: Live) -> None:
     assert f"session/{old}" not in git(prepared.proj, "branch", "--list")
     assert old not in git(prepared.proj, "worktree", "list")
     assert prepared.checkpoint(ids[0])["status"] == "prepared"
+
+
+def test_brief_and_a_free_text_answer_come_from_piped_stdin(blank: Live, lab: Lab) -> None:
+    proj = build_project(blank.root)
+    seen = len(bodies(lab.servers.prep))
+    stdin = "Count words in textutils\n0\nletters only, please\n"
+    done = blank.cli("prep-feature", str(proj), input_text=stdin)
+    assert done.returncode == 0, done.stdout + done.stderr
+    requests = bodies(lab.servers.prep)[seen:]
+    first = json.dumps(requests[0]["messages"])
+    assert "Count words in textutils" in first
+    answers = [m["content"] for m in requests[-1]["messages"] if m.get("role") == "tool"]
+    assert any("letters only, please" in str(a) for a in answers), answers
+    assert blank.checkpoint()["status"] == "prepared"

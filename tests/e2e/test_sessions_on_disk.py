@@ -179,3 +179,17 @@ def test_resume_tolerates_a_torn_last_line(failed: Live) -> None:
         if line.startswith('{"v": 1, "seq": 99999'):
             continue
         json.loads(line)
+
+
+def test_readers_tolerate_torn_ledger_and_thread_lines(done: Live) -> None:
+    for rel in ("ledger/T-001.jsonl", "threads/worker.T-001.implementing.jsonl"):
+        path = done.sdir() / rel
+        assert path.is_file(), rel
+        with path.open("a") as handle:
+            handle.write('{"v": 1, "ts": "2026-0')
+    for args in (("visualize", done.sid), ("checkpoints", done.sid), ("sessions",)):
+        result = done.cli(*args)
+        assert result.returncode == 0, (args, result.stdout + result.stderr)
+        assert "Traceback" not in result.stderr
+    back = done.cli("rewind", done.sid, "--to", "T-002", "-y")
+    assert back.returncode == 0, back.stdout + back.stderr
