@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from typing import Any
 
 from tests.e2e.lab import EAGER_MODEL, Lab, Live, bodies, git, tool_names
@@ -221,3 +223,32 @@ def test_a_case_is_refused_until_the_seed_tests_pass(prepared: Live, lab: Lab) -
     ]
     assert answers, "the worker never saw why its case was refused"
     assert any("count" in a and ("Error" in a or "failed" in a) for a in answers), answers[0]
+
+
+def test_restart_confirmation_lists_reruns_commits_and_stash(done: Live) -> None:
+    refused = done.cli("restart", done.sid, "T-002", "--from", "code_review")
+    assert refused.returncode != 0
+    assert done.statuses()["T-002"] == "done"  # nothing happened without -y
+    text = refused.stdout + refused.stderr
+    assert "code_review" in text and "verifying" in text
+    assert re.search(r"\b2\b[^\n]*commit|commit[^\n]*\b2\b", text), text
+    assert "stash" in text.lower(), text
+
+
+def test_restart_falls_back_to_a_full_restart_when_the_stage_commit_is_gone(done: Live) -> None:
+    worktree = done.worktree()
+    base = done.of_type("commit")[0]["payload"]["sha"]  # T-002's base
+    # the user rewrote the session branch: T-002's stage commits no longer exist anywhere
+    git(worktree, "reset", "-q", "--hard", base)
+    git(worktree, "commit", "-q", "--allow-empty", "-m", "user rewrote history")
+    git(done.proj, "reflog", "expire", "--expire=now", "--all")
+    git(done.proj, "gc", "-q", "--prune=now")
+    gone = _stage_sha(done, "T-002", "implementing")
+    missing = subprocess.run(["git", "cat-file", "-e", gone], cwd=worktree, capture_output=True)
+    assert missing.returncode != 0
+    result = done.cli("restart", done.sid, "T-002", "--from", "code_review", "-y")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "warn" in (result.stdout + result.stderr).lower()
+    assert done.head() == base
+    assert done.statuses()["T-002"] == "pending"
+    assert not _task_state(done, "T-002").get("outputs")
