@@ -16,6 +16,8 @@ differs, stored in the shared blob store.
 from __future__ import annotations
 
 import os
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,7 +241,7 @@ class TurnCapture:
         result = self._evaluate(head, self._status_paths())
         self._full_scan = False
         if self._watch and self._watcher is None:
-            self._watcher = start_watcher(self.root, self.skip, self._is_ignored_dir)
+            self._watcher = start_watcher(self.root, self.skip, self._weak_is_ignored_dir())
         return result
 
     def close(self) -> None:
@@ -293,7 +295,7 @@ class TurnCapture:
             # Events were lost: this turn falls back to a full comparison, and from now on
             # the stat scanner is used.
             watcher.close()
-            self._watcher = StatScanner(self.root, self.skip, self._is_ignored_dir)
+            self._watcher = StatScanner(self.root, self.skip, self._weak_is_ignored_dir())
             self._full_scan = True
 
     def _status_paths(self) -> set[str]:
@@ -341,6 +343,18 @@ class TurnCapture:
 
     def _is_ignored_dir(self, rel: str) -> bool:
         return bool(self._ignored([rel]))
+
+    def _weak_is_ignored_dir(self) -> Callable[[str], bool]:
+        """``_is_ignored_dir`` through a weak reference."""
+        # No cycle capture → watcher → capture: a dropped capture then frees its inotify
+        # instance at once, and the kernel allows one user only a few (128 by default).
+        method = weakref.WeakMethod(self._is_ignored_dir)
+
+        def ask(rel: str) -> bool:
+            bound = method()
+            return bool(bound is not None and bound(rel))
+
+        return ask
 
     def _ignored(self, paths: list[str]) -> set[str]:
         if any(p == ".gitignore" or p.endswith("/.gitignore") for p in paths) and self._ignore:
