@@ -12,12 +12,14 @@ import pytest
 from tests.e2e.demo_runner import DEMO, DEMO_TEST, start_demo
 from tests.e2e.lab import (
     ANSWER,
+    SLOW_IMPLEMENTER,
     STALL_MODEL,
     Lab,
     Live,
     StoryScript,
     bodies,
     build_project,
+    interrupt_run,
     start_servers,
 )
 from tilth.demo.story import BRIEF
@@ -68,6 +70,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
         )
         lab.notes["failed_run"] = failed
         lab.save("failed")
+
+        lab.restore("prepared")
+        interrupted, _ = interrupt_run(
+            world, servers, "run", str(world.proj), model=SLOW_IMPLEMENTER
+        )
+        lab.notes["interrupted_run"] = interrupted
+        lab.save("interrupted")
         lab.clear()
         yield lab
     finally:
@@ -97,6 +106,13 @@ def done(lab: Lab) -> Iterator[Live]:
 def failed(lab: Lab) -> Iterator[Live]:
     """A copy of the story after a run that failed T-001 on the iteration cap."""
     yield lab.restore("failed")
+    lab.clear()
+
+
+@pytest.fixture
+def interrupted(lab: Lab) -> Iterator[Live]:
+    """A copy of the story after Ctrl-C during T-001's first implementing call."""
+    yield lab.restore("interrupted")
     lab.clear()
 
 

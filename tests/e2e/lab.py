@@ -30,6 +30,8 @@ MODEL = "tilth-e2e-model"
 STALL_MODEL = "stall-worker"
 ERROR_MODEL = "error-worker"
 SLOW_MODEL = "slow-worker"
+SLOW_IMPLEMENTER = "slow-implementer"
+"""Plans normally, then hangs in its first implementing call (to be interrupted there)."""
 EAGER_MODEL = "eager-worker"
 """Submits its case before writing any code (the seed tests must still fail)."""
 
@@ -107,6 +109,8 @@ class StoryScript:
             return reply("(scripted) still thinking", tool_call("bash", command="echo working"))
         if is_worker and model == ERROR_MODEL:
             return error(500, "scripted outage")
+        if is_worker and model == SLOW_IMPLEMENTER and "submit_case" in tools:
+            return delay(60, reply("(scripted) too late"))
         if is_worker and model == SLOW_MODEL:
             return delay(60, reply("(scripted) too late"))
         fresh = not any(m.get("role") == "tool" for m in request.get("messages") or [])
@@ -341,3 +345,32 @@ def prep_that_never_finishes(world: Live) -> str:
     assert prep.returncode != 0, prep.stdout
     (sid,) = world.session_ids()
     return sid
+
+
+def interrupt_run(
+    world: Live, servers: Servers, *args: str, model: str = SLOW_MODEL, **extra: str
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Start ``tilth <args>``, wait for its (hanging) worker call, Ctrl-C it; (result, calls)."""
+    import signal
+    import time
+
+    seen = len(bodies(servers.worker))
+    child = world.popen(*args, TILTH_WORKER_MODEL=model, **extra)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert child.poll() is None, child.communicate()
+            late = bodies(servers.worker)[seen:]
+            if model != SLOW_IMPLEMENTER and late:
+                break
+            if any("submit_case" in tool_names(b) for b in late):
+                break
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    done = subprocess.CompletedProcess(child.args, child.returncode, out, err)
+    return done, len(bodies(servers.worker)) - seen

@@ -101,3 +101,18 @@ def test_resume_of_a_session_whose_prep_never_finished_is_a_clean_error(blank: L
     assert "Traceback" not in result.stdout + result.stderr
     assert result.stderr.startswith("error:"), result.stderr
     assert "prep" in result.stderr
+
+
+def test_resume_continues_an_interrupted_task_mid_way(interrupted: Live) -> None:
+    seed = interrupted.seed_sha()
+    assert interrupted.subjects(seed) == ["task/T-001: complete planning stage"]
+    done = interrupted.cli("resume", interrupted.sid)
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = interrupted.events()
+    at = max(i for i, e in enumerate(events) if e["type"] == "session_resume")
+    first = next(e for e in events[at:] if e["type"] == "stage_started")["payload"]
+    assert (first["task_id"], first["stage"]) == ("T-001", "implementing")
+    subjects = interrupted.subjects(seed)
+    assert subjects.count("task/T-001: complete planning stage") == 1
+    assert subjects[-1] == "task/T-002: complete verifying stage"
+    assert interrupted.statuses() == {"T-001": "done", "T-002": "done"}
