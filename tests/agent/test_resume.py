@@ -100,7 +100,7 @@ def test_retry_after_failure_reviews_the_pre_failure_work(repo: Path, sessions_d
         resumed = tilth("resume", env=model_env(server.base_url))
         reviews = evaluator_requests(server)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"resume: latest session is {seeded.session.id}" in resumed.stdout
+    assert f"resume: latest session is {seeded.session.id}" in resumed.stderr
     review = json.dumps(reviews[-1]["messages"])
     assert "textkit/partial.py" in review and "PARTIAL_WORK" in review
     assert not any("FAILED" in subject for subject in seeded.subjects())

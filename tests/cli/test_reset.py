@@ -83,7 +83,7 @@ def test_no_id_resets_the_latest_and_says_so(cli: RunCli, sessions_dir: Path, re
     newer = new_session(sessions_dir, repo)
     result = cli("reset", "-y")
     assert result.returncode == 0, result.stderr
-    assert f"latest session is {newer.id}" in result.stdout
+    assert f"latest session is {newer.id}" in result.stderr
     assert_gone(newer, repo)
     assert_intact(older, repo)
 

@@ -148,9 +148,7 @@ def test_a_damaged_session_does_not_break_the_listing(
     assert rows[bad.id]["status"] == "unreadable" and rows[bad.id]["problem"]
 
 
-def test_latest_session_announcement_keeps_json_stdout_clean(
-    sessions_dir: Path, repo: Path
-) -> None:
+def test_latest_session_announcement_keeps_stdout_clean(sessions_dir: Path, repo: Path) -> None:
     import io
 
     from tilth.cli.common import pick_session
@@ -159,11 +157,8 @@ def test_latest_session_announcement_keeps_json_stdout_clean(
 
     session = Session.create(sessions_dir, repo)
     cfg = load_settings()
-    for json_output, announced_on in ((False, "stdout"), (True, "stderr")):
-        streams = {"stdout": io.StringIO(), "stderr": io.StringIO()}
-        out = IO(stdin=io.StringIO(), stdout=streams["stdout"], stderr=streams["stderr"])
-        assert pick_session(cfg, None, out, "checkpoints", json_output=json_output) == session
-        line = f"checkpoints: latest session is {session.id}"
-        assert line in streams[announced_on].getvalue()
-        other = "stderr" if announced_on == "stdout" else "stdout"
-        assert streams[other].getvalue() == ""
+    streams = {"stdout": io.StringIO(), "stderr": io.StringIO()}
+    out = IO(stdin=io.StringIO(), stdout=streams["stdout"], stderr=streams["stderr"])
+    assert pick_session(cfg, None, out, "checkpoints") == session
+    assert f"checkpoints: latest session is {session.id}" in streams["stderr"].getvalue()
+    assert streams["stdout"].getvalue() == ""

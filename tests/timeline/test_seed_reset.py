@@ -97,7 +97,7 @@ def test_latest_session_is_used_and_named(world_clone: Callable[..., World]) -> 
     world = world_clone()
     result = world.cli("reset", "--to-seed", "-y")
     assert result.returncode == 0, result.stderr
-    assert f"latest session is {world.session.id}" in result.stdout
+    assert f"latest session is {world.session.id}" in result.stderr
     assert world.session.status == "prepared"
 
 

@@ -30,7 +30,7 @@ def test_latest_session_when_no_id(cli: RunCli, sessions_dir: Path, tmp_path: Pa
     older, newer = sorted(pair, key=lambda s: s.id)
     result = cli("visualize")
     assert result.returncode == 0, result.stderr
-    assert f"latest session is {newer.id}" in result.stdout
+    assert f"latest session is {newer.id}" in result.stderr
     assert (newer.dir / "chat.html").is_file()
     assert not (older.dir / "chat.html").exists()
 

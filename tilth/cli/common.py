@@ -30,17 +30,11 @@ def io() -> IO:
     return IO()
 
 
-def pick_session(
-    cfg: Settings, session_id: str | None, out: IO, verb: str, *, json_output: bool = False
-) -> Session:
-    """The named session, or the latest one (announced, so the user sees which).
-
-    With ``json_output`` the announcement goes to stderr, so stdout stays valid JSON.
-    """
+def pick_session(cfg: Settings, session_id: str | None, out: IO, verb: str) -> Session:
+    """The named session, or the latest one — announced on stderr, so stdout stays clean."""
     session = resolve_session(cfg.sessions_dir, session_id)
     if session_id is None:
-        announce = out.note if json_output else out.dim
-        announce(f"{verb}: latest session is {session.id}")
+        out.note(f"{verb}: latest session is {session.id}")
     return session
 
 

@@ -78,7 +78,7 @@ def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) 
             "(`tilth reset <id>` discards a broken one)",
         ) from None
     if session_id is None:
-        out.dim(f"reset: latest session is {session.id}")
+        out.note(f"reset: latest session is {session.id}")
     return session
 
 
