@@ -169,7 +169,7 @@ def test_stop_interrupts_the_live_run_then_restarts(
     world_clone: Callable[..., World], tmp_path: Path
 ) -> None:
     world = world_clone(TIERS, 1)
-    script = tmp_path / "bin" / "tilth"  # looks like the console script to --stop
+    script = tmp_path / "bin" / "tilth"  # looks like the console script to restart
     script.parent.mkdir()
     script.write_text(HOLDER)
     holder = subprocess.Popen(
@@ -179,9 +179,9 @@ def test_stop_interrupts_the_live_run_then_restarts(
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        refused = world.cli("restart", world.session.id, "T-001", "-y")
-        assert refused.returncode == 2 and "--stop" in refused.stderr
-        result = world.cli("restart", world.session.id, "T-001", "--stop", "-y")
+        refused = world.cli("restart", world.session.id, "T-001", "--no-stop", "-y")
+        assert refused.returncode == 2 and "--no-stop" in refused.stderr
+        result = world.cli("restart", world.session.id, "T-001", "-y")
         assert result.returncode == 0, result.stderr
         assert f"stopped the live run of session {world.session.id} (pid {holder.pid})" in (
             result.stderr
@@ -201,7 +201,7 @@ def test_stop_refuses_a_lock_holder_that_is_not_tilth(world_clone: Callable[...,
         with world.session.lock():
             # The lock file names a process that is not a tilth run.
             (world.session.dir / ".lock.pid").write_text(str(other.pid))
-            result = world.cli("restart", world.session.id, "T-001", "--stop", "-y")
+            result = world.cli("restart", world.session.id, "T-001", "-y")
         assert other.poll() is None, "the other process was not signalled"
     finally:
         other.kill()

@@ -195,16 +195,23 @@ def rewind(
     help="Restart from this completed stage (default: the whole task).",
 )
 @click.option(
-    "--stop",
+    "--stop/--no-stop",
     "stop_run",
-    is_flag=True,
-    help="If a run of the session is live, stop it first (Ctrl-C to its pid) and wait.",
+    default=True,
+    help="Abort a live run of the session first (Ctrl-C to its pid, then wait) — the default; "
+    "--no-stop refuses instead.",
 )
 @yes_option
 def restart(
     args: tuple[str, ...], from_stage: str | None, stop_run: bool, assume_yes: bool
 ) -> None:
-    """Restart a task, or a task from one of its completed stages. Never runs it."""
+    """Restart a task, or a task from one of its completed stages. Never runs it.
+
+    A live run of the session is aborted first (as if Ctrl-C was pressed; it
+    stays resumable). The worktree is rolled back to the commit of the stage
+    before the target, outputs of the target stage and everything after it are
+    cleared, and the task becomes pending: `tilth resume` continues from there.
+    """
     from tilth.timeline.restart import plan_restart
 
     if len(args) == 1:
@@ -229,7 +236,7 @@ def restart(
             stack.enter_context(open_for_writing(session, out.warn))
         except SessionLocked as exc:
             raise SessionLocked(
-                exc.message, hint="stop that run first (Ctrl-C), or re-run with --stop"
+                exc.message, hint="stop that run first (Ctrl-C), or re-run without --no-stop"
             ) from None
         plan = plan_restart(session, task_id, from_stage, cfg.default_tier)
         out.say(plan.render())
