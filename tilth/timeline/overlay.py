@@ -253,6 +253,14 @@ def report_turn_code(plan: RewindPlan, session: Session, head: str, overlay: Ove
     """
     worktree = Path(plan.worktree)
     latest_head, latest_overlay = recorded_code_state(session)
+    if latest_head is not None and git.rev_parse(latest_head, worktree) is None:
+        # The branch was rewritten by hand and the commit collected: there is no known
+        # "last written by the agent" state to compare with, so no conflicts can be told.
+        plan.warnings.append(
+            f"the latest recorded commit {latest_head[:12]} is gone; edits made by hand "
+            "since then cannot be told apart and are not protected"
+        )
+        latest_head, latest_overlay = None, {}
     code = plan_code(worktree, head, overlay, latest_head, latest_overlay, force=plan.force)
     keep_conflicts(code, worktree, session_store(session))
     plan.files = sorted(

@@ -159,7 +159,10 @@ def find_target(
     found = [
         c
         for c in list_checkpoints(session)
-        if c.kind == "stage" and c.task_id == task_id and c.stage == previous
+        if c.kind == "stage"
+        and c.task_id == task_id
+        and c.stage == previous
+        and git.rev_parse(c.head, worktree) is not None
     ]
     if found:
         return StageTarget(found[-1].head, found[-1], from_stage)
