@@ -244,6 +244,13 @@ class TurnCapture:
             self._watcher = start_watcher(self.root, self.skip, self._weak_is_ignored_dir())
         return result
 
+    @property
+    def watcher_kind(self) -> str:
+        """``inotify``, ``scan`` or ``none`` (not set up yet, or watching turned off)."""
+        if isinstance(self._watcher, InotifyWatcher):
+            return "inotify"
+        return "scan" if isinstance(self._watcher, StatScanner) else "none"
+
     def close(self) -> None:
         """Release the watcher's and the ignore checker's resources."""
         if self._watcher is not None:
