@@ -23,13 +23,15 @@ from tests.conftest import GIT_IDENTITY, run_cli
 from tilth.demo.script import Interview, Team
 from tilth.demo.story import demo_team
 from tilth.model import FakeServer, Script
-from tilth.model.script import Reply, delay, error, reply, tool_call
+from tilth.model.script import Reply, delay, empty, error, reply, tool_call
 
 MODEL = "tilth-e2e-model"
 """One model name for every role: routing must go by role, never by name."""
 STALL_MODEL = "stall-worker"
 ERROR_MODEL = "error-worker"
 SLOW_MODEL = "slow-worker"
+EMPTY_MODEL = "empty-worker"
+QUIET_MODEL = "quiet-worker"
 SLOW_IMPLEMENTER = "slow-implementer"
 """Plans normally, then hangs in its first implementing call (to be interrupted there)."""
 EAGER_MODEL = "eager-worker"
@@ -107,6 +109,10 @@ class StoryScript:
         is_worker = not tools & {"write_seed", "submit_verdict"}
         if is_worker and model == STALL_MODEL:
             return reply("(scripted) still thinking", tool_call("bash", command="echo working"))
+        if is_worker and model == EMPTY_MODEL:
+            return empty()
+        if is_worker and model == QUIET_MODEL:
+            return reply("(scripted) I am thinking about it.")
         if is_worker and model == ERROR_MODEL:
             return error(500, "scripted outage")
         if is_worker and model == SLOW_IMPLEMENTER and "submit_case" in tools:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.e2e.lab import (
     ANSWER,
+    EMPTY_MODEL,
     ERROR_MODEL,
+    QUIET_MODEL,
     SECRET,
     Lab,
     Live,
@@ -232,3 +236,16 @@ def test_the_worker_sees_the_plan_progress_and_its_ledger(lab: Lab) -> None:
         if "submit_case" in tool_names(b) and "word_count has no docstring" in _text(b)
     ]
     assert rework, "the worker never saw its ledger's rejection"
+
+
+@pytest.mark.parametrize(
+    ("model", "reason"), [(EMPTY_MODEL, "empty_responses"), (QUIET_MODEL, "no_case")]
+)
+def test_empty_and_tool_less_workers_fail_the_task(prepared: Live, model: str, reason: str) -> None:
+    done = prepared.cli("run", str(prepared.proj), TILTH_WORKER_MODEL=model)
+    assert done.returncode == 3, done.stdout + done.stderr
+    failure = prepared.of_type("task_failed")[-1]["payload"]
+    assert (failure["task_id"], failure["reason"]) == ("T-001", reason)
+    assert prepared.of_type("stop")[-1]["payload"]["reason"] == reason
+    if model == QUIET_MODEL:
+        assert prepared.of_type("nudge"), "a tool-less turn is nudged first"

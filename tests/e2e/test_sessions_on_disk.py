@@ -193,3 +193,27 @@ def test_readers_tolerate_torn_ledger_and_thread_lines(done: Live) -> None:
         assert "Traceback" not in result.stderr
     back = done.cli("rewind", done.sid, "--to", "T-002", "-y")
     assert back.returncode == 0, back.stdout + back.stderr
+
+
+def test_sessions_dir_setting_moves_the_sessions(done: Live) -> None:
+    elsewhere = done.live / "other-home"
+    elsewhere.mkdir()
+    listed = done.cli(
+        "sessions", "--json", TILTH_HOME=str(elsewhere), TILTH_SESSIONS_DIR=str(done.sessions)
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [row["id"] for row in json.loads(listed.stdout)] == [done.sid]
+    empty = done.cli("sessions", "--json", TILTH_HOME=str(elsewhere))
+    assert empty.returncode == 0 and done.sid not in empty.stdout
+
+
+def test_latest_session_is_the_newest(done: Live) -> None:
+    forked = done.cli("fork", done.sid, "--at", "T-002", "--json")
+    assert forked.returncode == 0, forked.stderr
+    child = json.loads(forked.stdout)["session_id"]
+    assert sorted([done.sid, child])[-1] == child  # ids sort chronologically
+    rows = json.loads(done.cli("sessions", "--json").stdout)
+    assert {row["id"]: row.get("parent") for row in rows}[child] == done.sid
+    latest = done.cli("checkpoints", "--json")
+    assert latest.returncode == 0, latest.stderr
+    assert child in latest.stdout + latest.stderr
