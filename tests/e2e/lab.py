@@ -33,6 +33,8 @@ SLOW_MODEL = "slow-worker"
 EMPTY_MODEL = "empty-worker"
 QUIET_MODEL = "quiet-worker"
 SLOW_IMPLEMENTER = "slow-implementer"
+MUMBLING_EVALUATOR = "mumbling-evaluator"
+"""Answers every review in prose, never calling submit_verdict."""
 """Plans normally, then hangs in its first implementing call (to be interrupted there)."""
 EAGER_MODEL = "eager-worker"
 """Submits its case before writing any code (the seed tests must still fail)."""
@@ -107,6 +109,8 @@ class StoryScript:
         if not tools:  # `tilth summarize` asks the worker role for plain text
             return reply("(scripted) summary: the worker wrote files and ran the tests.")
         is_worker = not tools & {"write_seed", "submit_verdict"}
+        if "submit_verdict" in tools and model == MUMBLING_EVALUATOR:
+            return reply("(scripted) Looks fine to me, ship it.")
         if is_worker and model == STALL_MODEL:
             return reply("(scripted) still thinking", tool_call("bash", command="echo working"))
         if is_worker and model == EMPTY_MODEL:

@@ -11,10 +11,12 @@ from tests.e2e.lab import (
     ANSWER,
     EMPTY_MODEL,
     ERROR_MODEL,
+    MUMBLING_EVALUATOR,
     QUIET_MODEL,
     SECRET,
     Lab,
     Live,
+    bodies,
     probes,
     tool_names,
 )
@@ -249,3 +251,20 @@ def test_empty_and_tool_less_workers_fail_the_task(prepared: Live, model: str, r
     assert prepared.of_type("stop")[-1]["payload"]["reason"] == reason
     if model == QUIET_MODEL:
         assert prepared.of_type("nudge"), "a tool-less turn is nudged first"
+
+
+def test_an_unparseable_review_is_retried_once_then_fails_closed(prepared: Live, lab: Lab) -> None:
+    seen = len(bodies(lab.servers.evaluator))
+    done = prepared.cli(
+        "run",
+        str(prepared.proj),
+        TILTH_EVALUATOR_MODEL=MUMBLING_EVALUATOR,
+        TILTH_MAX_EVALUATOR_CALLS_PER_TASK="1",
+        TILTH_MAX_ITERATIONS_PER_TASK="12",
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert len(bodies(lab.servers.evaluator)) - seen == 2  # the review, and one retry
+    verdicts = [e["payload"]["verdict"] for e in prepared.of_type("evaluator_verdict")]
+    assert "accept" not in verdicts
+    assert prepared.statuses()["T-001"] == "failed"
+    assert "code_review" not in [e["payload"]["stage"] for e in prepared.of_type("stage_completed")]

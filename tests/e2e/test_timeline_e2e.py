@@ -422,3 +422,25 @@ def test_fork_at_a_turn_carries_the_uncommitted_files(done: Live) -> None:
     assert done.head(child) == _planning_sha(done)
     assert (worktree / "textutils" / "count.py").read_text() == WORD_COUNT_FIRST
     assert (worktree / BASH_FILE).read_text().strip() == BASH_MADE
+
+
+def test_checkpoints_record_what_they_could_not_capture(done: Live) -> None:
+    rows = done.checkpoints()
+    bash_turns = [r for r in rows if r["kind"] == "turn" and "bash" in r["label"]]
+    assert bash_turns
+    for row in bash_turns:
+        assert any("outside" in gap or "side effect" in gap for gap in row["gaps"]), row
+
+
+def test_rewind_without_to_off_a_terminal_is_a_clear_error(done: Live) -> None:
+    head = done.head()
+    result = done.cli("rewind", done.sid, "-y")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--to" in result.stderr and "Traceback" not in result.stderr
+    assert done.head() == head
+
+
+def test_rewind_to_an_unknown_checkpoint_names_what_exists(done: Live) -> None:
+    result = done.cli("rewind", done.sid, "--to", "cp-9999", "-y")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error:") and "checkpoints" in result.stderr
