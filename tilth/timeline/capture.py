@@ -83,20 +83,49 @@ class TreeCache:
         self.root = root
         self._trees: dict[str, dict[str, GitId]] = {}
 
+    def entries(self, head: str, paths: set[str]) -> dict[str, GitId]:
+        """Head's entries for ``paths`` only (without listing the whole tree when not cached)."""
+        tree = self._trees.get(head)
+        if tree is not None:
+            return {p: tree[p] for p in paths if p in tree}
+        found: dict[str, GitId] = {}
+        ordered = sorted(paths)
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start : start + 500]
+            out = git.git(
+                "ls-tree",
+                "-r",
+                "-z",
+                "--full-tree",
+                head,
+                "--",
+                *chunk,
+                cwd=self.root,
+                env={"GIT_LITERAL_PATHSPECS": "1"},
+            )
+            found.update(_parse_tree(out))
+        return {p: found[p] for p in paths if p in found}
+
     def get(self, head: str) -> dict[str, GitId]:
         tree = self._trees.get(head)
         if tree is None:
             out = git.git("ls-tree", "-r", "-z", "--full-tree", head, cwd=self.root)
-            tree = {}
-            for item in out.split("\0"):
-                meta, _, path = item.partition("\t")
-                parts = meta.split(" ")
-                if len(parts) == 3 and parts[1] == "blob":
-                    tree[path] = (parts[0], parts[2])
+            tree = _parse_tree(out)
             if len(self._trees) >= 4:
                 self._trees.pop(next(iter(self._trees)))
             self._trees[head] = tree
         return tree
+
+
+def _parse_tree(out: str) -> dict[str, GitId]:
+    """``git ls-tree -r -z`` output as path → (mode, blob sha); submodules are left out."""
+    tree: dict[str, GitId] = {}
+    for item in out.split("\0"):
+        meta, _, path = item.partition("\t")
+        parts = meta.split(" ")
+        if len(parts) == 3 and parts[1] == "blob":
+            tree[path] = (parts[0], parts[2])
+    return tree
 
 
 def read_head(worktree: Path) -> str:

@@ -81,8 +81,20 @@ class CodePlan:
         )
 
 
-def _changed_paths(worktree: Path, base: str) -> set[str]:
+def _changed_paths(worktree: Path, base: str, head: str) -> set[str]:
     """Paths where the worktree (untracked included, ignored not) differs from ``base``."""
+    if base == head:
+        # One walk of the tree instead of two.
+        out = git.git(
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules",
+            cwd=worktree,
+        )
+        return {item[3:] for item in out.split("\0") if len(item) > 3}
     tracked = git.git("diff", "--name-only", "-z", "--no-renames", base, cwd=worktree)
     untracked = git.git("ls-files", "-z", "--others", "--exclude-standard", cwd=worktree)
     return {p for p in (tracked + "\0" + untracked).split("\0") if p}
@@ -119,8 +131,8 @@ def plan_code(
     """
     trees = trees or TreeCache(worktree)
     plan = CodePlan(target_head, dict(target_overlay), force=force)
-    plan.fast = read_head(worktree) == target_head
-    target_tree = trees.get(target_head)
+    head_now = read_head(worktree)
+    plan.fast = head_now == target_head
     current_states: dict[str, FileState | None] = {}
 
     def current(rel: str) -> FileState | None:
@@ -132,19 +144,21 @@ def plan_code(
 
     def changed_since(base: str) -> set[str]:
         if base not in diffs:
-            diffs[base] = _changed_paths(worktree, base)
+            diffs[base] = _changed_paths(worktree, base, head_now)
         return diffs[base]
 
     if latest_head is not None:
         latest_overlay = latest_overlay or {}
-        latest_tree = trees.get(latest_head)
         suspects = changed_since(latest_head) | set(latest_overlay)
+        latest_tree = trees.entries(latest_head, suspects)
         for rel in sorted(suspects):
             if not _same(
                 current(rel), latest_overlay.get(rel), latest_tree.get(rel), rel in latest_overlay
             ):
                 plan.conflicts.append(rel)
-    for rel in sorted(changed_since(target_head) | set(target_overlay)):
+    relevant = changed_since(target_head) | set(target_overlay)
+    target_tree = trees.entries(target_head, relevant)
+    for rel in sorted(relevant):
         if not force and rel in plan.conflicts:
             continue
         state = current(rel)
