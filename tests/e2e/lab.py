@@ -231,9 +231,16 @@ class Live:
         return self.sdir(sid) / "workspace"
 
     def cli(
-        self, *args: str, input_text: str | None = None, timeout: float = 90, **extra: str
+        self,
+        *args: str,
+        input_text: str | None = None,
+        timeout: float = 90,
+        unset: tuple[str, ...] = (),
+        **extra: str,
     ) -> subprocess.CompletedProcess[str]:
         env = {**self.env, "TILTH_HOME": str(self.home), **extra}
+        for name in unset:
+            env.pop(name, None)
         return run_cli(*args, input_text=input_text, env=env, cwd=self.live, timeout=timeout)
 
     def popen(self, *args: str, **extra: str) -> subprocess.Popen[str]:

@@ -140,3 +140,31 @@ def test_default_tier_applies_to_tasks_that_name_none(prepared: Live) -> None:
     assert done.returncode == 3, done.stdout + done.stderr
     first = prepared.of_type("stage_started")[0]["payload"]
     assert (first["task_id"], first["stage"]) == ("T-001", "brainstorming")
+
+
+def test_keys_from_a_dot_env_file_stay_out_of_bash_and_files(prepared: Live, lab: Lab) -> None:
+    names = ("TILTH_API_KEY", "TILTH_EVALUATOR_API_KEY", "TILTH_PREP_API_KEY")
+    values = [KEYS["worker"], KEYS["evaluator"], KEYS["prep"]]
+    (prepared.home / ".env").write_text(
+        "".join(f"{name}={value}\n" for name, value in zip(names, values, strict=True))
+    )
+    seen = len(lab.servers.worker.requests)
+    done = prepared.cli("run", str(prepared.proj), unset=names, TILTH_MAX_ITERATIONS_PER_TASK="3")
+    assert done.returncode == 3, done.stdout + done.stderr
+    later = lab.servers.worker.requests[seen:]
+    assert {r["headers"].get("authorization") for r in later} == {f"Bearer {KEYS['worker']}"}
+    env_dumps = [
+        str(m["content"])
+        for r in later
+        for m in r["body"]["messages"]
+        if m.get("role") == "tool" and "PATH=" in str(m.get("content"))
+    ]
+    assert env_dumps, "the env probe never ran"
+    for dump in env_dumps:
+        assert not any(key in dump for key in KEYS.values())
+    leaks = [
+        str(path)
+        for path in iter_files(prepared.sdir())
+        if any(key.encode() in path.read_bytes() for key in KEYS.values())
+    ]
+    assert leaks == []

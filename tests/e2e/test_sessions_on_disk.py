@@ -217,3 +217,14 @@ def test_latest_session_is_the_newest(done: Live) -> None:
     latest = done.cli("checkpoints", "--json")
     assert latest.returncode == 0, latest.stderr
     assert child in latest.stdout + latest.stderr
+
+
+def test_no_temporary_files_are_left_behind(done: Live) -> None:
+    sdir = done.sdir()
+    leftovers = [
+        str(p.relative_to(sdir))
+        for p in sdir.rglob("*")
+        if not p.relative_to(sdir).as_posix().startswith("workspace/")
+        and (p.name.endswith((".tmp", "~")) or ".tmp." in p.name)
+    ]
+    assert leftovers == []
