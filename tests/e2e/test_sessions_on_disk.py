@@ -120,6 +120,12 @@ def test_must_events_after_prep_and_run(done: Live) -> None:
     types = done.types()
     missing = [kind for kind in MUST_EVENTS if kind not in types]
     assert missing == []
+    # the session, its worktree and branch come first, before the interview's first call
+    start = done.events()[0]
+    assert start["type"] == "session_start"
+    assert start["payload"]["branch"] == f"session/{done.sid}"
+    assert start["payload"]["worktree"] == str(done.worktree())
+    assert types.index("session_start") < types.index("model_call")
     prepared = done.of_type("session_prepared")[0]["payload"]
     meta = json.loads((done.sdir() / "seed-meta.json").read_text())
     assert prepared["tokens_used"] == meta["tokens"]["total"] > 0

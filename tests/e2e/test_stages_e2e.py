@@ -252,3 +252,29 @@ def test_restart_falls_back_to_a_full_restart_when_the_stage_commit_is_gone(done
     assert done.head() == base
     assert done.statuses()["T-002"] == "pending"
     assert not _task_state(done, "T-002").get("outputs")
+
+
+def test_commits_fall_back_to_tilths_identity_on_a_fresh_machine(blank: Live) -> None:
+    from tests.e2e.lab import ANSWER, build_project
+    from tilth.demo.story import BRIEF
+
+    proj = build_project(blank.root)
+    fresh = blank.live / "fresh-home"
+    fresh.mkdir()
+    no_identity = {
+        "HOME": str(fresh),
+        "XDG_CONFIG_HOME": str(fresh),
+        "GIT_CONFIG_GLOBAL": str(fresh / "none"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    unset = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
+    prep = blank.cli(
+        "prep-feature", str(proj), "--brief", BRIEF, input_text=ANSWER, unset=unset, **no_identity
+    )
+    assert prep.returncode == 0, prep.stdout + prep.stderr
+    run = blank.cli("run", str(proj), unset=unset, TILTH_MAX_ITERATIONS_PER_TASK="2", **no_identity)
+    assert run.returncode == 3, run.stdout + run.stderr
+    authors = git(blank.worktree(), "log", "--format=%an <%ae>|%s", "-3").splitlines()
+    assert len(authors) == 3  # seed, planning stage, FAILED placeholder
+    for line in authors:
+        assert line.split("|")[0] == "Tilth <tilth@localhost>", authors
