@@ -190,3 +190,21 @@ def test_the_first_turn_without_observer_calls_still_sees_everything(tmp_path: P
     capture.before_bash("rm b.txt")
     capture.after_bash("rm b.txt")
     assert set(capture.finish_turn().overlay) == {"a.txt"}
+
+
+def test_a_capture_failure_is_a_gap_not_a_crash(tmp_path: Path) -> None:
+    import shutil
+
+    root = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    capture = TurnCapture(None, root, BlobStore(tmp_path / "s"))
+    capture.resync()
+    shutil.rmtree(root / ".git")  # every git call fails from now on
+    capture.before_write(root / "a.txt")
+    (root / "a.txt").write_text("changed\n")
+    capture.before_bash("true")
+    capture.after_bash("true")
+    result = capture.finish_turn()
+    assert result.overlay == {}
+    assert result.gaps[0].startswith("turn snapshot failed, files of this turn not captured")
+    assert BASH_GAP in result.gaps
+    capture.close()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilth import git
+from tilth.errors import GitError
 from tilth.session.store import Session
 from tilth.timeline.fswatch import (
     IgnoreChecker,
@@ -207,28 +208,57 @@ class TurnCapture:
     # ---- the ToolObserver seam ------------------------------------------------------------
     def before_write(self, path: Path) -> None:
         """An edit tool is about to write ``path``: remember it (first touch per turn)."""
-        self._ensure()
+        try:
+            self._ensure()
+        except (GitError, OSError):
+            self._ready = False  # the turn's end compares the whole worktree instead
         rel = self._relative(path)
         if rel is not None:
             self._touched.add(rel)
 
     def before_bash(self, command: str) -> None:
         """Drain what changed so far, so the command's own changes are told apart."""
-        if self._ensure() is None:
-            self._drain()
+        try:
+            if self._ensure() is None:
+                self._drain()
+        except (GitError, OSError):
+            self._ready = False
 
     def after_bash(self, command: str) -> None:
         """Collect every path the command created, modified or deleted inside the worktree."""
-        self._ensure()
         self._bash.append(command)
-        self._drain(after_bash=True)
+        try:
+            self._ensure()
+            self._drain(after_bash=True)
+        except (GitError, OSError):
+            self._ready = False
 
     # ---- turn boundaries ----------------------------------------------------------------
     def finish_turn(self) -> TurnResult:
-        """The turn's overlay, changed files and coverage gaps; starts the next turn."""
+        """The turn's overlay, changed files and coverage gaps; starts the next turn.
+
+        A capture problem never stops the run: the turn is recorded without files and
+        says why, and the next turn starts from a full comparison with HEAD.
+        """
+        had_bash = bool(self._bash)
+        try:
+            return self._finish()
+        except (GitError, OSError) as exc:
+            self._ready = False
+            self._touched.clear()
+            self._seen.clear()
+            self._bash.clear()
+            gaps = [f"turn snapshot failed, files of this turn not captured: {exc}"]
+            return TurnResult({}, [], [*gaps, BASH_GAP] if had_bash else gaps, head="")
+
+    def _finish(self) -> TurnResult:
+        had_bash = bool(self._bash)
         first = self._ensure()
         if first is not None:
-            return first  # nothing was observed before: the full comparison is the answer
+            # Nothing was observed before: the full comparison is the answer.
+            if had_bash:
+                first.gaps.append(BASH_GAP)
+            return first
         self._drain()
         head = read_head(self.root)
         base = self.baseline
