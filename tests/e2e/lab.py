@@ -236,9 +236,11 @@ class Live:
         input_text: str | None = None,
         timeout: float = 90,
         unset: tuple[str, ...] = (),
+        settings: dict[str, str] | None = None,
         **extra: str,
     ) -> subprocess.CompletedProcess[str]:
-        env = {**self.env, "TILTH_HOME": str(self.home), **extra}
+        """The CLI against this world; ``settings``/``extra`` add env, ``unset`` removes names."""
+        env = {**self.env, "TILTH_HOME": str(self.home), **(settings or {}), **extra}
         for name in unset:
             env.pop(name, None)
         return run_cli(*args, input_text=input_text, env=env, cwd=self.live, timeout=timeout)

@@ -37,7 +37,7 @@ def test_malformed_number_is_a_one_line_error_naming_the_variable(
     prepared: Live, variable: str
 ) -> None:
     before = prepared.types()
-    done = prepared.cli("run", str(prepared.proj), **{variable: "twelve"})
+    done = prepared.cli("run", str(prepared.proj), settings={variable: "twelve"})
     assert done.returncode not in (0, 3)
     assert "Traceback" not in done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -102,7 +102,7 @@ def test_api_keys_are_not_visible_to_the_workers_bash(lab: Lab) -> None:
 
 
 def _malformed_from(prepared: Live, **extra: str) -> str:
-    done = prepared.cli("run", str(prepared.proj), **extra)
+    done = prepared.cli("run", str(prepared.proj), settings=extra)
     assert done.returncode not in (0, 3), done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     return done.stderr

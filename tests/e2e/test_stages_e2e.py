@@ -269,10 +269,18 @@ def test_commits_fall_back_to_tilths_identity_on_a_fresh_machine(blank: Live) ->
     }
     unset = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
     prep = blank.cli(
-        "prep-feature", str(proj), "--brief", BRIEF, input_text=ANSWER, unset=unset, **no_identity
+        "prep-feature",
+        str(proj),
+        "--brief",
+        BRIEF,
+        input_text=ANSWER,
+        unset=unset,
+        settings=no_identity,
     )
     assert prep.returncode == 0, prep.stdout + prep.stderr
-    run = blank.cli("run", str(proj), unset=unset, TILTH_MAX_ITERATIONS_PER_TASK="2", **no_identity)
+    run = blank.cli(
+        "run", str(proj), unset=unset, settings=no_identity, TILTH_MAX_ITERATIONS_PER_TASK="2"
+    )
     assert run.returncode == 3, run.stdout + run.stderr
     authors = git(blank.worktree(), "log", "--format=%an <%ae>|%s", "-3").splitlines()
     assert len(authors) == 3  # seed, planning stage, FAILED placeholder
