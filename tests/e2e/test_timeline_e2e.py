@@ -237,6 +237,10 @@ def test_fork_creates_a_session_equal_to_the_checkpoint(done: Live) -> None:
     assert [e["type"] for e in kept] == [e["type"] for e in original[: len(kept)]]
     assert len(kept) in (at, at + 1)
     assert done.statuses(child) == _statuses_at(kept, ["T-001", "T-002"])
+    # its conversation is the one at X: T-001's threads, nothing of T-002
+    threads = sorted(p.name for p in (done.sdir(child) / "threads").glob("*.jsonl"))
+    assert "worker.T-001.implementing.jsonl" in threads
+    assert not [name for name in threads if "T-002" in name], threads
     # the original is untouched
     after = (_dir_digest(done.sdir(), skip=(".lock", "operations.jsonl")), done.head())
     assert after == before and done.porcelain() == porcelain
@@ -264,6 +268,8 @@ def test_summarize_then_rewind_still_works(done: Live) -> None:
         "worker.T-001.implementing",
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    thread = (done.sdir() / "threads" / "worker.T-001.implementing.jsonl").read_text()
+    assert "(scripted) summary:" in thread
     planning = _planning_sha(done)
     back = done.cli("rewind", done.sid, "--to", "T-001/planning", "-y")
     assert back.returncode == 0, back.stdout + back.stderr
