@@ -17,8 +17,11 @@ def test_resume_after_a_failure_unwinds_the_placeholder_and_finishes(failed: Liv
     seed = failed.seed_sha()
     placeholder = failed.of_type("task_failed")[-1]["payload"].get("placeholder_sha")
     assert "FAILED" in failed.subjects(seed)[-1]
+    log_before = (failed.sdir() / "events.jsonl").read_bytes()
     done = failed.cli("resume", failed.sid)
     assert done.returncode == 0, done.stdout + done.stderr
+    # the event log is append-only: resuming adds to it and never rewrites the past
+    assert (failed.sdir() / "events.jsonl").read_bytes().startswith(log_before)
     resumes = failed.of_type("session_resume")
     assert len(resumes) == 1 and resumes[0]["payload"], resumes
     subjects = failed.subjects(seed)

@@ -64,8 +64,11 @@ def test_layout_files_exist(done: Live) -> None:
     ):
         assert (sdir / name).is_file(), name
     assert sorted(p.name for p in (sdir / "ledger").iterdir()) == ["T-001.jsonl", "T-002.jsonl"]
-    for line in (sdir / "ledger" / "T-001.jsonl").read_text().splitlines():
-        assert isinstance(json.loads(line), dict)
+    ledger = [
+        json.loads(line) for line in (sdir / "ledger" / "T-001.jsonl").read_text().splitlines()
+    ]
+    # one line per verdict, in order: the rejection, then the acceptance
+    assert [entry["verdict"]["verdict"] for entry in ledger] == ["reject", "accept"]
     progress = (sdir / "progress.txt").read_text().splitlines()
     assert len(progress) == 2 and "T-001" in progress[0] and "T-002" in progress[1]
     worktree = done.worktree()
