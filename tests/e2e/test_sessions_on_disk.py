@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.e2e.lab import Live, git
+from tests.e2e.lab import Live, git, prep_that_never_finishes
 
 ID_RE = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{6}$")
 
@@ -237,3 +237,15 @@ def test_no_temporary_files_are_left_behind(done: Live) -> None:
         and (p.name.endswith((".tmp", "~")) or ".tmp." in p.name)
     ]
     assert leftovers == []
+
+
+def test_readers_handle_a_session_whose_prep_never_finished(blank: Live) -> None:
+    sid = prep_that_never_finishes(blank)
+    for args in (("sessions",), ("checkpoints", sid), ("visualize", sid)):
+        result = blank.cli(*args)
+        text = result.stdout + result.stderr
+        assert "Traceback" not in text, args
+        assert result.returncode == 0 or result.stderr.startswith("error:"), (args, text)
+    listed = blank.cli("sessions", "--json")
+    assert listed.returncode == 0
+    assert [row["id"] for row in json.loads(listed.stdout)] == [sid]

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.demo_runner import DEMO, start_demo
 from tests.e2e.lab import Lab, read_jsonl
 
 
+@pytest.mark.timeout(420)  # a minute on a quiet machine; several under a loaded CI
 def test_demo_runs_end_to_end_offline_and_says_it_is_scripted(lab: Lab, tmp_path: Path) -> None:
     process = DEMO.pop("process", None) or start_demo(tmp_path)
     out, err = process.communicate(timeout=400)
