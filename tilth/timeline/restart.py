@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.agent.task_state import stages_for
 from tilth.errors import UsageError
 from tilth.session.events import iter_lines, utc_now
 from tilth.session.store import Session
@@ -31,17 +32,6 @@ from tilth.timeline.plan import (
 )
 from tilth.timeline.worktree import dirty_paths
 
-L1_STAGES = ("planning", "implementing", "code_review", "verifying")
-L2_STAGES = (
-    "brainstorming",
-    "design_review",
-    "planning",
-    "implementing",
-    "code_review",
-    "verifying",
-)
-STAGES_BY_TIER = {"L1": L1_STAGES, "L2": L2_STAGES}
-
 
 @dataclass(frozen=True)
 class StageTarget:
@@ -55,8 +45,7 @@ class StageTarget:
 
 def stages_of(task: dict[str, Any], default_tier: str) -> tuple[str, ...]:
     """The task's pipeline by its tier (or the default tier)."""
-    tier = str(task.get("tier") or default_tier).upper()
-    return STAGES_BY_TIER.get(tier, L1_STAGES)
+    return stages_for(task, default_tier)
 
 
 def _task(session: Session, task_id: str) -> dict[str, Any]:
