@@ -10,6 +10,7 @@ Only one live copy exists at a time; tests run one after another.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -49,6 +50,8 @@ XSS = "<script>alert('tilth-e2e')</script>"
 ANSWER = "1\n"
 ANSWER_TEXT = "yes, keep digits"
 DOTS = "../" * 12
+TINY_CLOCK = "0.0000001"
+"""A wall-clock budget (minutes) that trips before the first model call."""
 BASH_FILE = "from_bash.txt"
 BASH_MADE = "made-by-bash"
 
@@ -393,3 +396,14 @@ def interrupt_run(
             child.communicate()
     done = subprocess.CompletedProcess(child.args, child.returncode, out, err)
     return done, len(bodies(servers.worker)) - seen
+
+
+def dir_digest(root: Path, skip: tuple[str, ...] = (".lock",)) -> dict[str, str]:
+    """sha256 of every session file (the worktree aside), to prove nothing changed."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("workspace") or path.name in skip or not path.is_file():
+            continue
+        out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out

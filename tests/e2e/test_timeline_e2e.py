@@ -7,33 +7,20 @@ token count and the kept log are all read off the events recorded up to there.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from tests.e2e.lab import (
     BASH_FILE,
     BASH_MADE,
+    TINY_CLOCK,
     Live,
+    dir_digest,
     git,
-    prep_that_never_finishes,
     read_jsonl,
 )
 from tilth.demo.story import WORD_COUNT_FIRST
-
-TINY_CLOCK = "0.0000001"
-
-
-def _dir_digest(root: Path, skip: tuple[str, ...] = (".lock",)) -> dict[str, str]:
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith("workspace") or path.name in skip or not path.is_file():
-            continue
-        out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
 
 
 def _at_task_start(events: list[dict[str, Any]], task_id: str) -> int:
@@ -117,13 +104,13 @@ def test_rewind_both_makes_everything_as_it_was_at_the_checkpoint(done: Live) ->
 
 
 def test_rewind_dry_run_changes_nothing(done: Live) -> None:
-    before = (_dir_digest(done.sdir()), done.head(), done.porcelain())
+    before = (dir_digest(done.sdir()), done.head(), done.porcelain())
     result = done.cli("rewind", done.sid, "--to", "T-001/planning", "--scope", "both", "--dry-run")
     assert result.returncode == 0, result.stdout + result.stderr
     text = result.stdout.lower()
     assert "commit" in text and "event" in text
     assert "textutils/count.py" in result.stdout
-    after = (_dir_digest(done.sdir()), done.head(), done.porcelain())
+    after = (dir_digest(done.sdir()), done.head(), done.porcelain())
     assert after == before
 
 
@@ -155,53 +142,6 @@ def test_rewind_conversation_scope_keeps_the_files(done: Live) -> None:
     assert done.statuses()["T-002"] != "done"
 
 
-def test_reset_to_seed_is_exactly_the_first_seed(done: Live) -> None:
-    sdir = done.sdir()
-    (sdir / "proposed-learnings.md").write_text("# Proposed learnings\n")
-    meta_before = (sdir / "seed-meta.json").read_bytes()
-    seed_sha = done.seed_sha()
-    seed_line = next(
-        line
-        for line in (sdir / "events.jsonl").read_text().splitlines()
-        if json.loads(line)["type"] == "seed_committed"
-    )
-    prepared_tokens = done.of_type("session_prepared")[-1]["payload"]["tokens_used"]
-    (done.worktree() / "scratch.txt").write_text("untracked\n")
-
-    refused = done.cli("reset", "--to-seed", done.sid)
-    assert refused.returncode != 0
-    assert done.head() != seed_sha
-
-    result = done.cli("reset", "--to-seed", done.sid, "-y")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert done.head() == seed_sha
-    assert done.porcelain() == ""
-    assert set(done.statuses().values()) == {"pending"}
-    cp = done.checkpoint()
-    assert cp["status"] == "prepared"
-    assert cp["tokens_used"] == prepared_tokens
-    assert (sdir / "events.jsonl").read_text().splitlines()[-1] == seed_line
-    for gone in ("ledger", "progress.txt", "proposed-learnings.md", "summary.json", "chat.html"):
-        assert not (sdir / gone).exists(), gone
-    assert (sdir / "seed-meta.json").read_bytes() == meta_before
-    ops = read_jsonl(sdir / "timeline" / "operations.jsonl")
-    assert [o["kind"] for o in ops] == ["reset_to_seed"]
-
-    # a following `tilth run <workspace>` picks the session up as prepared
-    again = done.cli("run", str(done.proj), TILTH_MAX_WALL_CLOCK_MINUTES=TINY_CLOCK)
-    assert again.returncode == 3, again.stdout + again.stderr
-    assert done.sid in again.stdout
-    starts = done.of_type("session_start")
-    assert starts[-1]["payload"].get("phase") == "run"
-
-
-def test_reset_to_seed_confirmation_says_it_is_destructive(done: Live) -> None:
-    refused = done.cli("reset", "--to-seed", done.sid, input_text="n\n")
-    text = (refused.stdout + refused.stderr).lower()
-    assert refused.returncode != 0
-    assert "irreversible" in text and "destructive" in text
-
-
 def test_every_go_back_verb_leaves_one_record(done: Live) -> None:
     sid = done.sid
     assert done.cli("rewind", sid, "--to", "T-002/planning", "-y").returncode == 0
@@ -220,7 +160,7 @@ def test_every_go_back_verb_leaves_one_record(done: Live) -> None:
 def test_fork_creates_a_session_equal_to_the_checkpoint(done: Live) -> None:
     sid = done.sid
     original = done.events()
-    before = (_dir_digest(done.sdir(), skip=(".lock", "operations.jsonl")), done.head())
+    before = (dir_digest(done.sdir(), skip=(".lock", "operations.jsonl")), done.head())
     porcelain = done.porcelain()
     forked = done.cli("fork", sid, "--at", "T-002", "--json")
     assert forked.returncode == 0, forked.stdout + forked.stderr
@@ -242,7 +182,7 @@ def test_fork_creates_a_session_equal_to_the_checkpoint(done: Live) -> None:
     assert "worker.T-001.implementing.jsonl" in threads
     assert not [name for name in threads if "T-002" in name], threads
     # the original is untouched
-    after = (_dir_digest(done.sdir(), skip=(".lock", "operations.jsonl")), done.head())
+    after = (dir_digest(done.sdir(), skip=(".lock", "operations.jsonl")), done.head())
     assert after == before and done.porcelain() == porcelain
     # and the fork can go on
     go_on = done.cli("resume", child, TILTH_MAX_WALL_CLOCK_MINUTES=TINY_CLOCK)
@@ -294,7 +234,7 @@ def test_rewind_code_scope_leaves_the_conversation_a_note(done: Live) -> None:
 def test_rewind_dry_run_lists_files_the_user_edited_as_conflicts(done: Live) -> None:
     edited = done.worktree() / "textutils" / "slug.py"
     edited.write_text(edited.read_text() + "# the user's own line\n")
-    before = (_dir_digest(done.sdir()), done.head(), done.porcelain())
+    before = (dir_digest(done.sdir()), done.head(), done.porcelain())
     result = done.cli("rewind", done.sid, "--to", "T-002", "--scope", "both", "--dry-run")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
@@ -304,7 +244,7 @@ def test_rewind_dry_run_lists_files_the_user_edited_as_conflicts(done: Live) -> 
         if re.search(r"conflict|edited since|you changed", line, re.IGNORECASE)
     )
     assert "textutils/slug.py" in "\n".join(lines[header : header + 3]), result.stdout
-    assert (_dir_digest(done.sdir()), done.head(), done.porcelain()) == before
+    assert (dir_digest(done.sdir()), done.head(), done.porcelain()) == before
 
 
 def test_resume_after_a_rewind_continues_from_the_checkpoint(done: Live) -> None:
@@ -325,59 +265,6 @@ def test_resume_after_a_rewind_continues_from_the_checkpoint(done: Live) -> None
     assert started[-2:] == ["code_review", "verifying"]
     assert started.count("planning") == 1
     assert done.checkpoint()["status"] == "all_done"
-
-
-def test_reset_to_seed_keeps_gitignored_cruft(done: Live) -> None:
-    exclude = done.proj / ".git" / "info" / "exclude"
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    with exclude.open("a") as handle:
-        handle.write("*.e2e-cruft\n")
-    cruft = done.worktree() / "kept.e2e-cruft"
-    cruft.write_text("ignored\n")
-    (done.worktree() / "gone.txt").write_text("untracked\n")
-    result = done.cli("reset", "--to-seed", done.sid, "-y")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert cruft.exists()  # git clean -fd, not -fdx
-    assert not (done.worktree() / "gone.txt").exists()
-
-
-def _no_op_snapshot(live: Live) -> tuple[object, ...]:
-    return (_dir_digest(live.sdir()), live.head() if live.worktree().is_dir() else None)
-
-
-def test_reset_to_seed_preflight_rejects_a_broken_prd(done: Live) -> None:
-    prd = done.prd()
-    prd[0]["id"] = "T-1"
-    (done.sdir() / "prd.json").write_text(json.dumps(prd))
-    before = _no_op_snapshot(done)
-    result = done.cli("reset", "--to-seed", done.sid, "-y")
-    assert result.returncode not in (0, 3)
-    assert result.stderr.startswith("error:"), result.stderr
-    assert "tilth reset" in result.stderr and "prep-feature" in result.stderr
-    assert _no_op_snapshot(done) == before
-
-
-def test_reset_to_seed_preflight_rejects_a_missing_worktree(done: Live) -> None:
-    import shutil
-
-    shutil.rmtree(done.worktree())
-    before = _no_op_snapshot(done)
-    result = done.cli("reset", "--to-seed", done.sid, "-y")
-    assert result.returncode not in (0, 3)
-    assert result.stderr.startswith("error:"), result.stderr
-    assert "Traceback" not in result.stderr
-    assert _no_op_snapshot(done) == before
-
-
-def test_reset_to_seed_preflight_rejects_a_session_without_a_seed(blank: Live) -> None:
-    sid = prep_that_never_finishes(blank)
-    assert "seed_committed" not in blank.types(sid)
-    before = _dir_digest(blank.sdir(sid))
-    result = blank.cli("reset", "--to-seed", sid, "-y")
-    assert result.returncode not in (0, 3)
-    assert result.stderr.startswith("error:"), result.stderr
-    assert "prep-feature" in result.stderr
-    assert _dir_digest(blank.sdir(sid)) == before
 
 
 def test_go_back_verbs_touch_no_user_ref(done: Live) -> None:
