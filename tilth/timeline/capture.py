@@ -25,14 +25,13 @@ from tilth import git
 from tilth.errors import GitError
 from tilth.session.store import Session
 from tilth.timeline.fswatch import (
-    IgnoreChecker,
     InotifyWatcher,
     StatScanner,
     Watcher,
     WatchUnavailable,
-    ignored_dirs,
     start_watcher,
 )
+from tilth.timeline.gitview import GitId, IgnoreChecker, TreeCache, ignored_dirs, read_head
 from tilth.timeline.journal import fault_point
 from tilth.timeline.snapshots import (
     BlobStore,
@@ -44,8 +43,6 @@ from tilth.timeline.snapshots import (
     store_state,
 )
 
-GitId = tuple[str, str]
-"""``(git mode, git blob sha)`` of one file."""
 BASH_GAP = (
     "bash may have had effects outside files (processes, network, paths outside the workspace)"
 )
@@ -75,88 +72,6 @@ class _Baseline:
     overlay: dict[str, Entry | None] = field(default_factory=dict)
     ids: dict[str, GitId | None] = field(default_factory=dict)
     """Git ids of the overlay's paths, so states compare without reading blobs back."""
-
-
-class TreeCache:
-    """``git ls-tree -r`` of recent heads: path → (mode, blob sha)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._trees: dict[str, dict[str, GitId]] = {}
-
-    def entries(self, head: str, paths: set[str]) -> dict[str, GitId]:
-        """Head's entries for ``paths`` only (without listing the whole tree when not cached)."""
-        tree = self._trees.get(head)
-        if tree is not None:
-            return {p: tree[p] for p in paths if p in tree}
-        found: dict[str, GitId] = {}
-        ordered = sorted(paths)
-        for start in range(0, len(ordered), 500):
-            chunk = ordered[start : start + 500]
-            out = git.git(
-                "ls-tree",
-                "-r",
-                "-z",
-                "--full-tree",
-                head,
-                "--",
-                *chunk,
-                cwd=self.root,
-                env={"GIT_LITERAL_PATHSPECS": "1"},
-            )
-            found.update(_parse_tree(out))
-        return {p: found[p] for p in paths if p in found}
-
-    def get(self, head: str) -> dict[str, GitId]:
-        tree = self._trees.get(head)
-        if tree is None:
-            out = git.git("ls-tree", "-r", "-z", "--full-tree", head, cwd=self.root)
-            tree = _parse_tree(out)
-            if len(self._trees) >= 4:
-                self._trees.pop(next(iter(self._trees)))
-            self._trees[head] = tree
-        return tree
-
-
-def _parse_tree(out: str) -> dict[str, GitId]:
-    """``git ls-tree -r -z`` output as path → (mode, blob sha); submodules are left out."""
-    tree: dict[str, GitId] = {}
-    for item in out.split("\0"):
-        meta, _, path = item.partition("\t")
-        parts = meta.split(" ")
-        if len(parts) == 3 and parts[1] == "blob":
-            tree[path] = (parts[0], parts[2])
-    return tree
-
-
-def read_head(worktree: Path) -> str:
-    """The worktree's HEAD sha, read from the ref files (git is asked only when that fails)."""
-    try:
-        dotgit = worktree / ".git"
-        gitdir = dotgit
-        if dotgit.is_file():
-            gitdir = Path(dotgit.read_text().split(":", 1)[1].strip())
-            if not gitdir.is_absolute():
-                gitdir = (worktree / gitdir).resolve()
-        common = gitdir
-        if (gitdir / "commondir").is_file():
-            common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-        value = (gitdir / "HEAD").read_text().strip()
-        if not value.startswith("ref: "):
-            return value if len(value) == 40 else git.head(worktree)
-        ref = value[5:]
-        for base in (gitdir, common):
-            loose = base / ref
-            if loose.is_file():
-                sha = loose.read_text().strip()
-                if len(sha) == 40:
-                    return sha
-        for line in (common / "packed-refs").read_text().splitlines():
-            if line.endswith(" " + ref):
-                return line.split(" ", 1)[0]
-    except (OSError, IndexError):
-        pass
-    return git.head(worktree)
 
 
 def _git_id(state: FileState) -> GitId:

@@ -18,16 +18,13 @@ import ctypes
 import ctypes.util
 import errno
 import os
-import select
 import struct
-import subprocess
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
-from tilth import git
+from tilth.timeline.gitview import ignored_dirs
 
 StatKey = tuple[int, int, int, int]
 IgnoredDir = Callable[[str], bool]
@@ -41,23 +38,6 @@ class Watcher(Protocol):
     def changed(self) -> set[str]: ...
 
     def close(self) -> None: ...
-
-
-def ignored_dirs(root: Path) -> set[str]:
-    """Relative paths of the directories git ignores under ``root`` (collapsed), plus ``.git``."""
-    out = git.git(
-        "ls-files",
-        "-z",
-        "--others",
-        "--ignored",
-        "--exclude-standard",
-        "--directory",
-        cwd=root,
-        check=False,
-    )
-    dirs = {p.rstrip("/") for p in out.split("\0") if p.endswith("/")}
-    dirs.add(".git")
-    return dirs
 
 
 def _walk_dirs(root: Path, skip: set[str]) -> Iterable[str]:
@@ -309,102 +289,6 @@ def _list_files(root: Path, rel: str) -> set[str]:
             return {f"{rel}/{e.name}" for e in entries if not e.is_dir(follow_symlinks=False)}
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return set()
-
-
-class IgnoreChecker:
-    """Asks one long-lived ``git check-ignore --stdin`` which paths git ignores.
-
-    Starting git costs milliseconds; a turn that creates files would pay it every time.
-    Answers are cached; any trouble with the helper falls back to a one-shot call.
-    """
-
-    _CHUNK = 200
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.cache: dict[str, bool] = {}
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = subprocess.Popen(
-                ["git", "check-ignore", "--stdin", "-z", "-v", "-n"],
-                cwd=self.root,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_FLUSH": "1"},
-                start_new_session=True,
-            )
-            self._finalizer = weakref.finalize(self, _stop_helper, self._proc)
-        return self._proc
-
-    def _ask(self, paths: list[str]) -> dict[str, bool]:
-        proc = self._start()
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(b"".join(os.fsencode(p) + b"\0" for p in paths))
-        proc.stdin.flush()
-        want = 4 * len(paths)
-        buffer = b""
-        deadline = time.monotonic() + 10
-        fd = proc.stdout.fileno()
-        while buffer.count(b"\0") < want:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise OSError("git check-ignore did not answer")
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise OSError("git check-ignore exited")
-            buffer += chunk
-        fields = buffer.split(b"\0")
-        answers: dict[str, bool] = {}
-        for i in range(len(paths)):
-            _source, _line, pattern, name = fields[4 * i : 4 * i + 4]
-            answers[os.fsdecode(name)] = bool(pattern) and not pattern.startswith(b"!")
-        return answers
-
-    def ignored(self, paths: Iterable[str]) -> set[str]:
-        """The subset of ``paths`` git ignores."""
-        unknown = sorted({p for p in paths if p not in self.cache})
-        for start in range(0, len(unknown), self._CHUNK):
-            chunk = unknown[start : start + self._CHUNK]
-            try:
-                answers = self._ask(chunk)
-            except (OSError, ValueError):
-                self.close()
-                out = git.git(
-                    "check-ignore",
-                    "-z",
-                    "--stdin",
-                    cwd=self.root,
-                    check=False,
-                    input_text="\0".join(chunk) + "\0",
-                )
-                hits = set(out.split("\0"))
-                answers = {p: p in hits for p in chunk}
-            for p in chunk:
-                self.cache[p] = answers.get(p, False)
-        return {p for p in paths if self.cache.get(p)}
-
-    def close(self) -> None:
-        """Stop the helper process."""
-        if self._proc is not None:
-            self._finalizer()
-            self._proc = None
-
-
-def _stop_helper(proc: subprocess.Popen[bytes]) -> None:
-    """End a ``git check-ignore`` helper and its pipes."""
-    import signal
-
-    for pipe in (proc.stdin, proc.stdout):
-        if pipe is not None:
-            pipe.close()
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
 
 
 def start_watcher(

@@ -18,7 +18,7 @@ from tilth import git
 from tilth.errors import SessionCorrupt
 from tilth.session.files import atomic_write_json, atomic_write_text, read_json
 from tilth.session.store import Session
-from tilth.timeline.capture import GitId, TreeCache, read_head
+from tilth.timeline.gitview import GitId, TreeCache, read_head
 from tilth.timeline.snapshots import (
     BlobStore,
     Entry,
