@@ -13,6 +13,7 @@ import pytest
 
 from tests.e2e.demo_runner import DEMO, start_demo
 from tests.e2e.lab import Lab, read_jsonl
+from tilth import git
 
 
 @pytest.mark.timeout(420)  # a minute on a quiet machine; several under a loaded CI
@@ -36,4 +37,17 @@ def test_demo_runs_end_to_end_offline_and_says_it_is_scripted(lab: Lab, tmp_path
         if e["type"] == "evaluator_verdict" and e["payload"].get("stage") == "code_review"
     ]
     assert "reject" in verdicts  # one rejected and re-worked task
+    t001 = [
+        e["payload"]["verdict"]
+        for e in read_jsonl(sdir / "events.jsonl")
+        if e["type"] == "evaluator_verdict" and e["payload"].get("task_id") == "T-001"
+    ]
+    assert t001 == ["reject", "accept"]  # reset --to-seed cut the log: this is the second run
+    worktree = sdir / "workspace"
+    subjects = git.git("log", "--format=%s", cwd=worktree).splitlines()
+    assert subjects[0] == "task/T-002: complete verifying stage"
+    assert not any("FAILED" in s for s in subjects)
+    summary = json.loads((sdir / "summary.json").read_text())
+    assert summary["stop"]["reason"] == "all_done"
+    assert str(sdir / "chat.html") in out
     assert "scripted" in (sdir / "chat.html").read_text().lower()
