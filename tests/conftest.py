@@ -18,6 +18,28 @@ GIT_IDENTITY = {
 }
 
 
+_SESSION_HOME: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test may touch the developer's real ~/.tilth or use their real model settings."""
+    import tempfile
+
+    for key in list(os.environ):
+        if key.startswith("TILTH_"):
+            del os.environ[key]
+    home = tempfile.mkdtemp(prefix="tilth-test-home-")
+    _SESSION_HOME.append(home)
+    os.environ["TILTH_HOME"] = home
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    for home in _SESSION_HOME:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def git(cwd: Path, *args: str) -> str:
     """Run git in ``cwd`` for test set-up; fail loudly."""
     env = {**os.environ, **GIT_IDENTITY}
