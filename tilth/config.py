@@ -188,9 +188,14 @@ def merged_environment(
 
 
 def _int(env: Mapping[str, str], name: str) -> int:
-    raw = env.get(name)
-    if raw is None:
-        return _INT_DEFAULTS[name]
+    return int_setting(env, name, _INT_DEFAULTS[name])
+
+
+def int_setting(env: Mapping[str, str], name: str, default: int) -> int:
+    """A whole, non-negative number from ``env[name]`` (blank = ``default``)."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
     try:
         value = int(raw)
     except ValueError:

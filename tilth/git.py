@@ -134,6 +134,20 @@ def is_dirty(cwd: Path) -> bool:
     return bool(git("status", "--porcelain", cwd=cwd).strip())
 
 
+def changed_paths(cwd: Path) -> set[str]:
+    """Paths that differ from HEAD in the worktree: tracked changes and untracked files."""
+    out = git(
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--ignore-submodules",
+        cwd=cwd,
+    )
+    return {item[3:] for item in out.split("\0") if len(item) > 3}
+
+
 def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) -> str:
     """Diff of the working tree (untracked files included) against ``base``.
 

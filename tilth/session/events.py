@@ -95,6 +95,21 @@ def iter_lines(path: Path, start: int = 0) -> Iterator[tuple[bytes, int, int, bo
             offset = end
 
 
+def read_json_objects(path: Path) -> list[dict[str, Any]]:
+    """Every complete line of ``path`` that parses as a JSON object (others skipped)."""
+    out: list[dict[str, Any]] = []
+    for line, _, _, complete in iter_lines(path):
+        if not complete or not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
 class EventLog:
     """Appends to and reads one session's ``events.jsonl``."""
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tilth.session.events import iter_lines, utc_now
+from tilth.session.events import read_json_objects, utc_now
 from tilth.session.files import append_line
 
 LEDGER_SCHEMA = 1
@@ -33,16 +33,7 @@ class Ledger:
 
     def read(self, task_id: str, limit: int | None = None) -> list[dict[str, Any]]:
         """Entries oldest first; ``limit`` keeps the last N. Bad lines are skipped."""
-        entries: list[dict[str, Any]] = []
-        for line, _, _, complete in iter_lines(self.path(task_id)):
-            if not complete or not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(record, dict):
-                entries.append(record)
+        entries = read_json_objects(self.path(task_id))
         if limit is not None:
             return entries[-limit:] if limit > 0 else []
         return entries

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilth.session.events import iter_lines
+from tilth.session.events import read_json_objects
 from tilth.session.files import append_line, atomic_write_text
 
 THREAD_SCHEMA = 1
@@ -56,14 +56,8 @@ class Thread:
     def read(self) -> list[StoredMessage]:
         """Every readable message, in order (a torn last line is skipped)."""
         out: list[StoredMessage] = []
-        for line, _, _, complete in iter_lines(self.path):
-            if not complete or not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if not isinstance(record, dict) or not isinstance(record.get("message"), dict):
+        for record in read_json_objects(self.path):
+            if not isinstance(record.get("message"), dict):
                 continue
             message_id = record.get("id")
             if not isinstance(message_id, str) or not _ID_RE.match(message_id):

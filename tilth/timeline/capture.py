@@ -280,16 +280,7 @@ class TurnCapture:
             self._full_scan = True
 
     def _status_paths(self) -> set[str]:
-        out = git.git(
-            "status",
-            "--porcelain",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-            "--ignore-submodules",
-            cwd=self.root,
-        )
-        return {item[3:] for item in out.split("\0") if len(item) > 3}
+        return git.changed_paths(self.root)
 
     def _paths_between(self, old: str, new: str) -> set[str]:
         out = git.git(

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.errors import SessionCorrupt
-from tilth.session.events import utc_now
+from tilth.session.events import read_json_objects, utc_now
 from tilth.session.files import append_line, atomic_write_json, fsync_dir, read_json
 from tilth.session.store import Session
 from tilth.timeline.checkpoints import timeline_dir
@@ -103,19 +103,7 @@ def fault_point(step: str) -> None:
 # ---- operations log ---------------------------------------------------------------------------
 def read_operations(session: Session) -> list[dict[str, Any]]:
     """Every readable entry of the operations log, oldest first."""
-    from tilth.session.events import iter_lines
-
-    out: list[dict[str, Any]] = []
-    for line, _, _, complete in iter_lines(operations_path(session)):
-        if not complete or not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+    return read_json_objects(operations_path(session))
 
 
 def log_operation(session: Session, op_id: str, kind: str, **fields: Any) -> bool:

@@ -85,16 +85,7 @@ def _changed_paths(worktree: Path, base: str, head: str) -> set[str]:
     """Paths where the worktree (untracked included, ignored not) differs from ``base``."""
     if base == head:
         # One walk of the tree instead of two.
-        out = git.git(
-            "status",
-            "--porcelain",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-            "--ignore-submodules",
-            cwd=worktree,
-        )
-        return {item[3:] for item in out.split("\0") if len(item) > 3}
+        return git.changed_paths(worktree)
     tracked = git.git("diff", "--name-only", "-z", "--no-renames", base, cwd=worktree)
     untracked = git.git("ls-files", "-z", "--others", "--exclude-standard", cwd=worktree)
     return {p for p in (tracked + "\0" + untracked).split("\0") if p}

@@ -37,18 +37,10 @@ class SnapshotError(TilthError):
 
 def max_file_bytes(environ: dict[str, str] | None = None) -> int:
     """The per-file size cap (``TILTH_CHECKPOINT_MAX_FILE_BYTES``, default 32 MiB)."""
-    from tilth.errors import ConfigError
+    from tilth.config import int_setting
 
-    raw = (environ if environ is not None else os.environ).get(MAX_FILE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_FILE_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{MAX_FILE_ENV} must be a whole number, got {raw!r}") from None
-    if value < 0:
-        raise ConfigError(f"{MAX_FILE_ENV} must not be negative, got {value}")
-    return value
+    env = environ if environ is not None else os.environ
+    return int_setting(env, MAX_FILE_ENV, DEFAULT_MAX_FILE_BYTES)
 
 
 def blob_id(data: bytes) -> str:
