@@ -25,15 +25,16 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool) -> None:
     The original session is left as it is; the fork gets its own id, branch
     (session/<new id>) and worktree.
     """
-    from tilth.timeline import open_for_writing
-    from tilth.timeline.fork import fork_session, resolve_fork_target
+    from tilth.timeline.controller import TimelineController
+    from tilth.timeline.fork import resolve_fork_target
 
     cfg = settings()
     out = io()
     parent = pick_session(cfg, session_id, out, "fork")
-    with open_for_writing(parent, out.warn):
+    timeline = TimelineController(parent, cfg)
+    with timeline.writing(out.warn):
         target = resolve_fork_target(parent, at_ref)
-        result = fork_session(parent, target, cfg.sessions_dir)
+        result = timeline.fork(target)
     child = result.session
     if as_json:
         out.print_json(
@@ -67,8 +68,7 @@ def summarize(
     """Replace part of a thread with a model-written summary (checkpoints keep working)."""
     from tilth.errors import UsageError
     from tilth.model import model_for
-    from tilth.timeline import open_for_writing, resolve_checkpoint
-    from tilth.timeline.summarize import summarize as run_summary
+    from tilth.timeline.controller import TimelineController
 
     cfg = settings()
     out = io()
@@ -79,9 +79,10 @@ def summarize(
             hint=f"`tilth checkpoints {session.id}` lists them",
         )
     model = model_for(cfg, "worker")
-    with open_for_writing(session, out.warn):
-        target = resolve_checkpoint(session, at_ref)
-        result = run_summary(session, target, direction, model, thread_key=thread_key)
+    timeline = TimelineController(session, cfg)
+    with timeline.writing(out.warn):
+        target = timeline.resolve(at_ref)
+        result = timeline.summarize(target, direction, model, thread_key=thread_key)
     out.ok(
         f"summarized {len(result.replaced)} message(s) {direction} {target.id} "
         f"in thread {result.thread} into {result.summary.id}"

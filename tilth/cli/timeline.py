@@ -9,16 +9,8 @@ import click
 from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
 from tilth.errors import SessionLocked, UsageError
 from tilth.session.store import Session
-from tilth.timeline import (
-    SCOPES,
-    Checkpoint,
-    execute_rewind,
-    open_for_writing,
-    plan_rewind,
-    read_timeline,
-    recover,
-    resolve_checkpoint,
-)
+from tilth.timeline import SCOPES, Checkpoint, recover
+from tilth.timeline.controller import TimelineController
 from tilth.ui.io import IO
 
 
@@ -79,9 +71,10 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
         else:
             out.ok(report.render())
         return
-    session = pick_session(settings(), session_id, out, "checkpoints")
+    cfg = settings()
+    session = pick_session(cfg, session_id, out, "checkpoints")
     _recover_if_free(session, out)
-    timeline = read_timeline(session)
+    timeline = TimelineController(session, cfg).checkpoints()
     for problem in timeline.problems:
         out.warn(problem)
     if as_json:
@@ -116,15 +109,16 @@ def _files_text(cp: Checkpoint) -> str:
     return text
 
 
-def _pick(session: Session, out: IO) -> Checkpoint:
+def _pick(timeline: TimelineController, out: IO) -> Checkpoint:
     """The numbered checkpoint picker (newest first), or the exit-2 pointer without a TTY."""
+    session = timeline.session
     if not out.interactive:
         raise UsageError(
             "which checkpoint? --to is required when stdin is not a terminal",
             hint=f"`tilth checkpoints {session.id}` lists them; e.g. "
             f"`tilth rewind {session.id} --to latest --dry-run`",
         )
-    found = read_timeline(session).checkpoints
+    found = timeline.checkpoints().checkpoints
     if not found:
         raise UsageError(f"session {session.id} has no checkpoints to rewind to")
     options = [
@@ -136,7 +130,7 @@ def _pick(session: Session, out: IO) -> Checkpoint:
         from tilth.errors import Aborted
 
         raise Aborted("cancelled; nothing was changed")
-    return resolve_checkpoint(session, choice)
+    return timeline.resolve(choice)
 
 
 @click.command()
@@ -170,16 +164,18 @@ def rewind(
 ) -> None:
     """Return code and/or conversation to a checkpoint."""
     out = io()
-    session = pick_session(settings(), session_id, out, "rewind")
-    with open_for_writing(session, out.warn):
-        target = resolve_checkpoint(session, to_ref) if to_ref else _pick(session, out)
-        plan = plan_rewind(session, target, scope, force=force)
+    cfg = settings()
+    session = pick_session(cfg, session_id, out, "rewind")
+    timeline = TimelineController(session, cfg)
+    with timeline.writing(out.warn):
+        target = timeline.resolve(to_ref) if to_ref else _pick(timeline, out)
+        plan = timeline.plan_rewind(target, scope, force=force)
         out.say(plan.render())
         if dry_run:
             out.dim("dry run: nothing was changed")
             return
         out.confirm(f"Rewind session {session.id} to {target.id}?", assume_yes=assume_yes)
-        execute_rewind(session, plan)
+        timeline.execute(plan)
     out.ok(f"rewound session {session.id} to {target.id} ({scope})")
     if scope != "code":
         out.say(f"continue from there with: tilth resume {session.id}")
@@ -212,8 +208,6 @@ def restart(
     before the target, outputs of the target stage and everything after it are
     cleared, and the task becomes pending: `tilth resume` continues from there.
     """
-    from tilth.timeline.restart import plan_restart
-
     if len(args) == 1:
         session_id, task_id = None, args[0]
     elif len(args) == 2:
@@ -231,16 +225,17 @@ def restart(
         stopped = stop_live_run(session)
         if stopped is not None:
             out.warn(f"stopped the live run of session {session.id} (pid {stopped})")
+    timeline = TimelineController(session, cfg)
     with ExitStack() as stack:
         try:
-            stack.enter_context(open_for_writing(session, out.warn))
+            stack.enter_context(timeline.writing(out.warn))
         except SessionLocked as exc:
             raise SessionLocked(
                 exc.message, hint="stop that run first (Ctrl-C), or re-run without --no-stop"
             ) from None
-        plan = plan_restart(session, task_id, from_stage, cfg.default_tier)
+        plan = timeline.plan_restart(task_id, from_stage)
         out.say(plan.render())
         out.confirm(f"Restart {task_id}?", assume_yes=assume_yes)
-        execute_rewind(session, plan)
+        timeline.execute(plan)
     out.ok(f"{task_id} restarted; it is pending")
     out.say(f"run it with: tilth resume {session.id}")

@@ -14,6 +14,7 @@ from tilth.timeline.checkpoints import (
     read_timeline,
     resolve_checkpoint,
 )
+from tilth.timeline.controller import TimelineController
 from tilth.timeline.engine import execute_rewind, open_for_writing, recover
 from tilth.timeline.plan import SCOPES, RewindError, RewindPlan, plan_rewind
 from tilth.timeline.recorder import Recorder
@@ -24,6 +25,7 @@ __all__ = [
     "Recorder",
     "RewindError",
     "RewindPlan",
+    "TimelineController",
     "TimelineRead",
     "execute_rewind",
     "list_checkpoints",
