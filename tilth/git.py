@@ -100,7 +100,8 @@ def is_ancestor(ancestor: str, descendant: str, cwd: Path) -> bool:
 def commits_between(base: str, tip: str, cwd: Path) -> list[tuple[str, str]]:
     """``(sha, subject)`` of commits in ``base..tip``, newest first."""
     out = git("log", "--format=%H%x09%s", f"{base}..{tip}", cwd=cwd)
-    return [tuple(line.split("\t", 1)) for line in out.splitlines() if "\t" in line]  # type: ignore[misc]
+    pairs = (line.partition("\t") for line in out.splitlines())
+    return [(sha, subject) for sha, tab, subject in pairs if tab]
 
 
 def subject(rev: str, cwd: Path) -> str:
