@@ -106,3 +106,17 @@ def test_the_picker_on_a_terminal_can_be_cancelled(repo: Path, sessions_dir: Pat
     assert "cancelled" in screen
     assert seeded.session.status == "running"
     assert session_ids(sessions_dir) == [seeded.session.id]
+
+
+def test_nothing_prepared_while_the_prior_session_is_running_names_its_holder(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    seeded.session.set_status("running")
+    seeded.session.log("stop", reason="interrupted")
+    with seeded.session.lock():
+        result = tilth("run", str(repo), env=UNREACHABLE)
+    assert result.returncode == 2
+    assert f"session {seeded.session.id} is in use by pid {os.getpid()}" in result.stderr
+    assert "is resumable" not in result.stderr
+    assert "tilth resume" not in result.stdout

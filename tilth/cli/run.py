@@ -106,6 +106,10 @@ def _nothing_prepared(cfg: Settings, out: IO, source: Path) -> int:
     from tilth.ui import pickers
 
     prior = prior_session(cfg, source)
+    if prior is not None:
+        # A live run of the prior session is not "resumable": say who holds it instead.
+        with prior.lock():
+            pass
     if not out.interactive:
         if prior is None or not pickers.is_seeded(prior):
             out.error(f"no prepared session for {source}")
