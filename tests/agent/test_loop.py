@@ -121,3 +121,36 @@ def test_a_rejected_task_is_reworked_and_accepted(repo: Path, sessions_dir: Path
     assert [(r["role"], r["attempt"]) for r in retries] == [("worker", 1)]
     assert "503" in retries[0]["reason"]
     assert json.loads(seeded.session.summary_path.read_text())["model_retries"] == 1
+
+
+def test_events_carry_the_reference_payload_fields(repo: Path, sessions_dir: Path) -> None:
+    """SPEC §4: the MUST events carry the reference's payload fields (ours come on top)."""
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    with team_server(Team(recipes())) as server:
+        result = tilth("run", str(repo), env=model_env(server.base_url))
+    assert result.returncode == 0, result.stdout + result.stderr
+    events = seeded.events()
+
+    def payloads(kind: str) -> list[dict[str, Any]]:
+        return [e.payload for e in events if e.type == kind]
+
+    calls = payloads("model_call")
+    for call in calls:
+        assert {"prompt_tokens", "eval_tokens", "tokens_used_total"} <= set(call), call
+        assert call["eval_tokens"] == call["completion_tokens"]
+    reviews = [c for c in calls if c.get("actor") == "evaluator"]
+    assert reviews and all(c["phase"] == "evaluator" and c["attempt"] == 1 for c in reviews)
+    assert all("phase" not in c for c in calls if c.get("actor") == "worker")
+    assert all({"task_id", "tool", "args"} <= set(p) for p in payloads("tool_call"))
+    assert all(
+        {"task_id", "tool", "result_preview", "result_chars"} <= set(p)
+        for p in payloads("tool_result")
+    )
+    verdicts = payloads("evaluator_verdict")
+    assert all(
+        {"task_id", "schema_version", "verdict", "concern", "evidence"} <= set(v) for v in verdicts
+    )
+    assert [(p["task_id"], bool(p["summary"])) for p in payloads("task_done")] == [("T-001", True)]
+    assert [p["sha"] for p in payloads("commit")] == [git.head(seeded.worktree)]
+    assert all({"task_id", "stage", "sha"} <= set(p) for p in payloads("stage_completed"))
+    assert payloads("stop") == [{"reason": "all_done", "detail": "all tasks complete"}]

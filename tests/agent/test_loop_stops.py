@@ -42,20 +42,31 @@ def _resume_to_all_done(seeded: Seeded) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("reason", "recipe", "settings"),
+    ("reason", "recipe", "settings", "figures"),
     [
-        ("iter_cap", Recipe(GOOD["T-001"], mode="stall"), {"TILTH_MAX_ITERATIONS_PER_TASK": "3"}),
+        (
+            "iter_cap",
+            Recipe(GOOD["T-001"], mode="stall"),
+            {"TILTH_MAX_ITERATIONS_PER_TASK": "3"},
+            {"turns": 3},
+        ),
         (
             "evaluator_cap",
             Recipe(GOOD["T-001"], always_reject=True, test_command="true"),
             {"TILTH_MAX_EVALUATOR_CALLS_PER_TASK": "1"},
+            {"evaluator_calls": 1},
         ),
-        ("empty_responses", Recipe(GOOD["T-001"], mode="empty"), {}),
-        ("no_case", Recipe(GOOD["T-001"], mode="quiet"), {}),
+        ("empty_responses", Recipe(GOOD["T-001"], mode="empty"), {}, {"streak": 3}),
+        ("no_case", Recipe(GOOD["T-001"], mode="quiet"), {}, {"nudges": 2}),
     ],
 )
 def test_a_failed_task_halts_with_exit_3_and_resume_retries_it(
-    repo: Path, sessions_dir: Path, reason: str, recipe: Recipe, settings: dict[str, str]
+    repo: Path,
+    sessions_dir: Path,
+    reason: str,
+    recipe: Recipe,
+    settings: dict[str, str],
+    figures: dict[str, int],
 ) -> None:
     seeded = seed_session(sessions_dir, repo, ONE_TASK)
     with team_server(Team(recipes(T_001=recipe))) as server:
@@ -70,12 +81,16 @@ def test_a_failed_task_halts_with_exit_3_and_resume_retries_it(
     placeholder = git.head(seeded.worktree)
     failed = [e.payload for e in seeded.events() if e.type == "task_failed"]
     assert [(f["task_id"], f["reason"]) for f in failed] == [("T-001", reason)]
+    # The reference's task_failed carries the figure behind the reason (streak, nudges, calls).
+    assert {key: failed[0].get(key) for key in figures} == figures
     assert seeded.session.progress_path.read_text() == f"T-001\tfailed:{reason}\tCount words\n"
 
     resumed = _resume_to_all_done(seeded)
     assert resumed.payload["last_stop"] == reason
     assert resumed.payload["retried"] == ["T-001"]
-    assert resumed.payload["unwound_commit"] == placeholder
+    # The reference's unwound_commit is a bool; the sha is an extra field.
+    assert resumed.payload["unwound_commit"] is True
+    assert resumed.payload["unwound_sha"] == placeholder
     assert seeded.stops() == [reason, "all_done"]
 
 

@@ -144,7 +144,7 @@ def _ask(ctx: RunContext, actor: Actor) -> dict[str, Any]:
     error = ""
     for attempt in range(1, ATTEMPTS + 1):
         ctx.check_caps()
-        result = take_turn(actor, attempt)
+        result = take_turn(actor, attempt, phase="evaluator", attempt=attempt)
         calls = result.control_calls
         for call in calls:
             log_call(actor, attempt, call)

@@ -103,7 +103,13 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
     placeholder = git.commit_all(
         ctx.worktree, failed_subject(task_id, reason, title), allow_empty=True
     )
-    ctx.session.log("task_failed", task_id=task_id, reason=reason, placeholder_sha=placeholder)
+    ctx.session.log(
+        "task_failed",
+        task_id=task_id,
+        reason=reason,
+        placeholder_sha=placeholder,
+        **outcome.fields,
+    )
     hint = cap_hint(ctx, reason)
     ctx.progress.note(f"✗ {task_id} failed ({reason}){hint}; halting the run", style="red")
     return Stop(reason, outcome.summary or "", task_id=task_id)

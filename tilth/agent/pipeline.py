@@ -9,7 +9,7 @@ for it. Marking the task done or failed is the outer loop's job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tilth import git
@@ -28,6 +28,8 @@ class TaskOutcome:
     reason: str | None = None
     """failed: iter_cap, evaluator_cap, empty_responses or no_case."""
     summary: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
+    """failed: the reason's own figures (streak, nudges, evaluator_calls, turns)."""
 
 
 def stage_commit_message(task_id: str, stage: str) -> str:
@@ -84,7 +86,7 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
             detail=failed.detail,
             **failed.fields,
         )
-        return TaskOutcome("failed", failed.reason, failed.detail)
+        return TaskOutcome("failed", failed.reason, failed.detail, dict(failed.fields))
     return TaskOutcome("done", summary=_summary(state))
 
 

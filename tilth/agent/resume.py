@@ -63,7 +63,8 @@ class ResumePlan:
             "last_stop": self.last_stop,
             "retried": self.retried,
             "pending": self.pending,
-            "unwound_commit": self.unwound_commit,
+            "unwound_commit": self.unwound_commit is not None,
+            "unwound_sha": self.unwound_commit,
             "plan": self.text,
         }
 

@@ -66,8 +66,11 @@ class TurnResult:
         return self.turn.is_empty
 
 
-def take_turn(actor: Actor, number: int) -> TurnResult:
-    """Run turn ``number``: model call, then every toolbox call; returns control calls."""
+def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
+    """Run turn ``number``: model call, then every toolbox call; returns control calls.
+
+    ``fields`` are added to the ``model_call`` event (the evaluator's ``phase``, ``attempt``).
+    """
     turn = actor.model.complete(actor.thread.messages(), actor.schemas())
     total = actor.session.add_tokens(turn.usage.total)
     payload: dict[str, Any] = {
@@ -77,9 +80,11 @@ def take_turn(actor: Actor, number: int) -> TurnResult:
         "scripted": actor.scripted,
         "prompt_tokens": turn.usage.prompt_tokens,
         "completion_tokens": turn.usage.completion_tokens,
+        "eval_tokens": turn.usage.completion_tokens,  # the reference's name for it
         "tokens_used_total": total,
         "finish_reason": turn.finish_reason,
         "tool_calls": [call.name for call in turn.tool_calls],
+        **fields,
     }
     if turn.content:
         payload["content"] = turn.content
