@@ -146,6 +146,9 @@ def test_unreachable_endpoint_is_a_clean_error_exit_1(repo: Path, sessions_dir: 
     assert "Traceback" not in result.stderr
     assert result.stderr.lstrip().startswith("error:")
     assert seeded.stops() == ["error"]
+    # The reference's stop {reason, error}: the exception, named, for a reader of the log alone.
+    (stop,) = [e.payload for e in seeded.events() if e.type == "stop"]
+    assert stop["error"].startswith("ModelError: ")
     assert seeded.session.status == "failed"
     resumed = _resume_to_all_done(seeded)
     assert resumed.payload["last_stop"] == "error"

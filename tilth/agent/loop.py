@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth import git
-from tilth.agent.pipeline import run_task
+from tilth.agent.pipeline import run_task, set_task_status
 from tilth.agent.records import append_progress, write_summary
 from tilth.agent.resume import failed_subject
 from tilth.agent.run_context import RunContext, StopRun
 from tilth.errors import TilthError
 from tilth.session.store import Status
 
-TASK_FAILURES = ("iter_cap", "evaluator_cap", "empty_responses", "no_case")
 RESUMABLE_STOPS = ("wall_clock", "token_cap", "interrupted")
 CAP_SETTINGS = {
     "iter_cap": "TILTH_MAX_ITERATIONS_PER_TASK",
@@ -89,7 +88,7 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
     ctx.progress.status(task=task_id, tokens=ctx.session.tokens_used)
     outcome = run_task(ctx, task)  # marks the task in_progress, persists every step
     if outcome.status == "done":
-        _set_task_status(ctx, task_id, "done")
+        set_task_status(ctx.session, task_id, "done")
         append_progress(ctx.session, task_id, "done", title)
         ctx.session.log("task_done", task_id=task_id, summary=outcome.summary)
         sha = git.head(ctx.worktree)
@@ -98,7 +97,7 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
         ctx.progress.note(f"✓ {task_id} done ({sha[:10]})", style="green")
         return None
     reason = outcome.reason or "error"
-    _set_task_status(ctx, task_id, "failed")
+    set_task_status(ctx.session, task_id, "failed")
     append_progress(ctx.session, task_id, f"failed:{reason}", title)
     placeholder = git.commit_all(
         ctx.worktree, failed_subject(task_id, reason, title), allow_empty=True
@@ -140,18 +139,12 @@ def finish(ctx: RunContext, stop: Stop) -> Stop:
             payload["detail"] = stop.detail
         if stop.task_id:
             payload["task_id"] = stop.task_id
+        if stop.error is not None:
+            payload["error"] = f"{type(stop.error).__name__}: {stop.error}"
         ctx.session.log("stop", **payload)
         ctx.session.set_status(stop.status)
         _refresh(ctx)
     return stop
-
-
-def _set_task_status(ctx: RunContext, task_id: str, status: str) -> None:
-    tasks = ctx.session.load_prd()
-    for entry in tasks:
-        if entry.get("id") == task_id:
-            entry["status"] = status
-    ctx.session.save_prd(tasks)
 
 
 def _refresh(ctx: RunContext) -> None:

@@ -18,6 +18,7 @@ from tilth.agent.stages import StageResult, run_stage
 from tilth.agent.task_state import TaskState, stages_for
 from tilth.agent.verdict import verdict_summary
 from tilth.agent.worker import TaskFailed, mark_stage_done
+from tilth.session.store import Session
 
 
 @dataclass
@@ -47,7 +48,7 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
     task_id = str(task["id"])
     stages = stages_for(task, ctx.settings.default_tier)
     state = TaskState.load(ctx.session, task_id)
-    _mark_in_progress(ctx, task_id)
+    set_task_status(ctx.session, task_id, "in_progress")
     if state.failure:
         # The previous attempt failed and was retried: fresh budgets, progress kept.
         ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
@@ -90,15 +91,16 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
     return TaskOutcome("done", summary=_summary(state))
 
 
-def _mark_in_progress(ctx: RunContext, task_id: str) -> None:
-    tasks = ctx.session.load_prd()
+def set_task_status(session: Session, task_id: str, status: str) -> None:
+    """Set ``task_id``'s status in ``prd.json`` (written only when it changes)."""
+    tasks = session.load_prd()
     changed = False
     for entry in tasks:
-        if entry.get("id") == task_id and entry.get("status") != "in_progress":
-            entry["status"] = "in_progress"
+        if entry.get("id") == task_id and entry.get("status") != status:
+            entry["status"] = status
             changed = True
     if changed:
-        ctx.session.save_prd(tasks)
+        session.save_prd(tasks)
 
 
 def _start_stage(ctx: RunContext, state: TaskState, stage: str) -> None:

@@ -37,10 +37,6 @@ class ResumePlan:
     """Sha of the FAILED placeholder that was soft-reset, if any."""
 
     @property
-    def nothing_to_do(self) -> bool:
-        return not self.retried and not self.pending
-
-    @property
     def text(self) -> str:
         """The plan in one line, for the terminal and the event."""
         bits = []
