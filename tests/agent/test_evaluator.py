@@ -83,3 +83,20 @@ def test_seed_tests_share_one_budget(tmp_path: Path) -> None:
     (tmp_path / "tests" / "test_t001_b.py").write_text("y")
     text = prompts.seed_tests_text(tmp_path, ["tests/test_t001_a.py", "tests/test_t001_b.py"])
     assert "truncated" in text and "budget is spent" in text
+
+
+def test_the_task_heading_survives_a_blank_description() -> None:
+    """The evaluator always learns which task it reviews, even when the seed left no prose."""
+    brief = prompts.evaluator_brief(
+        task={"id": "T-007", "title": "Tidy", "description": "  ", "acceptance_criteria": ["x"]},
+        stage="code_review",
+        stages=("planning", "implementing", "code_review", "verifying"),
+        outputs={},
+        ledger=[],
+        context=("", []),
+        work="(case)",
+        seed_tests="",
+        gate_report="",
+        diff="",
+    )
+    assert brief.startswith("# Task to evaluate: T-007 — Tidy")

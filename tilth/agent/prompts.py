@@ -265,11 +265,9 @@ def evaluator_brief(
     context_text, loaded = context
     criteria = "\n".join(f"- {ac}" for ac in task.get("acceptance_criteria") or [])
     shown_diff = cap(diff, DIFF_CAP, "diff truncated") if diff.strip() else "(empty diff)"
+    heading = f"# Task to evaluate: {task.get('id')} — {task.get('title', '')}"
+    description = str(task.get("description") or "").strip()
     body = sections(
-        (
-            f"# Task to evaluate: {task.get('id')} — {task.get('title', '')}",
-            str(task.get("description") or "").strip(),
-        ),
         ("## Acceptance criteria", criteria),
         (f"## Project context ({', '.join(loaded)})", context_text),
         (
@@ -283,4 +281,7 @@ def evaluator_brief(
         ("## Test output", cap(gate_report, GATE_OUTPUT_CAP) if gate_report else ""),
         ("## Diff (the task's cumulative changes since it started)", fence(shown_diff, "diff")),
     )
-    return body + f"\n\nYou are reviewing at **{stage}**. Respond with one `submit_verdict` call."
+    # The heading stands even without a description: the reviewer must know which task it is.
+    head = heading + (f"\n\n{description}" if description else "")
+    closing = f"You are reviewing at **{stage}**. Respond with one `submit_verdict` call."
+    return f"{head}\n\n{body}\n\n{closing}"
