@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilth import proc
+from tilth.tools.shell import scrubbed_env
 
 OUTPUT_CAP = 4_000
 _TASK_FILE_RE = re.compile(r"^test_(t\d{3,})_[a-z0-9_]+\.py$")
@@ -97,15 +98,8 @@ def project_python(worktree: Path) -> str:
 
 
 def child_env(secrets: Sequence[str]) -> dict[str, str]:
-    """Tilth's environment minus API keys and Tilth settings, with caches turned off."""
-    hidden = set(secrets)
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("TILTH_") and not key.endswith("_API_KEY") and value not in hidden
-    }
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+    """Tilth's environment scrubbed as for the worker's ``bash``, with caches turned off."""
+    return {**scrubbed_env(os.environ, secrets), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _output(result: proc.ProcResult, worktree: Path) -> str:
