@@ -155,9 +155,12 @@ def test_ctrl_c_on_a_terminal_at_the_question(sessions_dir: Path, repo: Path) ->
     with FakeServer(two_questions()) as server:
         term = Terminal(["prep-feature", str(repo), "--brief", "b"], cli_env(server))
         term.expect("0) Other")
+        term.expect("> ")
         term.interrupt()
         code, text = term.finish()
     assert code == 130, text
     (session_dir,) = session_dirs(sessions_dir)
     assert checkpoint(session_dir)["status"] == "failed"
     assert "marked failed" in text
+    # The error starts on its own line, not glued to the "> " prompt.
+    assert "\nerror: interrupted;" in text, text

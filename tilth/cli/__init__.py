@@ -79,11 +79,14 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    from tilth.errors import TilthError
+    from tilth.errors import Interrupted, TilthError
 
     try:
         result: Any = cli.main(args=argv, prog_name="tilth", standalone_mode=False)
     except TilthError as exc:
+        if isinstance(exc, Interrupted):
+            # As click does for Ctrl-C: end the line the user was typing on first.
+            click.echo(err=True)
         _report(exc)
         return exc.exit_code
     except click.exceptions.Abort:
