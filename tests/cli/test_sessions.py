@@ -101,6 +101,8 @@ def test_table_lists_id_source_status_tasks_and_last_stop(
     assert row1.split() == [first.id, "failed", "2/3", "iter_cap", str(repo)]
     assert row2.split() == [second.id, "prepared", "-", "-", str(other_repo(tmp_path))]
     assert lines.index(row1) < lines.index(row2)  # oldest first
+    # Piped output is for scripts: cells are not padded out with trailing blanks.
+    assert all(line == line.rstrip() for line in lines), lines
 
 
 def test_json_lists_the_same_facts(

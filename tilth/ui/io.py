@@ -88,9 +88,16 @@ class IO:
         if self.console.is_terminal:
             self.console.print(table)
             return
+        from io import StringIO
+
         from rich.console import Console
 
-        Console(file=self.stdout, width=100_000, highlight=False, color_system=None).print(table)
+        buffer = StringIO()
+        Console(file=buffer, width=100_000, highlight=False, color_system=None).print(table)
+        # Cells are padded to the widest one; trailing blanks only get in the way of scripts.
+        lines = buffer.getvalue().splitlines()
+        self.stdout.write("".join(line.rstrip() + "\n" for line in lines))
+        self.stdout.flush()
 
     def print_json(self, value: Any) -> None:
         """Plain JSON on stdout (no styling), for ``--json`` flags."""
