@@ -204,6 +204,10 @@ def test_on_a_terminal_without_to_a_numbered_picker_chooses(
     assert "Rewind to which checkpoint?" in text and "0) cancel" in text
     chosen = newest_first[2]
     assert f"3) {chosen.id}" in text
+    # Labels line up (options 1-9 share one prefix width).
+    rows = [next(ln for ln in text.splitlines() if f") {cp.id}" in ln) for cp in newest_first[:9]]
+    starts = {row.rindex(cp.label) for row, cp in zip(rows, newest_first, strict=False)}
+    assert len(starts) == 1, rows
     assert list_checkpoints(session)[-1].id == chosen.id
     assert git.head(worktree_of(session)) == chosen.head
 

@@ -121,8 +121,15 @@ def _pick(timeline: TimelineController, out: IO) -> Checkpoint:
     found = timeline.checkpoints().checkpoints
     if not found:
         raise UsageError(f"session {session.id} has no checkpoints to rewind to")
+    # Pad kind and place so the labels line up under each other.
+    kind_w = max(len(cp.kind) for cp in found)
+    where_w = max(len(cp.where) for cp in found)
     options = [
-        (cp.id, f"{cp.id}  {cp.ts[:19].replace('T', ' ')}  {cp.kind:10} {cp.where}  {cp.label}")
+        (
+            cp.id,
+            f"{cp.id}  {cp.ts[:19].replace('T', ' ')}  {cp.kind:{kind_w}}  "
+            f"{cp.where:{where_w}}  {cp.label}",
+        )
         for cp in reversed(found)
     ]
     choice = out.choose("Rewind to which checkpoint?", options)
