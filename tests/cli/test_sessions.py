@@ -131,6 +131,10 @@ def test_workspace_filter(cli: RunCli, sessions_dir: Path, repo: Path, tmp_path:
     first, _ = build_sessions(sessions_dir, repo, other_repo(tmp_path))
     result = cli("sessions", "--json", "--workspace", str(repo / "src" / ".."))
     assert [r["id"] for r in json.loads(result.stdout)] == [first.id]
+    elsewhere = tmp_path / "elsewhere"
+    none_here = cli("sessions", "--workspace", str(elsewhere))
+    assert none_here.returncode == 0, none_here.stderr
+    assert f"no sessions of {elsewhere.resolve()} under {sessions_dir}" in none_here.stdout
 
 
 def test_a_damaged_session_does_not_break_the_listing(

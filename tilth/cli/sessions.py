@@ -18,14 +18,17 @@ def sessions(as_json: bool, workspace: str | None) -> None:
     cfg = settings()
     out = io()
     rows = list_sessions(cfg.sessions_dir)
+    scope = ""
     if workspace:
         wanted = str(Path(workspace).expanduser().resolve())
         rows = [r for r in rows if r.source == wanted]
+        scope = f" of {wanted}"
     if as_json:
         out.print_json([r.as_dict() for r in rows])
         return
     if not rows:
-        out.say(f"no sessions under {cfg.sessions_dir}")
+        # With --workspace, other repos' sessions may exist: do not claim there are none at all.
+        out.say(f"no sessions{scope} under {cfg.sessions_dir}")
         return
     from rich.table import Table
 
