@@ -168,3 +168,12 @@ def test_latest_session_announcement_keeps_stdout_clean(sessions_dir: Path, repo
     assert pick_session(cfg, None, out, "checkpoints") == session
     assert f"checkpoints: latest session is {session.id}" in streams["stderr"].getvalue()
     assert streams["stdout"].getvalue() == ""
+
+
+def test_a_mistyped_verb_suggests_the_close_one(cli: RunCli) -> None:
+    result = cli("rwind")
+    assert result.returncode == 2
+    assert "No such command 'rwind'. Did you mean 'rewind'?" in result.stderr
+    unknown = cli("zzz")
+    assert unknown.returncode == 2
+    assert "No such command 'zzz'." in unknown.stderr and "Did you mean" not in unknown.stderr
