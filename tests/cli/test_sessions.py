@@ -177,3 +177,12 @@ def test_a_mistyped_verb_suggests_the_close_one(cli: RunCli) -> None:
     unknown = cli("zzz")
     assert unknown.returncode == 2
     assert "No such command 'zzz'." in unknown.stderr and "Did you mean" not in unknown.stderr
+
+
+def test_checkpoints_gc_with_a_session_id_says_it_covers_every_session(
+    cli: RunCli, sessions_dir: Path
+) -> None:
+    result = cli("checkpoints", "20260101-000000-abcdef", "--gc")
+    assert result.returncode == 0, result.stderr
+    assert "every session, not only 20260101-000000-abcdef" in result.stderr
+    assert "pruned" in result.stdout

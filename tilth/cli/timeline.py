@@ -58,6 +58,8 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
         # Turn-snapshot retention (tilth.timeline.gc): age and size budgets, then a sweep.
         from tilth.timeline.gc import collect
 
+        if session_id:
+            out.warn(f"--gc applies the budgets to every session, not only {session_id}")
         report = collect(settings())
         if as_json:
             out.print_json(
