@@ -208,3 +208,14 @@ def test_a_capture_failure_is_a_gap_not_a_crash(tmp_path: Path) -> None:
     assert result.gaps[0].startswith("turn snapshot failed, files of this turn not captured")
     assert BASH_GAP in result.gaps
     capture.close()
+
+
+def test_files_under_an_ignored_directory_are_counted_not_listed(rig: Rig) -> None:
+    # Like .pytest_cache: the directory ignores its own contents with a "*" .gitignore.
+    result = rig.bash(
+        "mkdir -p cache/v && printf '*\\n' > cache/.gitignore && "
+        "for i in 1 2 3 4 5; do echo $i > cache/v/f$i; done"
+    )
+    joined = "\n".join(result.gaps)
+    assert "ignored path changed, not captured: cache/ (" in joined  # counted, not listed
+    assert "cache/v/f1" not in joined

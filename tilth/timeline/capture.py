@@ -390,15 +390,23 @@ class TurnCapture:
                 if not _inside(target, self.root):
                     gaps.append(f"symlink points outside the workspace, target not captured: {rel}")
         if ignored_hits:
-            listed = ", ".join(ignored_hits[:MAX_LISTED_GAPS])
-            more = len(ignored_hits) - MAX_LISTED_GAPS
-            gaps.append(
-                f"ignored path changed, not captured: {listed}"
-                + (f" (and {more} more)" if more > 0 else "")
-            )
+            gaps.append(_ignored_gap(ignored_hits))
         self.store.sync()
         self.baseline = _Baseline(head, overlay, ids)
         return TurnResult(overlay, changed, gaps, head, stored)
+
+
+def _ignored_gap(paths: list[str]) -> str:
+    """One gap line; files under an ignored directory are counted, not listed one by one."""
+    groups: dict[str, int] = {}
+    for rel in paths:
+        top, sep, _ = rel.partition("/")
+        key = f"{top}/" if sep else rel
+        groups[key] = groups.get(key, 0) + 1
+    items = [f"{key} ({n} paths)" if n > 1 else key for key, n in groups.items()]
+    more = len(items) - MAX_LISTED_GAPS
+    listed = ", ".join(items[:MAX_LISTED_GAPS]) + (f" (and {more} more)" if more > 0 else "")
+    return f"ignored path changed, not captured: {listed}"
 
 
 def _inside(path: Path, root: Path) -> bool:
