@@ -142,15 +142,18 @@ def _task_done(f: Fields) -> Card:
 def _task_failed(f: Fields) -> Card:
     reason = f.text("reason") or "unknown"
     body = text_block(f.text("error", "message")) if f.text("error", "message") else ""
-    body += kv(
-        [
-            ("placeholder commit", _short(f.text("placeholder_sha"))),
-            ("streak", f.get("streak")),
-            ("nudges", f.get("nudges")),
-            ("evaluator calls", f.get("evaluator_calls")),
-        ]
-    )
+    body += kv([("placeholder commit", _short(f.text("placeholder_sha"))), *_failure_counts(f)])
     return Card("lifecycle", "bad", f"task failed · {reason}", body)
+
+
+def _failure_counts(f: Fields) -> list[tuple[str, object]]:
+    """The number behind a task failure's reason, as the worker loop reports it."""
+    return [
+        ("turns", f.get("turns")),
+        ("streak", f.get("streak")),
+        ("nudges", f.get("nudges")),
+        ("evaluator calls", f.get("evaluator_calls")),
+    ]
 
 
 @renders("task_retry")
@@ -216,14 +219,7 @@ def _task_stopped(f: Fields) -> Card:
     reason = f.text("reason") or "unknown"
     detail = f.text("detail", "error")
     body = text_block(detail) if detail else ""
-    body += kv(
-        [
-            ("turns", f.get("turns")),
-            ("streak", f.get("streak")),
-            ("nudges", f.get("nudges")),
-            ("evaluator calls", f.get("evaluator_calls")),
-        ]
-    )
+    body += kv(_failure_counts(f))
     return Card("lifecycle", "bad", f"task attempt failed · {reason}", body)
 
 
