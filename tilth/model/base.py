@@ -9,8 +9,9 @@ by tests, the demo and the fake server).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,22 @@ class AssistantTurn:
         return message
 
 
+@dataclass(frozen=True)
+class Delta:
+    """A piece of a reply as it arrives: streamed text, reasoning, or a tool call's name.
+
+    ``completion_tokens`` is the running count for the reply so far (estimated from the
+    text when the endpoint reports none until the end), so a progress line can show it.
+    """
+
+    kind: Literal["text", "reasoning", "tool_call"]
+    text: str
+    completion_tokens: int = 0
+
+
+OnDelta = Callable[[Delta], None]
+
+
 class Model(Protocol):
     """Anything that can answer a chat-completions request."""
 
@@ -94,11 +111,17 @@ class Model(Protocol):
         ...
 
     def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        on_delta: OnDelta | None = None,
     ) -> AssistantTurn:
         """Send the thread and tool schemas; return the assistant's turn.
 
-        Raises ``tilth.errors.ModelError`` when no answer could be had.
+        ``on_delta``, when given, is called with each piece of the reply as it arrives
+        (a model that cannot stream may call it once, or never); the returned turn is
+        always the whole reply. Raises ``tilth.errors.ModelError`` when no answer could be had.
         """
         ...
 

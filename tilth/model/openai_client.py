@@ -19,7 +19,7 @@ import openai
 
 from tilth.config import Endpoint
 from tilth.errors import ModelError
-from tilth.model.base import AssistantTurn, ToolCall, Usage
+from tilth.model.base import AssistantTurn, OnDelta, ToolCall, Usage
 
 RetryHook = Callable[[int, str, float], None]
 
@@ -86,7 +86,11 @@ class OpenAIModel:
         return options
 
     def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        on_delta: OnDelta | None = None,
     ) -> AssistantTurn:
         """One assistant turn, retrying transient failures; raises ``ModelError``."""
         options = self.request_options(messages, tools)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import re
 import threading
 import time
 from typing import Any
 
 from tilth.errors import ModelError
-from tilth.model.base import AssistantTurn
+from tilth.model.base import AssistantTurn, Delta, OnDelta
 from tilth.model.script import Script, turn_from_reply
 
 
@@ -35,7 +36,11 @@ class ScriptedModel:
             return list(self._requests)
 
     def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        on_delta: OnDelta | None = None,
     ) -> AssistantTurn:
         """The next scripted turn; error (and raw HTTP) replies raise ``ModelError``."""
         # Copies, because callers keep appending to their message lists.
@@ -54,4 +59,19 @@ class ScriptedModel:
             raise ModelError(
                 f"the scripted model {self.name} failed: HTTP {reply['status']}: {reply['message']}"
             )
-        return turn_from_reply(reply)
+        turn = turn_from_reply(reply)
+        if on_delta is not None:
+            stream_turn(turn, on_delta)
+        return turn
+
+
+def stream_turn(turn: AssistantTurn, on_delta: OnDelta) -> None:
+    """Hand ``turn`` to ``on_delta`` piece by piece, as a streaming endpoint would."""
+    count = 0
+    for kind, text in (("reasoning", turn.reasoning or ""), ("text", turn.content or "")):
+        for piece in re.findall(r"\S*\s*", text):
+            if piece:
+                count += 1
+                on_delta(Delta(kind, piece, count))  # type: ignore[arg-type]
+    for call in turn.tool_calls:
+        on_delta(Delta("tool_call", call.name, count))
