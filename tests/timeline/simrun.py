@@ -287,3 +287,10 @@ def fingerprint(session: Session) -> dict[str, Any]:
         "checkpoints": sorted(p.name for p in (session.dir / "timeline" / "checkpoints").glob("*")),
         "stash": git.git("stash", "list", "--format=%s", cwd=worktree).splitlines(),
     }
+
+
+def timeline_of(session: Session) -> list[Checkpoint]:
+    """The checkpoints of the timeline itself, without the undo points (``before-``)."""
+    from tilth.timeline import list_checkpoints
+
+    return [c for c in list_checkpoints(session) if not c.is_before]

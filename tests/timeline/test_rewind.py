@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from tests.timeline.conftest import World
-from tests.timeline.simrun import fingerprint, observe, worktree_of
+from tests.timeline.simrun import fingerprint, observe, timeline_of, worktree_of
 from tilth import git
 from tilth.timeline import Recorder, list_checkpoints, plan_rewind, resolve_checkpoint
 from tilth.timeline.record.state_capture import count_lines, log_tail, thread_heads
@@ -53,7 +53,8 @@ def test_scope_both_makes_it_as_if_nothing_after_the_checkpoint_happened(
     tasks = {p.stem: json.loads(p.read_text()) for p in session.tasks_dir.glob("*.json")}
     assert tasks == target.state["tasks"]
     assert count_lines(session.progress_path) == target.state["progress_lines"]
-    remaining = [c.id for c in list_checkpoints(session)]
+    remaining = [c.id for c in timeline_of(session)]
+    assert [c.kind for c in list_checkpoints(session)][-1] == "before-rewind"
     assert remaining[-1] == target.id and not set(later) & set(remaining)
     # a checkpoint recorded afterwards gets a fresh id: ids are never reused
     fresh = Recorder(session, worktree_of(session)).task_start("T-002")
@@ -76,7 +77,7 @@ def test_scope_code_restores_files_only_and_notes_it_in_the_conversation(
     assert now.head == target.head and now.tree == world.sim.seen[target.id].tree
     assert now.statuses == before.statuses, "task state is untouched"
     assert now.events == before.events + 1
-    assert [c.id for c in list_checkpoints(session)] == checkpoints
+    assert [c.id for c in timeline_of(session)] == checkpoints
     changed = {k for k, v in thread_heads(session.threads.directory).items() if heads.get(k) != v}
     assert len(changed) == 1
     note = session.threads.get(changed.pop()).read()[-1]
@@ -98,7 +99,7 @@ def test_scope_conversation_keeps_files_and_cuts_threads_state_and_log(
     assert now.statuses == world.sim.seen[target.id].statuses
     assert now.events == world.sim.seen[target.id].events + 1
     assert thread_heads(session.threads.directory) == target.threads
-    assert list_checkpoints(session)[-1].id == target.id
+    assert timeline_of(session)[-1].id == target.id
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(world_clone: Callable[..., World]) -> None:
@@ -208,7 +209,7 @@ def test_on_a_terminal_without_to_a_numbered_picker_chooses(
     rows = [next(ln for ln in text.splitlines() if f") {cp.id}" in ln) for cp in newest_first[:9]]
     starts = {row.rindex(cp.label) for row, cp in zip(rows, newest_first, strict=False)}
     assert len(starts) == 1, rows
-    assert list_checkpoints(session)[-1].id == chosen.id
+    assert timeline_of(session)[-1].id == chosen.id
     assert git.head(worktree_of(session)) == chosen.head
 
 

@@ -8,9 +8,10 @@ message id), so repeating a step that was interrupted half-way is harmless.
 had not.
 
 Step names (also the ``TILTH_FAULT_AT`` values; ``<step>+`` = just after it):
-``journal`` (written, nothing changed yet), ``stash``, ``code``, ``note``,
-``state``, ``ledger``, ``threads``, ``paths``, ``events``, ``checkpoints``,
-``log``, ``finish``. A plan runs only the steps it needs.
+``journal`` (written, nothing changed yet), ``before`` (the undo point), ``stash``,
+``code``, ``unwind``, ``note``, ``state``, ``ledger``, ``threads``, ``paths``,
+``events``, ``checkpoints``, ``fork-created``, ``fork-files``, ``fork-worktree``,
+``fork-record``, ``log``, ``finish``. A plan runs only the steps it needs.
 """
 
 from __future__ import annotations
@@ -24,9 +25,21 @@ from tilth import git
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 from tilth.timeline.faults import fault_point
-from tilth.timeline.record.checkpoints import delete_after
+from tilth.timeline.record.blob_store import session_store
+from tilth.timeline.record.checkpoints import (
+    checkpoint_path,
+    delete_after,
+    highest_seq,
+    remember_highest,
+)
 from tilth.timeline.record.state_capture import last_event
-from tilth.timeline.rewind.code_restore import note_code_state, restore_overlay
+from tilth.timeline.rewind import fork as forking
+from tilth.timeline.rewind import undo
+from tilth.timeline.rewind.code_restore import (
+    apply_snapshot_code,
+    note_code_state,
+    restore_overlay,
+)
 from tilth.timeline.rewind.journal import (
     Journal,
     clear_journal,
@@ -34,7 +47,7 @@ from tilth.timeline.rewind.journal import (
     read_journal,
     write_journal,
 )
-from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.plan import RewindError, RewindPlan
 from tilth.timeline.rewind.state_restore import (
     cut_lines,
     remove_path,
@@ -44,9 +57,12 @@ from tilth.timeline.rewind.state_restore import (
     truncate_log,
 )
 
+FORK_STEPS = ("fork-created", "fork-files", "fork-worktree", "fork-record")
 STEP_ORDER = (
+    "before",
     "stash",
     "code",
+    "unwind",
     "note",
     "state",
     "ledger",
@@ -54,6 +70,7 @@ STEP_ORDER = (
     "paths",
     "events",
     "checkpoints",
+    *FORK_STEPS,
     "log",
     "finish",
 )
@@ -62,15 +79,18 @@ STEP_ORDER = (
 def steps_for(plan: RewindPlan) -> list[str]:
     """The steps ``plan`` needs, in execution order."""
     wanted = {
+        "before": plan.before is not None and plan.before_seq is not None,
         "stash": plan.stash_message is not None and plan.head is not None,
-        "code": plan.head is not None,
+        "code": plan.changes_code,
+        "unwind": plan.unwind is not None,
         "note": plan.note is not None,
         "state": plan.state is not None,
         "ledger": plan.state is not None,
         "threads": plan.threads is not None,
         "paths": bool(plan.delete_paths),
         "events": plan.event_offset is not None,
-        "checkpoints": plan.keep_through_seq is not None,
+        "checkpoints": plan.keep_through_seq is not None or plan.keep_seqs is not None,
+        **{step: plan.fork is not None for step in FORK_STEPS},
         "log": plan.event is not None,
         "finish": True,
     }
@@ -84,14 +104,26 @@ def _stash(session: Session, plan: RewindPlan) -> None:
     git.stash(Path(plan.worktree), plan.stash_message)
 
 
+def _before(session: Session, plan: RewindPlan) -> None:
+    undo.record_before(session, plan)
+
+
 def _code(session: Session, plan: RewindPlan) -> None:
-    assert plan.head is not None
     worktree = Path(plan.worktree)
+    if plan.head is None:
+        # A session without git: the snapshot files and the kept files, nothing else.
+        apply_snapshot_code(plan.overlay, plan.keep, worktree, session_store(session))
+        return
     git.reset_hard(worktree, plan.head)
     git.clean_fd(worktree)
     # Called even with an empty overlay so the restored state is noted; ``keep`` (the
     # user's edits, see plan.keep) goes back on top of the overlay.
     restore_overlay(session, worktree, plan.overlay, keep=plan.keep)
+
+
+def _unwind(session: Session, plan: RewindPlan) -> None:
+    assert plan.unwind is not None
+    git.reset_soft(Path(plan.worktree), plan.unwind)
 
 
 def _note(session: Session, plan: RewindPlan) -> None:
@@ -110,6 +142,9 @@ def _state(session: Session, plan: RewindPlan) -> None:
 
 def _ledger(session: Session, plan: RewindPlan) -> None:
     assert plan.state is not None
+    if plan.archive is not None:
+        undo.restore_archived_ledger(session, plan.archive)
+        return
     restore_counts(session.ledger.directory, dict(plan.state.get("ledger") or {}))
     lines = plan.state.get("progress_lines")
     if isinstance(lines, int):
@@ -118,6 +153,8 @@ def _ledger(session: Session, plan: RewindPlan) -> None:
 
 def _threads(session: Session, plan: RewindPlan) -> None:
     assert plan.threads is not None
+    if plan.archive is not None:
+        undo.restore_archived_threads(session, plan.archive)
     restore_threads(session.threads.directory, plan.threads)
 
 
@@ -128,16 +165,30 @@ def _paths(session: Session, plan: RewindPlan) -> None:
 
 def _events(session: Session, plan: RewindPlan) -> None:
     assert plan.event_offset is not None
+    if plan.archive is not None:
+        undo.splice_events(session, plan.archive, plan.event_cut or plan.event_offset)
+        return
     truncate_log(session.events.path, plan.event_offset)
 
 
 def _checkpoints(session: Session, plan: RewindPlan) -> None:
-    assert plan.keep_through_seq is not None
-    if plan.head is None:
+    if not plan.changes_code:
         # Turn snapshots: the files stay as the newest checkpoint left them; note that state
         # before its checkpoint goes, or later rewinds would take them for the user's edits.
         note_code_state(session)
-    delete_after(session, plan.keep_through_seq)
+    if plan.keep_seqs is not None and plan.archive is not None:
+        remember_highest(session)
+        undo.restore_archived_checkpoints(session, plan.archive, plan.keep_seqs)
+    elif plan.before is None:
+        # Reset to the seed (and journals written before undo existed): everything after.
+        assert plan.keep_through_seq is not None
+        delete_after(session, plan.keep_through_seq)
+    else:
+        # Exactly the checkpoints the plan named; undo points (``before-``) stay.
+        remember_highest(session)
+        for seq in plan.drop_seqs:
+            checkpoint_path(session, seq).unlink(missing_ok=True)
+    undo.prune_archives(session)
 
 
 def _log(session: Session, plan: RewindPlan) -> None:
@@ -163,13 +214,16 @@ def _finish(session: Session, plan: RewindPlan, *, recovered: bool) -> None:
         stash=plan.stash_message if plan.summary()["stashed"] else None,
         summary=plan.summary(),
         recovered=recovered,
+        **({"child_session": plan.fork["child"]} if plan.fork else {}),
     )
     clear_journal(session)
 
 
 _STEPS: dict[str, Callable[[Session, RewindPlan], None]] = {
+    "before": _before,
     "stash": _stash,
     "code": _code,
+    "unwind": _unwind,
     "note": _note,
     "state": _state,
     "ledger": _ledger,
@@ -177,6 +231,10 @@ _STEPS: dict[str, Callable[[Session, RewindPlan], None]] = {
     "paths": _paths,
     "events": _events,
     "checkpoints": _checkpoints,
+    "fork-created": forking.create_child,
+    "fork-files": forking.copy_files,
+    "fork-worktree": forking.make_worktree,
+    "fork-record": forking.finish_child,
     "log": _log,
 }
 
@@ -203,6 +261,11 @@ def _run(session: Session, journal: Journal, plan: RewindPlan, *, recovered: boo
 
 def execute_rewind(session: Session, plan: RewindPlan) -> None:
     """Carry out ``plan`` crash-safely. The caller holds the session lock."""
+    if plan.before_seq is not None and highest_seq(session) >= plan.before_seq:
+        raise RewindError(
+            f"session {session.id} changed since this plan was made (a checkpoint was recorded)",
+            hint="plan it again; nothing was changed",
+        )
     journal = Journal(plan.op_id, plan.to_dict(), steps_for(plan))
     write_journal(session, journal)
     fault_point("journal")
