@@ -111,6 +111,37 @@ def run_cli(
     )
 
 
+def run_cli_in_process(
+    *args: str, input_text: str = "", env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in this process (for parsing and printing); same result shape as ``run_cli``.
+
+    Signals and exit codes of a real process are what ``run_cli`` is for.
+    """
+    import contextlib
+    import io
+
+    from tilth.cli import main
+
+    saved = {key: os.environ.get(key) for key in (env or {})}
+    out, err = io.StringIO(), io.StringIO()
+    stdin = sys.stdin
+    try:
+        os.environ.update(env or {})
+        os.environ.pop("TILTH_DEBUG", None)
+        sys.stdin = io.StringIO(input_text)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        sys.stdin = stdin
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return subprocess.CompletedProcess(["tilth", *args], code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def cli(tilth_home: Path) -> Iterator[object]:
     """``cli("sessions", "--json")`` runs the real CLI against the isolated home."""

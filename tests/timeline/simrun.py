@@ -273,7 +273,7 @@ def fingerprint(session: Session) -> dict[str, Any]:
     events = files.pop("events.jsonl", b"").decode().splitlines()
     records = [json.loads(line) for line in events]
     for record in records:
-        if record["type"] in ("rewind", "restart"):
+        if record["type"] in ("rewind", "restart", "undo", "session_resume"):
             record["ts"] = record["payload"]["op"] = "-"
     cp = json.loads(files.pop("checkpoint.json"))
     for key in ("source", "workspace"):

@@ -80,8 +80,7 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
         if not had_worktree:
             out.warn(f"the worktree was missing; re-created it at {worktree}")
         if resume:
-            plan = prepare_resume(session, worktree)
-            session.log("session_resume", session_id=session.id, **plan.event_payload())
+            plan = prepare_resume(session, worktree)  # journaled; logs session_resume
             out.say(f"resume plan: {plan.text}")
         else:
             source = session.source

@@ -19,7 +19,8 @@ at_option = click.option(
 @session_id_argument
 @at_option
 @click.option("--json", "as_json", is_flag=True, help="Print the new session as JSON.")
-def fork(session_id: str | None, at_ref: str | None, as_json: bool) -> None:
+@click.option("--dry-run", is_flag=True, help="Print what the fork would make and change nothing.")
+def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: bool) -> None:
     """Start a new session whose code, conversation and state equal a checkpoint.
 
     The original session is left as it is; the fork gets its own id, branch
@@ -34,6 +35,14 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool) -> None:
     timeline = TimelineController(parent, cfg)
     with timeline.writing(out.warn):
         target = resolve_fork_target(parent, at_ref)
+        if dry_run:
+            plan = timeline.plan_fork(target)
+            if as_json:
+                out.print_json(plan.to_dict())
+            else:
+                out.say(plan.render())
+                out.dim("dry run: nothing was changed")
+            return
         result = timeline.fork(target)
     child = result.session
     if as_json:

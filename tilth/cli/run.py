@@ -51,7 +51,10 @@ def run(workspace: Path) -> int:
 
 @click.command()
 @session_id_argument
-def resume(session_id: str | None) -> int:
+@click.option(
+    "--dry-run", is_flag=True, help="Print what resuming would prepare and change nothing."
+)
+def resume(session_id: str | None, dry_run: bool) -> int:
     """Continue a stopped session where it left off (the latest one without SESSION_ID).
 
     Failed tasks go back to pending and the FAILED placeholder commit is
@@ -62,6 +65,23 @@ def resume(session_id: str | None) -> int:
     cfg = settings()
     out = io()
     session = pick_session(cfg, session_id, out, "resume")
+    if dry_run:
+        from tilth.agent.resume import plan_resume
+        from tilth.timeline import recover
+        from tilth.timeline.record.state_capture import worktree_of
+
+        with session.lock():
+            message = recover(session)
+        if message:
+            out.warn(message)
+        worktree = worktree_of(session)
+        if not worktree.is_dir():
+            out.say(f"the worktree {worktree} is missing; resume would re-create it first")
+            return 0
+        _, plan = plan_resume(session, worktree)
+        out.say(plan.render())
+        out.dim("dry run: nothing was changed")
+        return 0
     return resume_session(session, cfg, out)
 
 

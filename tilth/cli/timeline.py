@@ -162,6 +162,12 @@ def _pick(timeline: TimelineController, out: IO) -> Checkpoint:
 @click.option(
     "--force", is_flag=True, help="Also overwrite files you edited since the last checkpoint."
 )
+@click.option(
+    "--undo",
+    is_flag=True,
+    help="Undo the last go-back (rewind, restart, resume, undo): back to its before- point; "
+    "with --to, that undo point. Undoing an undo is redo.",
+)
 @yes_option
 def rewind(
     session_id: str | None,
@@ -169,13 +175,17 @@ def rewind(
     scope: str,
     dry_run: bool,
     force: bool,
+    undo: bool,
     assume_yes: bool,
 ) -> None:
-    """Return code and/or conversation to a checkpoint."""
+    """Return code and/or conversation to a checkpoint, or undo the last go-back."""
     out = io()
     cfg = settings()
     session = pick_session(cfg, session_id, out, "rewind")
     timeline = TimelineController(session, cfg)
+    if undo:
+        _undo(timeline, out, to_ref, dry_run=dry_run, assume_yes=assume_yes)
+        return
     with timeline.writing(out.warn):
         target = timeline.resolve(to_ref) if to_ref else _pick(timeline, out)
         plan = timeline.plan_rewind(target, scope, force=force)
@@ -188,6 +198,23 @@ def rewind(
     out.ok(f"rewound session {session.id} to {target.id} ({scope})")
     if scope != "code":
         out.say(f"continue from there with: tilth resume {session.id}")
+
+
+def _undo(
+    timeline: TimelineController, out: IO, ref: str | None, *, dry_run: bool, assume_yes: bool
+) -> None:
+    session = timeline.session
+    with timeline.writing(out.warn):
+        plan = timeline.plan_undo(ref)
+        out.say(plan.render())
+        if dry_run:
+            out.dim("dry run: nothing was changed")
+            return
+        out.confirm(f"Undo: return session {session.id} to {plan.target}?", assume_yes=assume_yes)
+        result = timeline.execute(plan)
+    out.ok(f"session {session.id} is back at {plan.target} ({plan.target_label})")
+    if result.undo_point:
+        out.say(f"redo with: tilth rewind {session.id} --undo")
 
 
 @click.command()
@@ -206,9 +233,10 @@ def rewind(
     help="Abort a live run of the session first (Ctrl-C to its pid, then wait) — the default; "
     "--no-stop refuses instead.",
 )
+@click.option("--dry-run", is_flag=True, help="Print what would change and change nothing.")
 @yes_option
 def restart(
-    args: tuple[str, ...], from_stage: str | None, stop_run: bool, assume_yes: bool
+    args: tuple[str, ...], from_stage: str | None, stop_run: bool, dry_run: bool, assume_yes: bool
 ) -> None:
     """Restart a task, or a task from one of its completed stages. Never runs it.
 
@@ -228,13 +256,16 @@ def restart(
     cfg = settings()
     out = io()
     session = pick_session(cfg, session_id, out, "restart")
+    timeline = TimelineController(session, cfg)
+    if dry_run:
+        _recover_if_free(session, out)
+        out.say(timeline.plan_restart(task_id, from_stage).render())
+        out.dim("dry run: nothing was changed")
+        return
     if stop_run:
-        from tilth.session.live_run import stop_live_run
-
-        stopped = stop_live_run(session)
+        stopped = timeline.stop_run()
         if stopped is not None:
             out.warn(f"stopped the live run of session {session.id} (pid {stopped})")
-    timeline = TimelineController(session, cfg)
     with ExitStack() as stack:
         try:
             stack.enter_context(timeline.writing(out.warn))

@@ -95,7 +95,8 @@ class TimelineController:
 
     def plan_fork(self, target: Checkpoint) -> RewindPlan:
         """The new session a fork at ``target`` would make (this one is never changed)."""
-        return plan_fork(self.session, target, self.settings.sessions_dir)
+        # A fork lives beside its parent.
+        return plan_fork(self.session, target, self.session.dir.parent)
 
     def plan_undo(self, ref: str | None = None) -> RewindPlan:
         """Going back to the state before the last go-back (or the undo point ``ref``)."""

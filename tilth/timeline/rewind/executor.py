@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.errors import SessionCorrupt
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 from tilth.timeline.faults import fault_point
@@ -308,9 +309,28 @@ def _name(plan: RewindPlan) -> str:
 def open_for_writing(
     session: Session, notify: Callable[[str], Any] | None = None
 ) -> Iterator[None]:
-    """Hold the session lock and recover any interrupted operation first."""
+    """Hold the session lock and recover any interrupted operation first (for a fork that
+    was interrupted half-way, its parent's: the parent's journal completes it)."""
+    _complete_own_fork(session, notify)
     with session.lock():
         message = recover(session)
         if message and notify is not None:
             notify(message)
         yield
+
+
+def _complete_own_fork(session: Session, notify: Callable[[str], Any] | None) -> None:
+    try:
+        record = session.checkpoint()
+    except SessionCorrupt:
+        return
+    parent_id = record.get("parent_session")
+    if not record.get("fork_incomplete") or not isinstance(parent_id, str):
+        return
+    parent = Session(parent_id, session.dir.parent / parent_id)
+    if not parent.dir.is_dir():
+        return
+    with parent.lock():
+        message = recover(parent)
+    if message and notify is not None:
+        notify(f"session {parent.id}: {message}")
