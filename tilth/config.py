@@ -66,13 +66,20 @@ class Settings:
     model_backoff_seconds: float = 1.0
     """First retry delay, doubled each retry (``TILTH_MODEL_BACKOFF_SECONDS``)."""
     model_timeout_seconds: float = 300.0
-    """Time limit for one model request (``TILTH_MODEL_TIMEOUT_SECONDS``)."""
+    """Longest wait for a reply to start, or between two pieces of a streamed reply
+    (``TILTH_MODEL_TIMEOUT_SECONDS``); a stall past it is retried."""
     empty_backoff_seconds: float = 2.0
     """Wait after an empty model response, times the streak (``TILTH_EMPTY_BACKOFF_SECONDS``)."""
     test_timeout_seconds: float = 180.0
     """Time limit for one seed-test or lint run (``TILTH_TEST_TIMEOUT_SECONDS``)."""
     lint_command: str | None = None
     """Shell command the verifying stage runs as a linter (``TILTH_LINT_COMMAND``); None = none."""
+    test_command: str | None = None
+    """Shell line that runs the seed tests, ``{files}`` = the files (``TILTH_TEST_COMMAND``)."""
+    setup_command: str | None = None
+    """Shell line run once in every new worktree (``TILTH_SETUP_COMMAND``); None = none."""
+    setup_timeout_seconds: float = 900.0
+    """Time limit for ``TILTH_SETUP_COMMAND`` (``TILTH_SETUP_TIMEOUT_SECONDS``)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
     warnings: tuple[str, ...] = ()
@@ -98,6 +105,7 @@ _FLOAT_DEFAULTS = {
     "TILTH_MODEL_TIMEOUT_SECONDS": 300.0,
     "TILTH_EMPTY_BACKOFF_SECONDS": 2.0,
     "TILTH_TEST_TIMEOUT_SECONDS": 180.0,
+    "TILTH_SETUP_TIMEOUT_SECONDS": 900.0,
 }
 
 
@@ -262,6 +270,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         empty_backoff_seconds=_float(env, "TILTH_EMPTY_BACKOFF_SECONDS"),
         test_timeout_seconds=_float(env, "TILTH_TEST_TIMEOUT_SECONDS", positive=True),
         lint_command=env.get("TILTH_LINT_COMMAND") or None,
+        test_command=env.get("TILTH_TEST_COMMAND") or None,
+        setup_command=env.get("TILTH_SETUP_COMMAND") or None,
+        setup_timeout_seconds=_float(env, "TILTH_SETUP_TIMEOUT_SECONDS", positive=True),
         env=env,
         warnings=tuple(warnings),
     )
