@@ -49,6 +49,8 @@ class Settings:
     """Worker turns per task attempt (``TILTH_MAX_ITERATIONS_PER_TASK``)."""
     max_evaluator_calls_per_task: int = 0
     """Rejections before a task fails with ``evaluator_cap``; 0 turns the cap off."""
+    max_verify_failures_per_task: int = 3
+    """Failed verifying stages before a task fails with ``verify_cap``; 0 turns the cap off."""
     max_wall_clock_minutes: float = 120
     """Wall-clock budget per run/resume invocation; decimals allowed (0.5 = 30 s), 0 = off."""
     max_tokens: int = 2_000_000
@@ -93,6 +95,7 @@ class Settings:
 _INT_DEFAULTS = {
     "TILTH_MAX_ITERATIONS_PER_TASK": 32,
     "TILTH_MAX_EVALUATOR_CALLS_PER_TASK": 0,
+    "TILTH_MAX_VERIFY_FAILURES_PER_TASK": 3,
     "TILTH_MAX_WALL_CLOCK_MINUTES": 120,
     "TILTH_MAX_TOKENS": 2_000_000,
     "TILTH_CHECKPOINT_MAX_AGE_DAYS": 30,
@@ -258,6 +261,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         sessions_dir=sessions,
         max_iterations_per_task=_int(env, "TILTH_MAX_ITERATIONS_PER_TASK"),
         max_evaluator_calls_per_task=_int(env, "TILTH_MAX_EVALUATOR_CALLS_PER_TASK"),
+        max_verify_failures_per_task=_int(env, "TILTH_MAX_VERIFY_FAILURES_PER_TASK"),
         max_wall_clock_minutes=_minutes(env, "TILTH_MAX_WALL_CLOCK_MINUTES"),
         max_tokens=_int(env, "TILTH_MAX_TOKENS"),
         context_files=files or ("AGENTS.md", "CLAUDE.md"),

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from tilth import proc
+from tilth import git, proc
 from tilth.config import Settings, secret_values
 from tilth.errors import SetupFailed
 from tilth.session.store import Session
@@ -23,6 +23,24 @@ OUTPUT_CHARS = 8_000
 def _tail(text: str, limit: int = OUTPUT_CHARS) -> str:
     text = text.strip()
     return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def prepare_worktree(
+    session: Session, worktree: Path, settings: Settings, *, why: str
+) -> list[str]:
+    """Make a new worktree ready: submodules checked out, then the setup command run.
+
+    Returns warnings for the user (a submodule that could not be checked out); raises
+    ``SetupFailed`` when the setup command fails.
+    """
+    notes: list[str] = []
+    problem = git.init_submodules(worktree)
+    if (worktree / ".gitmodules").is_file():
+        session.log("submodules", ok=problem is None, detail=problem)
+    if problem:
+        notes.append(problem)
+    run_setup(session, worktree, settings, why=why)
+    return notes
 
 
 def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str) -> str | None:

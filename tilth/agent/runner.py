@@ -19,14 +19,14 @@ from tilth.agent.loop import CAP_SETTINGS, Stop, run_loop
 from tilth.agent.progress import TerminalProgress
 from tilth.agent.records import task_counts
 from tilth.agent.resume import prepare_resume
-from tilth.agent.run_context import RunContext
+from tilth.agent.run_context import RunContext, prep_tokens
 from tilth.config import Role, Settings
 from tilth.errors import SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
 from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
 from tilth.ui.io import IO
-from tilth.worktree_setup import run_setup
+from tilth.worktree_setup import prepare_worktree
 
 
 def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model, Model]:
@@ -61,10 +61,13 @@ def is_scripted(model: Model) -> bool:
     return model.name.lower().startswith("scripted")
 
 
-def ensure_session_worktree(session: Session, settings: Settings | None = None) -> Path:
+def ensure_session_worktree(
+    session: Session, settings: Settings | None = None, out: IO | None = None
+) -> Path:
     """The session's worktree, re-created from its branch when it went missing.
 
-    A re-created worktree is a new worktree: ``TILTH_SETUP_COMMAND`` runs in it.
+    A re-created worktree is a new worktree (given ``settings``): its submodules are checked
+    out and ``TILTH_SETUP_COMMAND`` runs in it.
     """
     source = session.source
     if source is None or not (source / ".git").exists():
@@ -81,7 +84,9 @@ def ensure_session_worktree(session: Session, settings: Settings | None = None) 
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     if not had_worktree and settings is not None:
-        run_setup(session, worktree, settings, why="run")
+        for note in prepare_worktree(session, worktree, settings, why="run"):
+            if out is not None:
+                out.warn(note)
     return worktree
 
 
@@ -101,7 +106,7 @@ def _before_loop(
 
     recover(session)
     had_worktree = session.workspace_dir.is_dir()
-    worktree = ensure_session_worktree(session, settings)
+    worktree = ensure_session_worktree(session, settings, out)
     if not had_worktree:
         out.warn(f"the worktree was missing; re-created it at {worktree}")
     environment = choose_environment(session, worktree, settings)
@@ -273,9 +278,13 @@ def print_run_summary(
         f"duration  {_duration(seconds)} "
         f"({_share(seconds, wall * 60)} of TILTH_MAX_WALL_CLOCK_MINUTES={wall})"
     )
+    # One rule everywhere: the cap counts the runs' tokens; the interview's are shown apart.
+    interview = min(prep_tokens(session), tokens)
+    runs = tokens - interview
     out.say(
-        f"tokens    {tokens:,} ({_share(tokens, settings.max_tokens)} of "
-        f"TILTH_MAX_TOKENS={settings.max_tokens:,})"
+        f"tokens    {runs:,} by runs ({_share(runs, settings.max_tokens)} of "
+        f"TILTH_MAX_TOKENS={settings.max_tokens:,}); {tokens:,} in all with the interview's "
+        f"{interview:,}"
     )
     other = counts["in_progress"]
     out.say(

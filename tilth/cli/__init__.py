@@ -91,10 +91,14 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    from tilth.errors import Interrupted, TilthError
+    from tilth.errors import Aborted, Interrupted, TilthError
 
     try:
         result: Any = cli.main(args=argv, prog_name="tilth", standalone_mode=False)
+    except Aborted as exc:
+        # Declining is a choice, not a failure: say so plainly (exit 1, no "error:").
+        click.secho(exc.message, fg="yellow", err=True)
+        return exc.exit_code
     except TilthError as exc:
         if isinstance(exc, Interrupted):
             # As click does for Ctrl-C: end the line the user was typing on first.
@@ -128,6 +132,10 @@ def _report(exc: Exception) -> None:
 
     message = str(exc)
     hint = exc.hint if isinstance(exc, TilthError) else None
+    output = getattr(exc, "output", "")
+    if isinstance(output, str) and output.strip():
+        # A failing TILTH_SETUP_COMMAND: its own words say what went wrong.
+        click.echo(output.rstrip(), err=True)
     click.secho(f"error: {message}", fg="red", bold=True, err=True)
     if hint:
         click.secho(f"hint: {hint}", fg="yellow", err=True)

@@ -40,7 +40,8 @@ def sessions(as_json: bool, workspace: str | None) -> None:
     table.add_column("last stop", no_wrap=True)
     table.add_column("source", overflow="fold")
     for r in rows:
-        status = r.status if not r.parent else f"{r.status} (fork of {r.parent})"
+        state = r.state or r.status
+        status = state if not r.parent else f"{state} (fork of {r.parent})"
         if r.problem:
             status = f"unreadable: {r.problem}"
         tasks = f"{r.tasks_done}/{r.tasks_total}" if r.tasks_total else "-"

@@ -123,23 +123,28 @@ def _pick(timeline: TimelineController, out: IO) -> Checkpoint:
     found = timeline.checkpoints().checkpoints
     if not found:
         raise UsageError(f"session {session.id} has no checkpoints to rewind to")
-    # Pad kind and place so the labels line up under each other.
+    # The number typed is the checkpoint's own number (as in `tilth checkpoints` and --to).
+    by_number = {str(cp.seq): cp for cp in found}
+    num_w = max(len(n) for n in by_number)
     kind_w = max(len(cp.kind) for cp in found)
     where_w = max(len(cp.where) for cp in found)
-    options = [
-        (
-            cp.id,
-            f"{cp.id}  {cp.ts[:19].replace('T', ' ')}  {cp.kind:{kind_w}}  "
-            f"{cp.where:{where_w}}  {cp.label}",
+    out.say("Rewind to which checkpoint? (newest first)")
+    for cp in reversed(found):
+        out.say(
+            f"  {cp.seq:>{num_w}}) {cp.id}  {cp.ts[11:19]}  {cp.kind:{kind_w}}  "
+            f"{cp.where:{where_w}}  {cp.label}"
         )
-        for cp in reversed(found)
-    ]
-    choice = out.choose("Rewind to which checkpoint?", options)
-    if choice == "cancel":
-        from tilth.errors import Aborted
+    out.say(f"  {'0':>{num_w}})  cancel")
+    while True:
+        answer = (out.readline("checkpoint number> ") or "0").strip()
+        if answer == "0":
+            from tilth.errors import Aborted
 
-        raise Aborted("cancelled; nothing was changed")
-    return timeline.resolve(choice)
+            raise Aborted("cancelled; nothing was changed")
+        chosen = by_number.get(answer.removeprefix("cp-").lstrip("0") or "0")
+        if chosen is not None:
+            return chosen
+        out.say(f"type one of the numbers shown (e.g. {found[-1].seq}), or 0 to cancel", "yellow")
 
 
 @click.command()
