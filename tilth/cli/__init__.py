@@ -31,6 +31,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "visualize": ("tilth.cli.visualize", "visualize", "Write a session's chat.html."),
     "chat": ("tilth.cli.chat", "chat", "Work with the model turn by turn in a directory."),
     "serve": ("tilth.cli.serve", "serve", "Open the local web UI."),
+    "doctor": ("tilth.cli.doctor", "doctor", "Check everything a real run needs."),
     "demo": ("tilth.cli.demo", "demo", "Run the scripted end-to-end demo (no network)."),
 }
 
