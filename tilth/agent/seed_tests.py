@@ -118,12 +118,13 @@ def run_pytest(
         return Check("pytest", True, "(no seed tests matched; nothing to run)")
     run = environment.pytest_invocation(files)
     shown = run.shown
+    name = "tests" if environment.kind == "command" else "pytest"
     env = child_env(secrets, environment)
     result = proc.run(run.args, cwd=worktree, timeout=timeout, env=env, shell=run.shell)
     output = _output(result, worktree)
     if result.timed_out:
-        return Check("pytest", False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
-    return Check("pytest", result.returncode == 0, output, shown)
+        return Check(name, False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
+    return Check(name, result.returncode == 0, output, shown)
 
 
 def run_lint(
