@@ -88,16 +88,30 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    # Ids stay whole (people copy them into `rewind --to`); long text folds.
+    # Ids stay whole (people copy them into `rewind --to`); only the label wraps, at spaces.
+    narrow = out.console.is_terminal and out.console.width < WIDE_COLUMNS
     table.add_column("id", no_wrap=True, min_width=7)
     table.add_column("time", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
-    for column in ("where", "label", "files"):
-        table.add_column(column, overflow="fold")
+    if not narrow:
+        table.add_column("kind", no_wrap=True)
+    table.add_column("where", no_wrap=True)
+    table.add_column("label", ratio=1)
+    table.add_column("files", no_wrap=not narrow)
     for cp in timeline.checkpoints:
-        files = _files_text(cp)
-        table.add_row(cp.id, cp.ts.replace("T", " ")[:19], cp.kind, cp.where, cp.label, files)
+        if narrow:
+            # An 80-column terminal: the date, the kind (the place says it) and file names go;
+            # `--json` or a wider window shows them.
+            files = f"{len(cp.files_changed)}" if cp.files_changed else "-"
+            files += " +gaps" if cp.gaps else ""
+            table.add_row(cp.id, cp.ts[11:16], cp.where, cp.label, files)
+        else:
+            stamp = cp.ts.replace("T", " ")[:19]
+            table.add_row(cp.id, stamp, cp.kind, cp.where, cp.label, _files_text(cp))
     out.table(table)
+
+
+WIDE_COLUMNS = 140
+"""Below this terminal width ``checkpoints`` shows its compact table."""
 
 
 def _files_text(cp: Checkpoint) -> str:
