@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth import git
+from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.pipeline import run_task, set_task_status
 from tilth.agent.records import append_progress, write_summary
 from tilth.agent.resume import failed_subject
@@ -99,6 +100,7 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
     reason = outcome.reason or "error"
     set_task_status(ctx.session, task_id, "failed")
     append_progress(ctx.session, task_id, f"failed:{reason}", title)
+    require_session_branch(ctx.worktree, ctx.session.branch, ctx.session.id)
     placeholder = git.commit_all(
         ctx.worktree, failed_subject(task_id, reason, title), allow_empty=True
     )

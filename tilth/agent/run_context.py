@@ -12,6 +12,7 @@ from tilth.config import Settings
 from tilth.model.base import Model
 from tilth.session.events import iter_lines
 from tilth.session.store import Session
+from tilth.tools.sandbox import Sandbox
 
 
 class Progress(Protocol):
@@ -51,6 +52,20 @@ def prep_tokens(session: Session) -> int:
     return 0
 
 
+def seed_commit(session: Session) -> str | None:
+    """The sha of the session's seed commit (its ``seed_committed`` event), or None."""
+    for line, _, _, complete in iter_lines(session.events.path):
+        if complete and b'"seed_committed"' in line:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            sha = (record.get("payload") or {}).get("sha")
+            if record.get("type") == "seed_committed" and isinstance(sha, str) and sha:
+                return sha
+    return None
+
+
 @dataclass
 class RunContext:
     """Everything the task pipeline needs; built once per ``run``/``resume``."""
@@ -66,8 +81,17 @@ class RunContext:
     scripted: bool = False
     started: float = 0.0
     """``time.monotonic()`` at the start of this invocation (wall-clock cap is per invocation)."""
+    sandbox: Sandbox | None = None
+    """Where the worker's ``bash`` and the gate run confined (None: unsandboxed)."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
+    _seed_sha: str | None = field(default=None, init=False, repr=False)
+
+    def seed_sha(self) -> str | None:
+        """The seed commit, whose copies of the seed tests the gate runs."""
+        if self._seed_sha is None:
+            self._seed_sha = seed_commit(self.session)
+        return self._seed_sha
 
     def run_tokens(self) -> int:
         """Tokens spent by runs only: the interview's spend does not count toward the cap."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.loop import CAP_SETTINGS, Stop, run_loop
 from tilth.agent.progress import TerminalProgress
 from tilth.agent.records import task_counts
@@ -24,6 +25,7 @@ from tilth.config import Role, Settings
 from tilth.errors import WorkspaceError
 from tilth.model.base import Model
 from tilth.session.store import Session
+from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
 from tilth.ui.io import IO
 
 
@@ -72,6 +74,7 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
     with session.lock(), _sigterm_as_interrupt():
         # Models before anything else: a missing setting fails here, with nothing changed yet.
         worker, evaluator = models_for_run(settings, session, out)
+        sandboxed = check_sandbox(settings, out)
         from tilth.timeline import Recorder, recover
 
         recover(session)
@@ -79,6 +82,7 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
         worktree = ensure_session_worktree(session)
         if not had_worktree:
             out.warn(f"the worktree was missing; re-created it at {worktree}")
+        require_session_branch(worktree, session.branch, session.id)
         if resume:
             plan = prepare_resume(session, worktree)
             session.log("session_resume", session_id=session.id, **plan.event_payload())
@@ -92,6 +96,7 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
                 worktree=str(worktree),
                 branch=session.branch,
             )
+        session.log("sandbox", mode=settings.sandbox, **sandboxed)
         session.set_status("running")
         scripted = is_scripted(worker) or is_scripted(evaluator)
         _print_header(out, session, worktree, worker, evaluator, scripted)
@@ -108,11 +113,24 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
                 progress=progress,
                 scripted=scripted,
                 started=started,
+                sandbox=sandbox_for(
+                    settings, worktree, session_dir=session.dir, source=session.source
+                ),
             )
             stop = run_loop(ctx)
         chat = _write_chat_html(session, out)
     print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
     return stop
+
+
+def check_sandbox(settings: Settings, out: IO) -> dict[str, Any]:
+    """Refuse (``required``) or warn once, loudly (``auto``), when bash cannot be sandboxed."""
+    usable, detail = sandbox_status(settings)
+    if not usable and settings.sandbox == "required":
+        sandbox_for(settings, Path("/"))  # raises SandboxUnavailable with the hint
+    if not usable and settings.sandbox == "auto":
+        out.warn(unsandboxed_warning(detail))
+    return {"sandboxed": usable, "detail": detail}
 
 
 @contextmanager

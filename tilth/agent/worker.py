@@ -97,6 +97,7 @@ def make_toolbox(ctx: RunContext) -> ToolBox:
         WORKER_TOOL_NAMES,
         observer=getattr(ctx.recorder, "observer", None),
         secrets=secret_values(ctx.settings.env),
+        sandbox=ctx.sandbox,
     )
 
 

@@ -11,6 +11,7 @@ from tilth.errors import TilthError
 
 if TYPE_CHECKING:
     from tilth.tools.paths import Workspace
+    from tilth.tools.sandbox import Sandbox
 
 
 class ToolError(TilthError):
@@ -52,6 +53,8 @@ class ToolContext:
     workspace: Workspace
     bash_timeout: float
     secrets: tuple[str, ...]
+    sandbox: Sandbox | None = None
+    """Where ``bash`` runs confined (None: unsandboxed)."""
 
 
 @dataclass(frozen=True)
