@@ -115,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the CLI boundary: never a bare traceback
         if os.environ.get("TILTH_DEBUG"):
             raise
-        click.secho(f"error: unexpected {type(exc).__name__}: {exc}", fg="red", bold=True, err=True)
+        from tilth.ui.io import neutralise
+
+        shown = neutralise(f"error: unexpected {type(exc).__name__}: {exc}")
+        click.secho(shown, fg="red", bold=True, err=True)
         click.secho("hint: set TILTH_DEBUG=1 to see the traceback", fg="yellow", err=True)
         return 1
     if isinstance(result, int):
@@ -125,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(exc: Exception) -> None:
     from tilth.errors import TilthError
+    from tilth.ui.io import neutralise
 
-    message = str(exc)
-    hint = exc.hint if isinstance(exc, TilthError) else None
+    message = neutralise(str(exc))
+    hint = neutralise(exc.hint) if isinstance(exc, TilthError) and exc.hint else None
     click.secho(f"error: {message}", fg="red", bold=True, err=True)
     if hint:
         click.secho(f"hint: {hint}", fg="yellow", err=True)

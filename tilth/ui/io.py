@@ -15,8 +15,30 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+def _visible(code: int) -> str:
+    return {0x0D: "\\r", 0x1B: "\\x1b"}.get(
+        code, f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    )
+
+
+# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI), and the
+# bidirectional overrides that make text read differently from what it is.
+_CONTROLS = [c for c in range(0x20) if c not in (0x09, 0x0A)] + list(range(0x7F, 0xA0))
+_CONTROLS += [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_NEUTRAL = str.maketrans({chr(c): _visible(c) for c in _CONTROLS})
+
+
+def neutralise(text: str) -> str:
+    """``text`` with control and escape sequences shown (``\\x1b]0;...``), never interpreted."""
+    return text.translate(_NEUTRAL)
+
+
 class IO:
-    """Terminal input and output for one command."""
+    """Terminal input and output for one command.
+
+    Every line it prints goes through ``neutralise``: text from a model or a file
+    cannot retitle the terminal, move the cursor or hide what follows.
+    """
 
     def __init__(
         self,
@@ -57,11 +79,11 @@ class IO:
     # ---- output ----------------------------------------------------------------------
     def say(self, text: str = "", style: str | None = None) -> None:
         """Print a line to stdout (``style`` is a rich style name)."""
-        self.console.print(text, style=style, markup=False)
+        self.console.print(neutralise(text), style=style, markup=False)
 
     def markup(self, text: str) -> None:
         """Print a line with rich markup."""
-        self.console.print(text)
+        self.console.print(neutralise(text))
 
     def dim(self, text: str) -> None:
         self.say(text, style="dim")
@@ -71,20 +93,21 @@ class IO:
 
     def note(self, text: str) -> None:
         """A dim informational line on stderr (keeps stdout clean for ``--json``)."""
-        self.err_console.print(text, style="dim", markup=False)
+        self.err_console.print(neutralise(text), style="dim", markup=False)
 
     def warn(self, text: str) -> None:
         """A warning on stderr."""
-        self.err_console.print(f"warning: {text}", style="yellow", markup=False)
+        self.err_console.print(f"warning: {neutralise(text)}", style="yellow", markup=False)
 
     def error(self, text: str, hint: str | None = None) -> None:
         """An error line (and optional hint) on stderr."""
-        self.err_console.print(f"error: {text}", style="bold red", markup=False)
+        self.err_console.print(f"error: {neutralise(text)}", style="bold red", markup=False)
         if hint:
-            self.err_console.print(f"hint: {hint}", style="yellow", markup=False)
+            self.err_console.print(f"hint: {neutralise(hint)}", style="yellow", markup=False)
 
     def table(self, table: Any) -> None:
         """Print a rich table; piped output is never wrapped or cropped to a guessed width."""
+        _neutralise_cells(table)
         if self.console.is_terminal:
             self.console.print(table)
             return
@@ -110,7 +133,7 @@ class IO:
     def readline(self, prompt: str = "> ") -> str | None:
         """One line from stdin (prompt shown on a TTY); None at end of input."""
         if self.interactive:
-            self.stdout.write(prompt)
+            self.stdout.write(neutralise(prompt))
             self.stdout.flush()
         line = self.stdin.readline()
         if not line:
@@ -161,3 +184,18 @@ class IO:
             if answer.isdigit() and 1 <= int(answer) <= len(options):
                 return options[int(answer) - 1][0]
             self.say(f"please choose 0-{len(options)}", style="yellow")
+
+
+def _neutralise_cells(table: Any) -> None:
+    """Neutralise the text cells of a rich ``Table`` in place (styled cells keep their style)."""
+    from rich.text import Text
+
+    for column in getattr(table, "columns", []):
+        cells = getattr(column, "_cells", None)
+        if not isinstance(cells, list):
+            continue
+        for index, cell in enumerate(cells):
+            if isinstance(cell, str):
+                cells[index] = neutralise(cell)
+            elif isinstance(cell, Text):
+                cell.plain = neutralise(cell.plain)
