@@ -133,22 +133,30 @@ def check_sandbox(settings: Settings, out: IO) -> dict[str, Any]:
     return {"sandboxed": usable, "detail": detail}
 
 
+_STOP_SIGNALS: dict[int, str] = {
+    signal.SIGTERM: "stopped by SIGTERM",
+    signal.SIGHUP: "the terminal was closed (SIGHUP)",
+}
+
+
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the run like Ctrl-C: state saved, ``stop {interrupted}``, lock released."""
+    """SIGTERM and SIGHUP stop the run like Ctrl-C: state saved, ``stop {interrupted}``,
+    summary, lock released. (A closed output pipe does the same through ``IO``.)"""
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(_STOP_SIGNALS.get(signum, f"signal {signum}"))
 
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
+        previous = {sig: signal.signal(sig, interrupt) for sig in _STOP_SIGNALS}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager

@@ -112,18 +112,29 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
-    except Exception as exc:  # the CLI boundary: never a bare traceback
-        if os.environ.get("TILTH_DEBUG"):
-            raise
-        from tilth.ui.io import neutralise
+    except OSError as exc:
+        if os.environ.get("TILTH_DEBUG") or not exc.filename:
+            return _unexpected(exc)
+        from tilth.errors import StorageError
 
-        shown = neutralise(f"error: unexpected {type(exc).__name__}: {exc}")
-        click.secho(shown, fg="red", bold=True, err=True)
-        click.secho("hint: set TILTH_DEBUG=1 to see the traceback", fg="yellow", err=True)
+        _report(StorageError("use", exc.filename, exc))
         return 1
+    except Exception as exc:  # the CLI boundary: never a bare traceback
+        return _unexpected(exc)
     if isinstance(result, int):
         return result
     return 0
+
+
+def _unexpected(exc: Exception) -> int:
+    if os.environ.get("TILTH_DEBUG"):
+        raise exc
+    from tilth.ui.io import neutralise
+
+    shown = neutralise(f"error: unexpected {type(exc).__name__}: {exc}")
+    click.secho(shown, fg="red", bold=True, err=True)
+    click.secho("hint: set TILTH_DEBUG=1 to see the traceback", fg="yellow", err=True)
+    return 1
 
 
 def _report(exc: Exception) -> None:

@@ -6,7 +6,10 @@ with stdin not a TTY, in which case prompts refuse instead of hanging.
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tilth.errors import Aborted, UsageError
@@ -33,6 +36,79 @@ def neutralise(text: str) -> str:
     return text.translate(_NEUTRAL)
 
 
+class OutputClosed(KeyboardInterrupt):
+    """The terminal or pipe we print to went away (SIGPIPE/EPIPE, a hung-up terminal).
+
+    A ``KeyboardInterrupt``, so a run stops exactly as on Ctrl-C: state saved, a
+    ``stop {interrupted}`` event, resumable.
+    """
+
+
+_GONE = (errno.EPIPE, errno.EIO, errno.ENXIO, errno.EBADF)
+
+
+class _Guarded:
+    """A text stream that survives its reader going away: later writes go to ``fallback``."""
+
+    def __init__(self, stream: Any, fallback: Callable[[], Any], name: str) -> None:
+        self._stream: Any = stream
+        self._fallback = fallback
+        self.name = name
+        self.closed_reason: str | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._stream or _devnull(), attr)
+
+    def _broken(self, exc: OSError) -> None:
+        if exc.errno not in _GONE:
+            raise exc
+        stream, self._stream = self._stream, self._fallback()
+        self.closed_reason = (
+            f"the {self.name} pipe was closed (SIGPIPE)"
+            if exc.errno == errno.EPIPE
+            else f"the terminal behind {self.name} went away"
+        )
+        # Python flushes sys.stdout at exit; a dead pipe would print a stray traceback.
+        try:
+            fd = stream.fileno() if stream is not None else -1
+            if fd in (1, 2):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            return len(text)
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self._broken(exc)
+            return self.write(text)
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._broken(exc)
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream is not None and self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+
+_NULL: list[TextIO] = []
+
+
+def _devnull() -> TextIO:
+    if not _NULL:
+        _NULL.append(open(os.devnull, "w"))  # lives as long as the process
+    return _NULL[0]
+
+
 class IO:
     """Terminal input and output for one command.
 
@@ -47,10 +123,26 @@ class IO:
         stderr: TextIO | None = None,
     ) -> None:
         self.stdin = stdin or sys.stdin
-        self.stdout = stdout or sys.stdout
-        self.stderr = stderr or sys.stderr
+        self._err = _Guarded(stderr or sys.stderr, lambda: None, "stderr")
+        self._out = _Guarded(stdout or sys.stdout, lambda: self._err, "stdout")
+        # What the reader no longer reads goes to stderr (stdout) or nowhere (stderr).
+        self.stdout: TextIO = self._out  # type: ignore[assignment]
+        self.stderr: TextIO = self._err  # type: ignore[assignment]
+        self._closed_raised = False
         self._console: Console | None = None
         self._err_console: Console | None = None
+
+    @property
+    def closed_reason(self) -> str | None:
+        """Why output can no longer reach its reader (None while it can)."""
+        return self._out.closed_reason or self._err.closed_reason
+
+    def raise_if_closed(self) -> None:
+        """Raise ``OutputClosed`` once, the first time this is called after output went away."""
+        reason = self.closed_reason
+        if reason and not self._closed_raised:
+            self._closed_raised = True
+            raise OutputClosed(reason)
 
     @property
     def interactive(self) -> bool:
