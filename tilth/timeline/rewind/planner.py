@@ -22,6 +22,7 @@ from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, list_chec
 from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
+from tilth.timeline.rewind.code_only import wind_back_tasks
 from tilth.timeline.rewind.code_restore import (
     Overlay,
     is_snapshot_session,
@@ -282,17 +283,20 @@ def plan(session: Session, target: Target) -> RewindPlan:
     if target.keep_through_seq is not None:
         result.drop_seqs = later_checkpoints(session, target.keep_through_seq)
         result.checkpoints_dropped = len(result.drop_seqs)
+    if target.scope == "code" and result.head is not None:
+        # No done task without its code (code_only.py): the tasks whose commits go wind back.
+        wind_back_tasks(result, session, result.head, worktree)
     if target.note:
-        result.note = restored_note(session, target)
+        result.note = restored_note(session, target, result)
     if target.undoable:
         result.before = f"before-{target.op}"
         result.before_seq = highest_seq(session) + 1
     return result
 
 
-def restored_note(session: Session, target: Target) -> dict[str, str] | None:
+def restored_note(session: Session, target: Target, result: RewindPlan) -> dict[str, str] | None:
     """The "files were restored" note, in the thread the worker will read next."""
-    thread = next_worker_thread(session)
+    thread = next_worker_thread(session, result.state, result.threads)
     if thread is None:
         return None
     return {
@@ -303,24 +307,35 @@ def restored_note(session: Session, target: Target) -> dict[str, str] | None:
     }
 
 
-def next_worker_thread(session: Session) -> str | None:
+def next_worker_thread(
+    session: Session,
+    state: dict[str, Any] | None = None,
+    keep: dict[str, str | None] | None = None,
+) -> str | None:
     """The worker thread the run continues in: the open task's current stage, else the
-    most recent worker thread, else the most recently written thread."""
-    state = capture_state(session)
+    most recent worker thread, else the most recently written thread. ``state`` and
+    ``keep`` are the harness state and thread heads after the plan (None: as now)."""
+    state = state if state is not None else capture_state(session)
     directory = session.threads.directory
+
+    def usable(path: Path) -> bool:
+        return path.is_file() and (keep is None or path.stem in keep)
+
     for task in state.get("prd") or []:
         if not isinstance(task, dict) or task.get("status") not in ("in_progress", "pending"):
             continue
         record = (state.get("tasks") or {}).get(str(task.get("id")))
         stage = record.get("current_stage") if isinstance(record, dict) else None
         key = f"worker.{task.get('id')}.{stage}"
-        if stage and (directory / f"{key}.jsonl").is_file():
+        if stage and usable(directory / f"{key}.jsonl"):
             return key
         break
-    workers = list(directory.glob("worker.*.jsonl")) if directory.is_dir() else []
-    if workers:
-        return max(workers, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
-    return most_recent_thread(session)
+    paths = list(directory.glob("*.jsonl")) if directory.is_dir() else []
+    for group in ([p for p in paths if p.name.startswith("worker.")], paths):
+        candidates = [p for p in group if usable(p)]
+        if candidates:
+            return max(candidates, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
+    return None
 
 
 def most_recent_thread(session: Session) -> str | None:

@@ -258,8 +258,10 @@ def plan_restart(
 ) -> RewindPlan:
     """What ``tilth restart <task> [--from <stage>]`` will change (no writes)."""
     result = plan(session, restart_target(session, task_id, from_stage, default_tier))
+    ref = git.stash_ref(session.id)
     stash_line = (
-        f"will be stashed as '{result.stash_message}' ({len(result.conflicts)} file(s))"
+        f"{len(result.conflicts)} file(s) will be saved on {ref} (your own `git stash` is not "
+        f"touched); get them back with: git -C {result.worktree} cherry-pick --no-commit {ref}"
         if result.conflicts
         else "none (nothing to stash)"
     )
