@@ -312,9 +312,10 @@ def next_worker_thread(
     state: dict[str, Any] | None = None,
     keep: dict[str, str | None] | None = None,
 ) -> str | None:
-    """The worker thread the run continues in: the open task's current stage, else the
-    most recent worker thread, else the most recently written thread. ``state`` and
-    ``keep`` are the harness state and thread heads after the plan (None: as now)."""
+    """The thread the worker continues in: the open task's current stage, else the most
+    recent worker thread, else the most recent thread (never an evaluator's when a worker's
+    exists). ``state`` and ``keep`` are the harness state and thread heads after the plan
+    (None: as they are now)."""
     state = state if state is not None else capture_state(session)
     directory = session.threads.directory
 
