@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tilth import git
-from tilth.agent.loop import Stop
+from tilth.agent.stops import Stop
 from tilth.cli.common import io, pick_session, session_id_argument, settings, workspace_argument
 from tilth.config import Settings
 from tilth.errors import TilthError

@@ -63,6 +63,16 @@ class Recorder:
         """A model turn (and the tools it ran) has finished."""
         return self._record("turn", label, task_id=task_id, stage=stage, turn=turn, actor=actor)
 
+    def stop(self, reason: str) -> Checkpoint:
+        """The run stopped (its ``stop`` event and final status are on disk): the latest
+        checkpoint is then the finished state itself."""
+        return self._record("stop", f"run stopped: {reason}")
+
+    def close(self) -> None:
+        """Release the turn capture's watcher (inotify handles)."""
+        if isinstance(self.observer, TurnCapture):
+            self.observer.close()
+
     # ---- recording -----------------------------------------------------------------------
     def _allocate_seq(self) -> int:
         if self._next_seq is None:
