@@ -13,12 +13,14 @@ from typing import Any, TextIO, cast
 from tilth.agent.run_context import Progress
 from tilth.agent.stops import Stop
 from tilth.config import Settings, load_settings
-from tilth.errors import SessionNotFound
+from tilth.errors import SessionNotFound, WorkspaceError
 from tilth.model.base import Model
 from tilth.session.discovery import SessionInfo, resolve_session, sessions_for
 from tilth.session.discovery import list_sessions as _list_sessions
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
+from tilth.timeline.record.retention import GcReport
+from tilth.timeline.rewind.plan import RewindPlan
 from tilth.ui.io import IO
 
 
@@ -61,6 +63,29 @@ def prepare(
         settings=cfg, source=source, brief=brief, model=model, frontend=CannedAnswers(list(answers))
     )
     return done.session
+
+
+def plan_resume(session: Session) -> RewindPlan:
+    """What ``resume`` would prepare before its loop (failed tasks retried, the FAILED
+    placeholder unwound); nothing is written. ``render()`` is ``tilth resume --dry-run``."""
+    from tilth.agent.resume import plan_resume as plan_resume_prep
+    from tilth.timeline.record.state_capture import worktree_of
+
+    TimelineController(session).recover()
+    worktree = worktree_of(session)
+    if not worktree.is_dir():
+        raise WorkspaceError(
+            f"the worktree {worktree} is missing; resume would re-create it first",
+            hint=f"`tilth resume {session.id}` re-creates it",
+        )
+    return plan_resume_prep(session, worktree)[1]
+
+
+def collect_snapshots(settings: Settings | None = None) -> GcReport:
+    """Apply the snapshot retention budgets now (every session) and sweep unused blobs."""
+    from tilth.timeline.record.retention import collect
+
+    return collect(settings or load_settings())
 
 
 def open_timeline(session: Session, settings: Settings | None = None) -> TimelineController:

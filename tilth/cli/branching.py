@@ -26,15 +26,20 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
     The original session is left as it is; the fork gets its own id, branch
     (session/<new id>) and worktree.
     """
-    from tilth.timeline.controller import TimelineController
-    from tilth.timeline.rewind.fork import resolve_fork_target
+    from tilth import TimelineController
+    from tilth.errors import UsageError
 
     cfg = settings()
     out = io()
     parent = pick_session(cfg, session_id, out, "fork")
     timeline = TimelineController(parent, cfg)
     with timeline.writing(out.warn):
-        target = resolve_fork_target(parent, at_ref)
+        if not at_ref:
+            raise UsageError(
+                "say where to fork from with --at <checkpoint>",
+                hint=f"`tilth checkpoints {parent.id}` lists them",
+            )
+        target = timeline.resolve(at_ref)
         if dry_run:
             plan = timeline.plan_fork(target)
             if as_json:
@@ -79,9 +84,9 @@ def summarize(
     session_id: str | None, at_ref: str | None, direction: str, thread_key: str | None
 ) -> None:
     """Replace part of a thread with a model-written summary (checkpoints keep working)."""
+    from tilth import TimelineController
     from tilth.errors import UsageError
     from tilth.model import model_for
-    from tilth.timeline.controller import TimelineController
 
     cfg = settings()
     out = io()

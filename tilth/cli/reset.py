@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
+from tilth import TimelineController
 from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound
 from tilth.session.store import Session
 from tilth.session.teardown import recorded_source, teardown
-from tilth.timeline.controller import TimelineController
 from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING, SeedResetError, source_hint
 from tilth.ui.io import IO
 

@@ -66,20 +66,9 @@ def resume(session_id: str | None, dry_run: bool) -> int:
     out = io()
     session = pick_session(cfg, session_id, out, "resume")
     if dry_run:
-        from tilth.agent.resume import plan_resume
-        from tilth.timeline import recover
-        from tilth.timeline.record.state_capture import worktree_of
+        from tilth.library import plan_resume
 
-        with session.lock():
-            message = recover(session)
-        if message:
-            out.warn(message)
-        worktree = worktree_of(session)
-        if not worktree.is_dir():
-            out.say(f"the worktree {worktree} is missing; resume would re-create it first")
-            return 0
-        _, plan = plan_resume(session, worktree)
-        out.say(plan.render())
+        out.say(plan_resume(session).render())
         out.dim("dry run: nothing was changed")
         return 0
     return resume_session(session, cfg, out)

@@ -6,21 +6,16 @@ from contextlib import ExitStack
 
 import click
 
+from tilth import Checkpoint, TimelineController
 from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
 from tilth.errors import SessionLocked, StorageError, UsageError
-from tilth.session.store import Session
-from tilth.timeline import SCOPES, Checkpoint, recover
-from tilth.timeline.controller import TimelineController
 from tilth.ui.io import IO
 
 
-def _recover_if_free(session: Session, out: IO) -> None:
+def _recover_if_free(timeline: TimelineController, out: IO) -> None:
     """Finish an interrupted operation unless a live run holds the lock (then only read)."""
     try:
-        with session.lock():
-            message = recover(session)
-    except SessionLocked:
-        return
+        message = timeline.recover()
     except StorageError as exc:  # a read-only session directory can still be read
         out.note(f"{exc.message}; showing the session as it is on disk")
         return
@@ -58,12 +53,12 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
     """List a session's checkpoints: id, time, kind, task/stage/turn, label, files changed."""
     out = io()
     if run_gc:
-        # Turn-snapshot retention (record.retention): age and size budgets, then a sweep.
-        from tilth.timeline.record.retention import collect
+        # Turn-snapshot retention: age and size budgets, then a sweep.
+        from tilth.library import collect_snapshots
 
         if session_id:
             out.warn(f"--gc applies the budgets to every session, not only {session_id}")
-        report = collect(settings())
+        report = collect_snapshots(settings())
         if as_json:
             out.print_json(
                 {
@@ -78,8 +73,9 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
         return
     cfg = settings()
     session = pick_session(cfg, session_id, out, "checkpoints")
-    _recover_if_free(session, out)
-    timeline = TimelineController(session, cfg).checkpoints()
+    controller = TimelineController(session, cfg)
+    _recover_if_free(controller, out)
+    timeline = controller.checkpoints()
     for problem in timeline.problems:
         out.warn(problem)
     if as_json:
@@ -175,7 +171,7 @@ def _pick(timeline: TimelineController, out: IO) -> Checkpoint:
 )
 @click.option(
     "--scope",
-    type=click.Choice(SCOPES),
+    type=click.Choice(TimelineController.SCOPES),
     default="both",
     show_default=True,
     help="both: code and conversation; code: files only; conversation: threads+state.",
@@ -280,7 +276,7 @@ def restart(
     session = pick_session(cfg, session_id, out, "restart")
     timeline = TimelineController(session, cfg)
     if dry_run:
-        _recover_if_free(session, out)
+        _recover_if_free(timeline, out)
         out.say(timeline.plan_restart(task_id, from_stage).render())
         out.dim("dry run: nothing was changed")
         return

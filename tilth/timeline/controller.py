@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth.config import Settings, load_settings
+from tilth.errors import SessionLocked
 from tilth.model.base import Model
 from tilth.session.live_run import stop_live_run
 from tilth.session.store import Session
@@ -24,9 +25,9 @@ from tilth.timeline.record.checkpoints import (
     read_timeline,
     resolve_checkpoint,
 )
-from tilth.timeline.rewind.executor import execute_rewind, open_for_writing
+from tilth.timeline.rewind.executor import execute_rewind, open_for_writing, recover
 from tilth.timeline.rewind.fork import ForkResult, fork_result, plan_fork
-from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.plan import SCOPES, RewindPlan
 from tilth.timeline.rewind.planner import plan_rewind
 from tilth.timeline.rewind.restart import plan_restart
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
@@ -62,6 +63,9 @@ class TimelineController:
     """Checkpoints, rewind, restart, reset to the seed, fork, undo and summarize for one
     session. Plan while holding ``writing()`` and execute in the same block."""
 
+    SCOPES = SCOPES
+    """The scopes of a rewind: ``both``, ``code``, ``conversation``."""
+
     def __init__(self, session: Session, settings: Settings | None = None) -> None:
         self.session = session
         self.settings = settings or load_settings()
@@ -71,6 +75,15 @@ class TimelineController:
         """Hold the session lock (recovering an interrupted operation first)."""
         with open_for_writing(self.session, notify):
             yield
+
+    def recover(self) -> str | None:
+        """Finish (or cancel) an operation a crash interrupted, unless a live run holds the
+        lock (then nothing is touched); a sentence for the user, or None."""
+        try:
+            with self.session.lock():
+                return recover(self.session)
+        except SessionLocked:
+            return None
 
     def checkpoints(self) -> TimelineRead:
         """Every checkpoint, oldest first, plus the files that could not be read."""
