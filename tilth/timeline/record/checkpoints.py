@@ -17,9 +17,10 @@ from typing import Any
 
 from tilth.errors import SessionCorrupt, UsageError
 from tilth.session.files import atomic_write_json, atomic_write_text, read_json
+from tilth.session.migrations import upgrade
 from tilth.session.store import Session
 
-CHECKPOINT_FILE_SCHEMA = 1
+CHECKPOINT_FILE_SCHEMA = 2
 KINDS = ("seed", "task_start", "stage", "turn", "stop")
 BEFORE_PREFIX = "before-"
 """Kinds ``before-rewind``, ``before-restart``...: the state just before a go-back (undo)."""
@@ -65,6 +66,7 @@ class Checkpoint:
         """Parse a stored object; raises ``ValueError`` on a malformed one."""
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
+        data = upgrade("checkpoint", data, where=f"checkpoint {data.get('id', '?')}")
         names = {f.name for f in fields(cls)}
         missing = [n for n in ("id", "seq", "kind", "head", "event_offset") if n not in data]
         if missing:

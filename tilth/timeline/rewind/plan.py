@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tilth.errors import TilthError
+from tilth.session.migrations import upgrade
 
 SCOPES = ("both", "code", "conversation")
 PLAN_SCHEMA = 2
@@ -116,6 +117,7 @@ class RewindPlan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RewindPlan:
         """Read a plan back (any schema up to this one: later fields default)."""
+        data = upgrade("plan", data, where="the rewind journal's plan")
         names = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
         for key in ("files", "commits_dropped", "commits_restored", "task_changes"):
