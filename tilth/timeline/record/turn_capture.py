@@ -80,6 +80,22 @@ def _git_id(state: FileState) -> GitId:
     return state.git_mode, git_blob_sha(state.data)
 
 
+_LIVE: weakref.WeakValueDictionary[Path, TurnCapture] = weakref.WeakValueDictionary()
+"""The capture watching each worktree in this process (chat and the web UI keep one)."""
+
+
+def live_capture(worktree: Path) -> TurnCapture | None:
+    """The capture watching ``worktree`` in this process, if any (chat, the web UI)."""
+    return _LIVE.get(worktree.resolve())
+
+
+def live_changes(worktree: Path) -> set[str] | None:
+    """What a live capture of ``worktree`` in this process saw change since its last turn;
+    None when there is none (a new process: the caller walks the worktree instead)."""
+    capture = live_capture(worktree)
+    return None if capture is None else capture.changed_since_turn()
+
+
 class TurnCapture:
     """The ``ToolObserver`` that records, per turn, which files changed and what they hold."""
 
@@ -218,7 +234,18 @@ class TurnCapture:
         self._full_scan = False
         if self._watch and self._watcher is None:
             self._watcher = start_watcher(self.root, self.skip, self._weak_is_ignored_dir())
+        _LIVE[self.root] = self
         return result
+
+    def changed_since_turn(self) -> set[str] | None:
+        """Every path that may have changed since the last turn ended (or the last resync),
+        when the kernel's change feed is live; None when only a walk could tell."""
+        if not self._ready or not isinstance(self._watcher, InotifyWatcher) or self._full_scan:
+            return None
+        self._drain()
+        if self._full_scan or not isinstance(self._watcher, InotifyWatcher):
+            return None
+        return self._touched | self._seen
 
     @property
     def watcher_kind(self) -> str:
@@ -229,6 +256,8 @@ class TurnCapture:
 
     def close(self) -> None:
         """Release the watcher's and the ignore checker's resources."""
+        if _LIVE.get(self.root) is self:
+            del _LIVE[self.root]
         if self._watcher is not None:
             self._watcher.close()
             self._watcher = None

@@ -23,7 +23,13 @@ from tilth.errors import UsageError
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json, fsync_dir, read_json
 from tilth.session.store import Session
-from tilth.timeline.record.blob_store import read_state, remember_store, session_store, store_state
+from tilth.timeline.record.blob_store import (
+    git_blob_sha,
+    read_state,
+    remember_store,
+    session_store,
+    store_state,
+)
 from tilth.timeline.record.checkpoints import (
     Checkpoint,
     checkpoint_id,
@@ -32,9 +38,11 @@ from tilth.timeline.record.checkpoints import (
     timeline_dir,
     write_checkpoint,
 )
-from tilth.timeline.record.git_reads import dirty_paths
+from tilth.timeline.record.git_reads import TreeCache, dirty_paths
 from tilth.timeline.record.retention import register_root
 from tilth.timeline.record.state_capture import capture_state, log_tail, thread_heads
+from tilth.timeline.record.turn_capture import live_changes
+from tilth.timeline.rewind.code_restore import recorded_code_state
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.planner import Target
 from tilth.timeline.rewind.state_restore import remove_path
@@ -95,8 +103,8 @@ def _code_now(session: Session, worktree: Path, plan: RewindPlan) -> tuple[str, 
         paths = [p for _, p in plan.files] + list(plan.keep)
         head = ""
     else:
-        paths = dirty_paths(worktree)
         head = git.head(worktree)
+        paths = _uncommitted(session, worktree, head)
     overlay: dict[str, Any] = {}
     for rel in sorted(set(paths)):
         state = read_state(worktree / rel)
@@ -104,6 +112,31 @@ def _code_now(session: Session, worktree: Path, plan: RewindPlan) -> tuple[str, 
         overlay[rel] = None if state is None else store_state(store, rel, state, NO_CAP).entry
     store.sync()
     return head, overlay
+
+
+def _uncommitted(session: Session, worktree: Path, head: str) -> list[str]:
+    """Paths that differ from HEAD: from a live change feed when this process has one (cost
+    follows the change), else one walk (``git status``)."""
+    changed = live_changes(worktree)
+    if changed is None:
+        return dirty_paths(worktree)
+    latest_head, latest_overlay = recorded_code_state(session)
+    if latest_head is None:
+        return dirty_paths(worktree)
+    candidates = changed | set(latest_overlay)
+    if latest_head != head:
+        out = git.git("diff", "--name-only", "-z", "--no-renames", latest_head, head, cwd=worktree)
+        candidates |= {p for p in out.split("\0") if p}
+    tree = TreeCache(worktree).entries(head, candidates)
+    differ = []
+    for rel in sorted(candidates):
+        state = read_state(worktree / rel)
+        if state is None:
+            if rel in tree:
+                differ.append(rel)
+        elif (state.git_mode, git_blob_sha(state.data)) != tree.get(rel):
+            differ.append(rel)
+    return differ
 
 
 def _write_archive(session: Session, plan: RewindPlan, archive: Path) -> None:
