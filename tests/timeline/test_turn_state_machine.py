@@ -186,12 +186,16 @@ class TimelineMachine(RuleBasedStateMachine):
 
     # ---- going back -------------------------------------------------------------------------
     @precondition(lambda self: len(self.seen) > 1)
-    @rule(data=st.data(), scope=st.sampled_from(["both", "code", "conversation"]))
-    def rewind(self, data: st.DataObject, scope: str) -> None:
+    @rule(
+        data=st.data(), scope=st.sampled_from(["both", "code", "conversation"]), live=st.booleans()
+    )
+    def rewind(self, data: st.DataObject, scope: str, live: bool) -> None:
         target_id = data.draw(st.sampled_from(sorted(self.seen)))
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
         tree_before = tree_hash(self.worktree)
-        self._close()
+        if not live:
+            self._close()  # a new process: the plan walks the worktree
+        # live: this process's capture (as in chat) tells the planner what changed
         with open_for_writing(self.session):
             self._execute(plan_rewind(self.session, target, scope))
         seen = self.seen[target_id]
@@ -206,14 +210,17 @@ class TimelineMachine(RuleBasedStateMachine):
         self._open()
 
     @precondition(lambda self: len(self.seen) > 1)
-    @rule(data=st.data(), name=names, text=texts, force=st.booleans())
-    def user_edit_then_rewind(self, data: st.DataObject, name: str, text: str, force: bool) -> None:
+    @rule(data=st.data(), name=names, text=texts, force=st.booleans(), live=st.booleans())
+    def user_edit_then_rewind(
+        self, data: st.DataObject, name: str, text: str, force: bool, live: bool
+    ) -> None:
         target_id = data.draw(st.sampled_from(sorted(self.seen)))
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
         mine = f"user edit {text}\n"
         (self.worktree / name).parent.mkdir(parents=True, exist_ok=True)
         (self.worktree / name).write_text(mine)
-        self._close()
+        if not live:
+            self._close()
         with open_for_writing(self.session):
             plan = plan_rewind(self.session, target, "code", force=force)
             if not name.endswith(".log"):
