@@ -16,6 +16,7 @@ from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, observe, timeline_of, worktree_of
 from tilth import git
 from tilth.timeline import Recorder, list_checkpoints, plan_rewind, resolve_checkpoint
+from tilth.timeline.record.checkpoints import CHECKPOINT_FILE_SCHEMA
 from tilth.timeline.record.state_capture import count_lines, log_tail, thread_heads
 
 
@@ -194,7 +195,7 @@ def test_recorder_notes_log_position_and_state_without_scanning(
     assert cp.threads["worker-T-001"] == "worker-T-001#1"
     assert cp.head == git.head(worktree_of(session))
     stored = json.loads((session.dir / "timeline/checkpoints/cp-0002.json").read_text())
-    assert stored["schema"] == 1 and stored["overlay"] == {}
+    assert stored["schema"] == CHECKPOINT_FILE_SCHEMA and stored["overlay"] == {}
     assert resolve_checkpoint(session, "latest").id == "cp-0002"
     assert resolve_checkpoint(session, "seed").id == "cp-0001"
     assert resolve_checkpoint(session, "2").id == "cp-0002"
