@@ -115,7 +115,10 @@ def run_cli(
     cwd: Path | None = None,
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real ``tilth`` CLI in a subprocess (stdin not a TTY)."""
+    """Run the real ``tilth`` CLI (stdin not a TTY): in this process, or in a subprocess when
+    a fault is injected (it SIGKILLs its process) or ``cwd`` is given."""
+    if "TILTH_FAULT_AT" not in (env or {}) and cwd is None:
+        return run_cli_in_process(*args, input_text=input_text or "", env=env)
     full_env = {**os.environ, **(env or {})}
     full_env.pop("TILTH_DEBUG", None)
     return subprocess.run(
