@@ -117,9 +117,9 @@ def test_restart_without_from_restarts_the_whole_task_and_stashes(done: Live) ->
     assert "stash" in (result.stdout + result.stderr).lower()
     assert done.head() == base
     assert done.porcelain() == ""
-    stashes = git(done.worktree(), "stash", "list")
-    assert stashes.strip(), "the uncommitted edit was not stashed"
-    stashed = git(done.worktree(), "stash", "show", "-p", "stash@{0}")
+    assert git(done.worktree(), "stash", "list").strip() == "", "the user's refs/stash is Tilth's"
+    stash_ref = f"refs/tilth/stash/{done.sid}"
+    stashed = git(done.worktree(), "show", stash_ref)
     assert "# my own edit" in stashed
     assert done.statuses()["T-002"] == "pending"
     assert not _task_state(done, "T-002").get("outputs")

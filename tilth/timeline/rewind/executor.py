@@ -47,10 +47,10 @@ from tilth.timeline.rewind.state_restore import (
 STEP_ORDER = (
     "stash",
     "code",
-    "note",
     "state",
     "ledger",
     "threads",
+    "note",  # after threads: a kept thread is cut to its recorded head first
     "paths",
     "events",
     "checkpoints",
