@@ -127,8 +127,25 @@ class Session:
         return self.dir / "tasks"
 
     def lock(self) -> SessionLock:
-        """The session's exclusive lock (not yet acquired)."""
-        return SessionLock(self.dir, self.id)
+        """The session's exclusive lock (not yet acquired).
+
+        Taking it from an owner that was killed records ``stop {interrupted, owner_died}``
+        (when the session was left ``running``), so the kill is on the record.
+        """
+        return SessionLock(self.dir, self.id, on_dead_owner=self._owner_died)
+
+    def _owner_died(self, pid: int) -> None:
+        try:
+            if self.status != "running":
+                return
+            self.log(
+                "stop",
+                reason="interrupted",
+                owner_died=pid,
+                detail=f"the process that held the session (pid {pid}) was killed",
+            )
+        except (SessionCorrupt, OSError):
+            pass
 
     # ---- construction -------------------------------------------------------------
     @classmethod
