@@ -50,8 +50,8 @@ def state_of(session: Session, status: str | None = None) -> str:
     """The status a person should see: ``running`` only while a live process drives it.
 
     A recorded ``running`` whose owner was killed (``kill -9``, a crash: its pid is left
-    behind and the process is gone, or a later command logged ``stop {owner_died}`` on
-    finding it so) is ``interrupted``; one whose owner let go cleanly (Ctrl-C, a wall-clock
+    behind and the process is gone, or a later command found it so and noted it in
+    ``.lock.died``) is ``interrupted``; one whose owner let go cleanly (Ctrl-C, a wall-clock
     or token cap: it can be resumed) is ``stopped``.
     """
     if status is None:
@@ -64,14 +64,9 @@ def state_of(session: Session, status: str | None = None) -> str:
     pid, alive = session.lock().owner()
     if alive:
         return "running"
-    if pid is not None:
+    if pid is not None or session.died_path.exists():
         return "interrupted"
-    try:
-        last = session.events.last_event()
-    except OSError:
-        return "stopped"
-    died = last is not None and last.type == "stop" and last.payload.get("owner_died")
-    return "interrupted" if died else "stopped"
+    return "stopped"
 
 
 def describe(session: Session) -> SessionInfo:

@@ -145,22 +145,6 @@ class EventLog:
                 found = event
         return found
 
-    def last_event(self) -> Event | None:
-        """The newest readable event, from the end of the file (cheap on a long log)."""
-        size = self.size()
-        if size == 0:
-            return None
-        window = min(size, 64 * 1024)
-        with open(self.path, "rb") as handle:
-            handle.seek(size - window)
-            tail = handle.read()
-        for line in reversed(tail.split(b"\n")):
-            if line.strip():
-                parsed = _parse(line, 0, 0)
-                if isinstance(parsed, Event):
-                    return parsed
-        return None
-
     def size(self) -> int:
         """Current length in bytes (0 if missing)."""
         try:
