@@ -174,4 +174,4 @@ def test_a_failing_setup_in_a_recreated_worktree_leaves_none_behind(
         fixed = tilth("run", str(repo), env=model_env(server.base_url, TILTH_SETUP_COMMAND="true"))
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     setups = [e["payload"]["ok"] for e in events(seeded.session) if e["type"] == "setup"]
-    assert setups == [False, True]  # type: ignore[comparison-overlap]
+    assert setups == [False, True]
