@@ -56,12 +56,14 @@ def ensure_session_worktree(session: Session) -> Path:
     if source is None or not (source / ".git").exists():
         raise WorkspaceError(
             f"the source repository of session {session.id} ({source or 'unknown'}) is gone",
-            hint=f"discard the session with `tilth reset {session.id}`",
+            hint=f"if you moved it: `tilth doctor {session.id} --repair --source NEWPATH`; "
+            f"otherwise discard the session with `tilth reset {session.id}`",
         )
     if not git.branch_exists(source, session.branch):
         raise WorkspaceError(
             f"branch {session.branch} no longer exists in {source}",
-            hint=f"the session cannot continue; discard it with `tilth reset {session.id}`",
+            hint=f"`tilth doctor {session.id} --repair` re-points it at the last recorded "
+            f"commit (or `tilth fork {session.id} --at latest` starts over from there)",
         )
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)

@@ -29,6 +29,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "summarize": ("tilth.cli.branching", "summarize", "Replace part of a thread with a summary."),
     "reset": ("tilth.cli.reset", "reset", "Delete a session, or rewind it to its seed."),
     "visualize": ("tilth.cli.visualize", "visualize", "Write a session's chat.html."),
+    "doctor": ("tilth.cli.doctor", "doctor", "Check the set-up, or diagnose and repair a session."),
     "chat": ("tilth.cli.chat", "chat", "Work with the model turn by turn in a directory."),
     "serve": ("tilth.cli.serve", "serve", "Open the local web UI."),
     "demo": ("tilth.cli.demo", "demo", "Run the scripted end-to-end demo (no network)."),
