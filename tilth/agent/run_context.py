@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tilth.config import Settings
-from tilth.model.base import Model
+from tilth.model.base import Model, OnDelta
+from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.events import iter_lines
 from tilth.session.store import Session
 from tilth.tools.sandbox import Sandbox
@@ -83,6 +84,10 @@ class RunContext:
     """``time.monotonic()`` at the start of this invocation (wall-clock cap is per invocation)."""
     sandbox: Sandbox | None = None
     """Where the worker's ``bash`` and the gate run confined (None: unsandboxed)."""
+    environment: ProjectEnv | None = None
+    """The project's environment; resolved on first use when not given (``project_env``)."""
+    on_delta: OnDelta | None = None
+    """Told about each piece of a streamed reply (the live token count), when set."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
     _seed_sha: str | None = field(default=None, init=False, repr=False)
@@ -92,6 +97,14 @@ class RunContext:
         if self._seed_sha is None:
             self._seed_sha = seed_commit(self.session)
         return self._seed_sha
+
+    def project_env(self) -> ProjectEnv:
+        """The environment seed tests, the linter and ``bash`` run in (resolved once)."""
+        if self.environment is None:
+            self.environment = resolve_project_env(
+                self.worktree, self.session.source, self.settings
+            )
+        return self.environment
 
     def run_tokens(self) -> int:
         """Tokens spent by runs only: the interview's spend does not count toward the cap."""

@@ -1,18 +1,17 @@
 """Running the seed tests (and an optional linter) in the worktree: the objective gate.
 
-Tests run with the worktree's own virtualenv when it has one, else Tilth's
-interpreter; in their own process group, with a timeout, without API keys in
-their environment and without writing caches the stage commit would pick up.
-The seed is the contract: given the seed commit, the gate runs that commit's
-copies of the seed tests (materialised in a private directory, inside the
-sandbox when there is one) and refuses a worktree that changed them.
+Tests and the linter run in the project's environment (``tilth.project_env``, never
+Tilth's own interpreter); in their own process group, with a timeout, without API keys
+in their environment and without writing caches the stage commit would pick up.
+The seed is the contract: given the seed commit, the gate runs that commit's copies
+of the seed tests (materialised in a private directory, inside the sandbox when
+there is one) and refuses a worktree that changed them.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tilth import git, proc
+from tilth.project_env import ProjectEnv
 from tilth.tools.sandbox import Sandbox
 from tilth.tools.shell import scrubbed_env
 
@@ -185,18 +185,12 @@ def materialised(copies: SeedCopies) -> Iterator[Path]:
         yield root
 
 
-def project_python(worktree: Path) -> str:
-    """The worktree's own virtualenv interpreter when it has one, else Tilth's."""
-    for name in (".venv", "venv"):
-        candidate = worktree / name / "bin" / "python"
-        if candidate.exists():
-            return str(candidate)
-    return sys.executable
-
-
-def child_env(secrets: Sequence[str]) -> dict[str, str]:
-    """Tilth's environment scrubbed as for the worker's ``bash``, with caches turned off."""
-    return {**scrubbed_env(os.environ, secrets), "PYTHONDONTWRITEBYTECODE": "1"}
+def child_env(secrets: Sequence[str], environment: ProjectEnv | None = None) -> dict[str, str]:
+    """The worker ``bash``'s environment (scrubbed, project env active), caches turned off."""
+    env = scrubbed_env(os.environ, secrets)
+    if environment is not None:
+        env = environment.activate(env)
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _output(result: proc.ProcResult, worktree: Path, *others: Path) -> str:
@@ -209,43 +203,55 @@ def _output(result: proc.ProcResult, worktree: Path, *others: Path) -> str:
     return text.strip()
 
 
-def _confined(cmd: list[str], sandbox: Sandbox | None, *readable: Path) -> list[str]:
+def _confined(
+    args: list[str] | str, shell: bool, sandbox: Sandbox | None, *readable: Path
+) -> tuple[list[str] | str, bool]:
+    """``(args, shell)`` to run, inside ``sandbox`` (with ``readable`` shown) when given."""
     if sandbox is None:
-        return cmd
-    return replace(sandbox, readable=(*sandbox.readable, *readable)).wrap(cmd)
+        return args, shell
+    argv = ["/bin/sh", "-c", args] if isinstance(args, str) else list(args)
+    return replace(sandbox, readable=(*sandbox.readable, *readable)).wrap(argv), False
 
 
 def run_pytest(
     worktree: Path,
     files: Sequence[str],
     *,
+    environment: ProjectEnv,
     timeout: float,
     secrets: Sequence[str] = (),
     copies: SeedCopies | None = None,
     sandbox: Sandbox | None = None,
 ) -> Check:
-    """``pytest -x -q <files>`` in the worktree; with ``copies``, on the seed commit's files."""
+    """The seed tests ``files`` in the worktree, as ``environment`` runs pytest.
+
+    With ``copies`` the files run are the seed commit's, materialised outside the
+    worktree (pytest's rootdir stays the worktree).
+    """
     if not files:
         return Check("pytest", True, "(no seed tests matched; nothing to run)")
-    shown = "python -m pytest -x -q " + " ".join(files)
-    base = [project_python(worktree), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+    shown = environment.pytest_invocation(files).shown
+    name = "tests" if environment.kind == "command" else "pytest"
+    env = child_env(secrets, environment)
     with ExitStack() as stack:
         others: list[Path] = []
-        if copies is None:
-            cmd = [*base, *files]
-        else:
+        targets = list(files)
+        if copies is not None:
             root = stack.enter_context(materialised(copies))
             others.append(root)
-            cmd = [*base, f"--rootdir={worktree}", f"--confcutdir={root}"]
-            if copies.config:
-                cmd.append(f"--config-file={root / copies.config}")
-            cmd += [str(root / f) for f in files]
-        cmd = _confined(cmd, sandbox, *others)
-        result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets))
+            targets = [str(root / f) for f in files]
+            if environment.kind != "command":
+                extra = [f"--rootdir={worktree}", f"--confcutdir={root}"]
+                if copies.config:
+                    extra.append(f"--config-file={root / copies.config}")
+                targets = extra + targets
+        run = environment.pytest_invocation(targets)
+        args, shell = _confined(run.args, run.shell, sandbox, *others)
+        result = proc.run(args, cwd=worktree, timeout=timeout, env=env, shell=shell)
         output = _output(result, worktree, *others)
     if result.timed_out:
-        return Check("pytest", False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
-    return Check("pytest", result.returncode == 0, output, shown)
+        return Check(name, False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
+    return Check(name, result.returncode == 0, output, shown)
 
 
 def run_lint(
@@ -254,11 +260,13 @@ def run_lint(
     *,
     timeout: float,
     secrets: Sequence[str] = (),
+    environment: ProjectEnv | None = None,
     sandbox: Sandbox | None = None,
 ) -> Check:
-    """The configured lint command (a shell line) in the worktree."""
-    cmd = _confined(["/bin/sh", "-c", command], sandbox)
-    result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets))
+    """The configured lint command (a shell line) in the worktree, in the project's env."""
+    env = child_env(secrets, environment)
+    args, shell = _confined(command, True, sandbox)
+    result = proc.run(args, cwd=worktree, timeout=timeout, env=env, shell=shell)
     output = _output(result, worktree)
     if result.timed_out:
         return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)
@@ -269,6 +277,7 @@ def run_gate(
     worktree: Path,
     task_ids: Sequence[str],
     *,
+    environment: ProjectEnv,
     timeout: float,
     lint_command: str | None = None,
     secrets: Sequence[str] = (),
@@ -278,8 +287,8 @@ def run_gate(
     """The seed tests of ``task_ids``, then the linter when one is configured.
 
     With ``seed_sha`` the tests run are the seed commit's copies, never the worktree's,
-    and a worktree whose seed tests differ from them fails the gate with
-    ``tampered`` naming the files.
+    and a worktree whose seed tests differ from them fails the gate with ``tampered``
+    naming the files.
     """
     copies = None
     if seed_sha is None:
@@ -293,11 +302,24 @@ def run_gate(
             return GateRun([refusal], files, tampered=changed)
     checks = [
         run_pytest(
-            worktree, files, timeout=timeout, secrets=secrets, copies=copies, sandbox=sandbox
+            worktree,
+            files,
+            environment=environment,
+            timeout=timeout,
+            secrets=secrets,
+            copies=copies,
+            sandbox=sandbox,
         )
     ]
     if lint_command:
         checks.append(
-            run_lint(worktree, lint_command, timeout=timeout, secrets=secrets, sandbox=sandbox)
+            run_lint(
+                worktree,
+                lint_command,
+                timeout=timeout,
+                secrets=secrets,
+                environment=environment,
+                sandbox=sandbox,
+            )
         )
     return GateRun(checks, files)

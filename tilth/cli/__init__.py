@@ -29,9 +29,9 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "summarize": ("tilth.cli.branching", "summarize", "Replace part of a thread with a summary."),
     "reset": ("tilth.cli.reset", "reset", "Delete a session, or rewind it to its seed."),
     "visualize": ("tilth.cli.visualize", "visualize", "Write a session's chat.html."),
-    "doctor": ("tilth.cli.doctor", "doctor", "Check the set-up, or diagnose and repair a session."),
     "chat": ("tilth.cli.chat", "chat", "Work with the model turn by turn in a directory."),
     "serve": ("tilth.cli.serve", "serve", "Open the local web UI."),
+    "doctor": ("tilth.cli.doctor", "doctor", "Check everything a real run needs."),
     "demo": ("tilth.cli.demo", "demo", "Run the scripted end-to-end demo (no network)."),
 }
 
@@ -92,10 +92,14 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    from tilth.errors import Interrupted, TilthError
+    from tilth.errors import Aborted, Interrupted, TilthError
 
     try:
         result: Any = cli.main(args=argv, prog_name="tilth", standalone_mode=False)
+    except Aborted as exc:
+        # Declining is a choice, not a failure: say so plainly (exit 1, no "error:").
+        click.secho(exc.message, fg="yellow", err=True)
+        return exc.exit_code
     except TilthError as exc:
         if isinstance(exc, Interrupted):
             # As click does for Ctrl-C: end the line the user was typing on first.
@@ -144,6 +148,10 @@ def _report(exc: Exception) -> None:
 
     message = neutralise(str(exc))
     hint = neutralise(exc.hint) if isinstance(exc, TilthError) and exc.hint else None
+    output = getattr(exc, "output", "")
+    if isinstance(output, str) and output.strip():
+        # A failing TILTH_SETUP_COMMAND: its own words say what went wrong.
+        click.echo(neutralise(output.rstrip()), err=True)
     click.secho(f"error: {message}", fg="red", bold=True, err=True)
     if hint:
         click.secho(f"hint: {hint}", fg="yellow", err=True)

@@ -8,6 +8,7 @@ repairs live in ``tilth.session.repair``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TextIO
 
 from tilth.errors import Aborted, TilthError, UsageError
 from tilth.session.repair import Problem, diagnose, repair
@@ -22,15 +23,17 @@ def session_doctor(
     source: Path | None,
     yes: bool,
     as_json: bool,
-    out: IO,
+    out: IO | TextIO,
 ) -> int:
     """Diagnose ``session`` (a table of problems and fixes); with ``repair``, fix them.
+
+    ``out`` is the terminal object, or a stream to print to.
 
     Each repair is shown first and confirmed ``[y/N]`` (``yes`` skips the question;
     without a terminal and without ``yes`` it refuses). Exit 0 when nothing is left
     wrong, 1 when a problem remains.
     """
-    term = out
+    term = out if isinstance(out, IO) else IO(stdout=out)
     problems = diagnose(session, source=source)
     if not repair:
         return _report(session, problems, term, as_json)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tilth.errors import TilthError
 
 if TYPE_CHECKING:
+    from tilth.project_env import ProjectEnv
     from tilth.tools.paths import Workspace
     from tilth.tools.sandbox import Sandbox
 
@@ -55,6 +56,8 @@ class ToolContext:
     secrets: tuple[str, ...]
     sandbox: Sandbox | None = None
     """Where ``bash`` runs confined (None: unsandboxed)."""
+    environment: ProjectEnv | None = None
+    """The project's environment, active in ``bash`` (None: Tilth's environment, scrubbed)."""
 
 
 @dataclass(frozen=True)

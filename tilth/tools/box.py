@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tilth.project_env import ProjectEnv
 from tilth.tools import files, search, shell
 from tilth.tools.base import Tool, ToolContext, ToolError, ToolObserver, ToolOutcome
 from tilth.tools.guard import check_command
@@ -41,6 +42,7 @@ class ToolBox:
         observer: ToolObserver | None = None,
         bash_timeout: float = 120.0,
         secrets: Sequence[str] = (),
+        environment: ProjectEnv | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         unknown = [name for name in names if name not in REGISTRY]
@@ -50,7 +52,11 @@ class ToolBox:
         self.names = tuple(names)
         self.observer = observer
         self._ctx = ToolContext(
-            self.workspace, bash_timeout, tuple(s for s in secrets if s), sandbox
+            self.workspace,
+            bash_timeout,
+            tuple(s for s in secrets if s),
+            environment=environment,
+            sandbox=sandbox,
         )
 
     @property

@@ -75,6 +75,8 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
     if "\x00" in command:
         raise ToolError("'command' contains a NUL byte")
     env = scrubbed_env(os.environ, ctx.secrets)
+    if ctx.environment is not None:
+        env = ctx.environment.activate(env)
     argv = ["/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh", "-c", command]
     if ctx.sandbox is not None:
         argv = ctx.sandbox.wrap(argv)
