@@ -77,17 +77,17 @@ class Settings:
     """Time limit for one seed-test or lint run (``TILTH_TEST_TIMEOUT_SECONDS``)."""
     lint_command: str | None = None
     """Shell command the verifying stage runs as a linter (``TILTH_LINT_COMMAND``); None = none."""
-    sandbox: str = "auto"
-    """The worker's ``bash`` sandbox (``TILTH_SANDBOX``): ``auto`` uses bubblewrap when it works
-    and warns loudly when not, ``required`` refuses to run without it, ``off`` never uses it."""
-    sandbox_network: bool = True
-    """Whether sandboxed ``bash`` keeps the network (``TILTH_SANDBOX_NETWORK=on|off``)."""
     test_command: str | None = None
     """Shell line that runs the seed tests, ``{files}`` = the files (``TILTH_TEST_COMMAND``)."""
     setup_command: str | None = None
     """Shell line run once in every new worktree (``TILTH_SETUP_COMMAND``); None = none."""
     setup_timeout_seconds: float = 900.0
     """Time limit for ``TILTH_SETUP_COMMAND`` (``TILTH_SETUP_TIMEOUT_SECONDS``)."""
+    sandbox: str = "auto"
+    """The worker's ``bash`` sandbox (``TILTH_SANDBOX``): ``auto`` uses bubblewrap when it works
+    and warns loudly when not, ``required`` refuses to run without it, ``off`` never uses it."""
+    sandbox_network: bool = True
+    """Whether sandboxed ``bash`` keeps the network (``TILTH_SANDBOX_NETWORK=on|off``)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
     warnings: tuple[str, ...] = ()
@@ -290,11 +290,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         empty_backoff_seconds=_float(env, "TILTH_EMPTY_BACKOFF_SECONDS"),
         test_timeout_seconds=_float(env, "TILTH_TEST_TIMEOUT_SECONDS", positive=True),
         lint_command=env.get("TILTH_LINT_COMMAND") or None,
-        sandbox=sandbox,
-        sandbox_network=network,
         test_command=env.get("TILTH_TEST_COMMAND") or None,
         setup_command=env.get("TILTH_SETUP_COMMAND") or None,
         setup_timeout_seconds=_float(env, "TILTH_SETUP_TIMEOUT_SECONDS", positive=True),
+        sandbox=sandbox,
+        sandbox_network=network,
         env=env,
         warnings=tuple(warnings),
     )

@@ -82,12 +82,12 @@ class RunContext:
     scripted: bool = False
     started: float = 0.0
     """``time.monotonic()`` at the start of this invocation (wall-clock cap is per invocation)."""
-    sandbox: Sandbox | None = None
-    """Where the worker's ``bash`` and the gate run confined (None: unsandboxed)."""
     environment: ProjectEnv | None = None
     """The project's environment; resolved on first use when not given (``project_env``)."""
     on_delta: OnDelta | None = None
     """Told about each piece of a streamed reply (the live token count), when set."""
+    sandbox: Sandbox | None = None
+    """Where the worker's ``bash`` and the gate run confined (None: unsandboxed)."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
     _seed_sha: str | None = field(default=None, init=False, repr=False)

@@ -26,7 +26,7 @@ from tilth.errors import SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
 from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
-from tilth.tools.sandbox import Sandbox, sandbox_for, sandbox_status, unsandboxed_warning
+from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
 from tilth.ui.io import IO
 from tilth.worktree_setup import prepare_worktree
 
@@ -75,14 +75,12 @@ def ensure_session_worktree(
     if source is None or not (source / ".git").exists():
         raise WorkspaceError(
             f"the source repository of session {session.id} ({source or 'unknown'}) is gone",
-            hint=f"if you moved it: `tilth doctor {session.id} --repair --source NEWPATH`; "
-            f"otherwise discard the session with `tilth reset {session.id}`",
+            hint=f"discard the session with `tilth reset {session.id}`",
         )
     if not git.branch_exists(source, session.branch):
         raise WorkspaceError(
             f"branch {session.branch} no longer exists in {source}",
-            hint=f"`tilth doctor {session.id} --repair` re-points it at the last recorded "
-            f"commit (or `tilth fork {session.id} --at latest` starts over from there)",
+            hint=f"the session cannot continue; discard it with `tilth reset {session.id}`",
         )
     had_worktree = session.workspace_dir.is_dir()
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
@@ -168,32 +166,18 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
                 started=started,
                 environment=environment,
                 on_delta=progress.on_delta,
-                sandbox=run_sandbox(settings, session, worktree, environment),
+                sandbox=sandbox_for(
+                    settings,
+                    worktree,
+                    session_dir=session.dir,
+                    source=session.source,
+                    readable=environment.readable_paths(),
+                ),
             )
             stop = run_loop(ctx)
         chat = _write_chat_html(session, out)
     print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
     return stop
-
-
-def check_sandbox(settings: Settings, out: IO) -> dict[str, Any]:
-    """Refuse (``required``) or warn once, loudly (``auto``), when bash cannot be sandboxed."""
-    usable, detail = sandbox_status(settings)
-    if not usable and settings.sandbox == "required":
-        sandbox_for(settings, Path("/"))  # raises SandboxUnavailable with the hint
-    if not usable and settings.sandbox == "auto":
-        out.warn(unsandboxed_warning(detail))
-    return {"sandboxed": usable, "detail": detail}
-
-
-def run_sandbox(
-    settings: Settings, session: Session, worktree: Path, environment: ProjectEnv
-) -> Sandbox | None:
-    """The worker's sandbox: the worktree writable, the project environment readable."""
-    readable = [p for p in (environment.venv, environment.bin_dir) if p is not None]
-    return sandbox_for(
-        settings, worktree, session_dir=session.dir, source=session.source, readable=readable
-    )
 
 
 def _log_early_stop(session: Session, exc: TilthError, *, resume: bool) -> None:
@@ -208,8 +192,18 @@ def _log_early_stop(session: Session, exc: TilthError, *, resume: bool) -> None:
         payload["output"] = exc.output
     try:
         session.log("stop", **payload)
-    except (OSError, TilthError):  # a full disk, a deleted log: the error itself is shown
+    except OSError:
         pass
+
+
+def check_sandbox(settings: Settings, out: IO) -> dict[str, Any]:
+    """Refuse (``required``) or warn once, loudly (``auto``), when bash cannot be sandboxed."""
+    usable, detail = sandbox_status(settings)
+    if not usable and settings.sandbox == "required":
+        sandbox_for(settings, Path("/"))  # raises SandboxUnavailable with the hint
+    if not usable and settings.sandbox == "auto":
+        out.warn(unsandboxed_warning(detail))
+    return {"sandboxed": usable, "detail": detail}
 
 
 _STOP_SIGNALS: dict[int, str] = {

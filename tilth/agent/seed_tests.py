@@ -3,9 +3,9 @@
 Tests and the linter run in the project's environment (``tilth.project_env``, never
 Tilth's own interpreter); in their own process group, with a timeout, without API keys
 in their environment and without writing caches the stage commit would pick up.
-The seed is the contract: given the seed commit, the gate runs that commit's copies
-of the seed tests (materialised in a private directory, inside the sandbox when
-there is one) and refuses a worktree that changed them.
+The seed is the contract: given the seed commit, the gate runs that commit's
+copies of the seed tests (materialised in a private directory, inside the
+sandbox when there is one) and refuses a worktree that changed them.
 """
 
 from __future__ import annotations
@@ -196,6 +196,11 @@ def child_env(secrets: Sequence[str], environment: ProjectEnv | None = None) -> 
 def _output(result: proc.ProcResult, worktree: Path, *others: Path) -> str:
     """stdout then stderr, with the worktree's (and ``others``') absolute path shown as relative."""
     text = result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")
+    return _output_paths(text, worktree, *others)
+
+
+def _output_paths(text: str, worktree: Path, *others: Path) -> str:
+    """``text`` with the worktree's (and ``others``') absolute paths shown as relative."""
     # Models see workspace-relative paths only; the session's location stays private.
     roots = (*(str(p) for p in others), str(worktree.resolve()), str(worktree))
     for root in dict.fromkeys(roots):
@@ -203,14 +208,10 @@ def _output(result: proc.ProcResult, worktree: Path, *others: Path) -> str:
     return text.strip()
 
 
-def _confined(
-    args: list[str] | str, shell: bool, sandbox: Sandbox | None, *readable: Path
-) -> tuple[list[str] | str, bool]:
-    """``(args, shell)`` to run, inside ``sandbox`` (with ``readable`` shown) when given."""
+def _confined(cmd: list[str], sandbox: Sandbox | None, *readable: Path) -> list[str]:
     if sandbox is None:
-        return args, shell
-    argv = ["/bin/sh", "-c", args] if isinstance(args, str) else list(args)
-    return replace(sandbox, readable=(*sandbox.readable, *readable)).wrap(argv), False
+        return cmd
+    return replace(sandbox, readable=(*sandbox.readable, *readable)).wrap(cmd)
 
 
 def run_pytest(
@@ -223,32 +224,27 @@ def run_pytest(
     copies: SeedCopies | None = None,
     sandbox: Sandbox | None = None,
 ) -> Check:
-    """The seed tests ``files`` in the worktree, as ``environment`` runs pytest.
-
-    With ``copies`` the files run are the seed commit's, materialised outside the
-    worktree (pytest's rootdir stays the worktree).
-    """
+    """The seed tests ``files`` as ``environment`` runs them; with ``copies``, the seed's files."""
     if not files:
         return Check("pytest", True, "(no seed tests matched; nothing to run)")
-    shown = environment.pytest_invocation(files).shown
     name = "tests" if environment.kind == "command" else "pytest"
-    env = child_env(secrets, environment)
     with ExitStack() as stack:
         others: list[Path] = []
-        targets = list(files)
-        if copies is not None:
+        if copies is None:
+            run = environment.pytest_invocation(files)
+        else:
             root = stack.enter_context(materialised(copies))
             others.append(root)
-            targets = [str(root / f) for f in files]
-            if environment.kind != "command":
-                extra = [f"--rootdir={worktree}", f"--confcutdir={root}"]
-                if copies.config:
-                    extra.append(f"--config-file={root / copies.config}")
-                targets = extra + targets
-        run = environment.pytest_invocation(targets)
-        args, shell = _confined(run.args, run.shell, sandbox, *others)
-        result = proc.run(args, cwd=worktree, timeout=timeout, env=env, shell=shell)
+            options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
+            if copies.config:
+                options.append(f"--config-file={root / copies.config}")
+            run = environment.pytest_invocation([str(root / f) for f in files], options)
+        argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
+        cmd = _confined(argv, sandbox, *others)
+        env = child_env(secrets, environment)
+        result = proc.run(cmd, cwd=worktree, timeout=timeout, env=env)
         output = _output(result, worktree, *others)
+    shown = _output_paths(run.shown, worktree, *others)
     if result.timed_out:
         return Check(name, False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
     return Check(name, result.returncode == 0, output, shown)
@@ -264,9 +260,8 @@ def run_lint(
     sandbox: Sandbox | None = None,
 ) -> Check:
     """The configured lint command (a shell line) in the worktree, in the project's env."""
-    env = child_env(secrets, environment)
-    args, shell = _confined(command, True, sandbox)
-    result = proc.run(args, cwd=worktree, timeout=timeout, env=env, shell=shell)
+    cmd = _confined(["/bin/sh", "-c", command], sandbox)
+    result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets, environment))
     output = _output(result, worktree)
     if result.timed_out:
         return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)
@@ -287,8 +282,8 @@ def run_gate(
     """The seed tests of ``task_ids``, then the linter when one is configured.
 
     With ``seed_sha`` the tests run are the seed commit's copies, never the worktree's,
-    and a worktree whose seed tests differ from them fails the gate with ``tampered``
-    naming the files.
+    and a worktree whose seed tests differ from them fails the gate with
+    ``tampered`` naming the files.
     """
     copies = None
     if seed_sha is None:

@@ -97,8 +97,8 @@ def make_toolbox(ctx: RunContext) -> ToolBox:
         WORKER_TOOL_NAMES,
         observer=getattr(ctx.recorder, "observer", None),
         secrets=secret_values(ctx.settings.env),
-        sandbox=ctx.sandbox,
         environment=ctx.project_env(),
+        sandbox=ctx.sandbox,
     )
 
 

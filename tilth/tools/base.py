@@ -54,10 +54,10 @@ class ToolContext:
     workspace: Workspace
     bash_timeout: float
     secrets: tuple[str, ...]
-    sandbox: Sandbox | None = None
-    """Where ``bash`` runs confined (None: unsandboxed)."""
     environment: ProjectEnv | None = None
     """The project's environment, active in ``bash`` (None: Tilth's environment, scrubbed)."""
+    sandbox: Sandbox | None = None
+    """Where ``bash`` runs confined (None: unsandboxed)."""
 
 
 @dataclass(frozen=True)
