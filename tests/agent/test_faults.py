@@ -222,6 +222,9 @@ def test_read_only_session_directory(repo: Path, sessions_dir: Path) -> None:
         errors = [line for line in resumed.stderr.splitlines() if line.startswith("error:")]
         assert errors == [f"error: cannot lock {seeded.session.dir / '.lock'}: Permission denied"]
         assert "hint: check the permissions" in resumed.stderr
+        doctor = _cli(prefix, "doctor", sid, env=env)
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        assert "no problems found" in doctor.stdout
         drawn = _cli(prefix, "visualize", sid, env=env)
         assert drawn.returncode == 1
         assert f"cannot write {seeded.session.dir / 'chat.html'}: Permission denied" in drawn.stderr

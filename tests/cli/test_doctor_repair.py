@@ -198,3 +198,51 @@ def test_a_detached_worktree_is_put_back_on_its_branch(story: Story) -> None:
     assert git(story.session.workspace_dir, "symbolic-ref", "--short", "HEAD").strip() == (
         f"session/{story.sid}"
     )
+
+
+def test_on_a_terminal_each_repair_is_shown_and_confirmed(story: Story) -> None:
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    story.session.prd_path.write_text("")
+    shutil.rmtree(story.session.workspace_dir)
+    leader, follower = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tilth", "doctor", story.sid, "--repair"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, **story.env},
+        close_fds=True,
+    )
+    os.close(follower)
+    seen, answers = b"", [b"n\n", b"y\n"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if answers and seen.count(b"[y/N]") > 2 - len(answers):
+                os.write(leader, answers.pop(0))
+        elif child.poll() is not None:
+            break
+    os.close(leader)
+    code = child.wait(timeout=30)
+    screen = seen.decode(errors="replace")
+    assert "repair:  restore prd.json from cp-" in screen
+    assert "skipped" in screen  # the first question was answered n
+    assert "repair:  re-create the worktree" in screen
+    assert "done: re-created the worktree" in screen
+    assert code == 1, screen  # prd.json is still damaged: it was declined
+    assert story.session.workspace_dir.is_dir()
+    assert story.session.prd_path.read_text() == ""
