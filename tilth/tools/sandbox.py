@@ -95,6 +95,8 @@ class Sandbox:
             args += ["--ro-bind", str(path), str(path)]
         if not self.network:
             args.append("--unshare-net")
+        # ~/.cache is read-only in here; caches (pip, uv...) go to the private /tmp instead.
+        args += ["--setenv", "XDG_CACHE_HOME", "/tmp/.cache"]
         args += ["--die-with-parent", "--new-session", "--chdir", str(self.writable), "--"]
         return args + list(argv)
 
