@@ -116,9 +116,15 @@ def test_a_deleted_session_branch_is_re_pointed_at_the_last_recorded_commit(stor
     assert git(story.repo, "rev-parse", f"session/{story.sid}").strip() == tip
 
 
-def test_a_truncated_prd_json_is_restored_from_the_latest_checkpoint(story: Story) -> None:
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_a_truncated_prd_json_is_restored_from_the_latest_checkpoint(
+    story: Story, damage: str
+) -> None:
     before = story.statuses()
-    story.session.prd_path.write_text('[{"id": "T-0')
+    if damage == "deleted":
+        story.session.prd_path.unlink()
+    else:
+        story.session.prd_path.write_text('[{"id": "T-0')
     resumed = story.cli("resume", story.sid)
     assert resumed.returncode == 1
     assert "prd.json" in resumed.stderr and f"tilth doctor {story.sid} --repair" in resumed.stderr

@@ -261,10 +261,13 @@ class Session:
         except SessionCorrupt as exc:
             raise SessionCorrupt(exc.message, hint=self._doctor_hint()) from None
         except FileNotFoundError:
+            if self.events.last("seed_committed") is None:
+                raise SessionCorrupt(
+                    f"session {self.id} has no prd.json (it was never seeded)",
+                    hint=f"discard it with `tilth reset {self.id}` and run `tilth prep-feature`",
+                ) from None
             raise SessionCorrupt(
-                f"session {self.id} has no prd.json (deleted, or never seeded)",
-                hint=f"`tilth doctor {self.id}` says whether a checkpoint holds a copy; "
-                f"otherwise discard it with `tilth reset {self.id}`",
+                f"session {self.id} has no prd.json (it was deleted)", hint=self._doctor_hint()
             ) from None
         if not isinstance(data, list):
             raise SessionCorrupt(
