@@ -47,10 +47,10 @@ from tilth.timeline.rewind.state_restore import (
 STEP_ORDER = (
     "stash",
     "code",
-    "note",
     "state",
     "ledger",
     "threads",
+    "note",  # after the threads: a code rewind that drops threads keeps its note
     "paths",
     "events",
     "checkpoints",

@@ -112,7 +112,7 @@ def plan_rewind(
         report_events(plan, session, target.event_offset, target.event_seq)
     if scope == "code":
         wind_back_tasks(plan, session, target.head, worktree)
-        thread = most_recent_thread(session)
+        thread = most_recent_thread(session, among=plan.threads)
         if thread is not None:
             plan.note = {
                 "thread": thread,
@@ -127,12 +127,15 @@ def plan_rewind(
     return plan
 
 
-def most_recent_thread(session: Session) -> str | None:
-    """The thread written to last (by modification time), or None when there are none."""
+def most_recent_thread(session: Session, among: dict[str, Any] | None = None) -> str | None:
+    """The thread written to last (by modification time), or None when there are none.
+
+    With ``among``, only those threads count (the ones a plan keeps).
+    """
     directory = session.threads.directory
     if not directory.is_dir():
         return None
-    paths = list(directory.glob("*.jsonl"))
+    paths = [p for p in directory.glob("*.jsonl") if among is None or p.stem in among]
     if not paths:
         return None
     return max(paths, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
