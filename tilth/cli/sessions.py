@@ -12,7 +12,7 @@ from tilth.session.discovery import list_sessions
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--workspace", type=click.Path(), default=None, help="Only sessions of this repo.")
 def sessions(as_json: bool, workspace: str | None) -> None:
-    """List sessions: id, source, status, tasks done/total and last stop."""
+    """List sessions: id, kind (run or chat), status, tasks done/total, last stop, source."""
     from pathlib import Path
 
     cfg = settings()
@@ -35,6 +35,7 @@ def sessions(as_json: bool, workspace: str | None) -> None:
     table = Table(box=None, pad_edge=False, header_style="bold")
     # Ids must stay whole (people copy them into the next command); long text folds.
     table.add_column("id", no_wrap=True, min_width=22)
+    table.add_column("kind", no_wrap=True)
     table.add_column("status", overflow="fold")
     table.add_column("tasks", no_wrap=True)
     table.add_column("last stop", no_wrap=True)
@@ -44,5 +45,5 @@ def sessions(as_json: bool, workspace: str | None) -> None:
         if r.problem:
             status = f"unreadable: {r.problem}"
         tasks = f"{r.tasks_done}/{r.tasks_total}" if r.tasks_total else "-"
-        table.add_row(r.id, status, tasks, r.last_stop or "-", r.source or "?")
+        table.add_row(r.id, r.kind, status, tasks, r.last_stop or "-", r.source or "?")
     out.table(table)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ class ToolBox:
     tools, escapes and tool failures all come back as an error ``ToolOutcome``
     the model can act on. Before an edit tool writes, the observer hears the
     resolved path; every shell command is checked by the guard, then bracketed
-    by ``before_bash``/``after_bash``.
+    by ``before_bash``/``after_bash``. A command the guard flags runs only when
+    ``confirm`` (when given) approves it.
     """
 
     def __init__(
@@ -40,6 +41,7 @@ class ToolBox:
         observer: ToolObserver | None = None,
         bash_timeout: float = 120.0,
         secrets: Sequence[str] = (),
+        confirm: Callable[[str, str], bool] | None = None,
     ) -> None:
         unknown = [name for name in names if name not in REGISTRY]
         if unknown:
@@ -47,6 +49,8 @@ class ToolBox:
         self.workspace = Workspace(root)
         self.names = tuple(names)
         self.observer = observer
+        self.confirm = confirm
+        """``(command, reason) → run anyway?`` for a flagged command (a person in a chat)."""
         self._ctx = ToolContext(self.workspace, bash_timeout, tuple(s for s in secrets if s))
 
     @property
@@ -70,7 +74,7 @@ class ToolBox:
         command = tool.command(args) if tool.command else None
         if command is not None:
             reason = check_command(command)
-            if reason:
+            if reason and not (self.confirm is not None and self.confirm(command, reason)):
                 return ToolOutcome(
                     f"BLOCKED by the pre-tool guard ({reason}). Try a safer alternative.",
                     blocked=True,
