@@ -228,11 +228,17 @@ class ChatEngine(ChatTimeline):
         for step in range(1, MAX_STEPS_PER_TURN + 1):
             if cancel.cancelled:
                 raise TurnCancelled
+            streamed: list[str] = []
             turn = self.model.complete(
-                self.thread.messages(), self.toolbox.schemas(), on_delta=self._relay(cancel)
+                self.thread.messages(),
+                self.toolbox.schemas(),
+                on_delta=self._relay(cancel, streamed),
             )
             if cancel.cancelled:
                 raise TurnCancelled  # a reply that arrived after the cancel is dropped
+            if turn.content and not streamed:
+                # A model that cannot stream: show the whole reply at once.
+                self.emit("text", text=turn.content, tokens=turn.usage.completion_tokens)
             total = self.session.add_tokens(turn.usage.total)
             self.session.log(
                 "model_call",
@@ -267,10 +273,12 @@ class ChatEngine(ChatTimeline):
             "send a message to let it continue",
         )
 
-    def _relay(self, cancel: CancelToken) -> Any:
+    def _relay(self, cancel: CancelToken, streamed: list[str]) -> Any:
         def on_delta(delta: Delta) -> None:
             if cancel.cancelled:
                 raise TurnCancelled
+            if delta.kind == "text":
+                streamed.append(delta.text)
             if delta.kind in ("text", "reasoning"):
                 self.emit(delta.kind, text=delta.text, tokens=delta.completion_tokens)
 
