@@ -34,12 +34,11 @@ from tilth.config import Settings
 from tilth.errors import ModelError, SessionLocked, TilthError, UsageError
 from tilth.model.base import Delta, Model, ToolCall
 from tilth.session.store import Session
-from tilth.timeline.checkpoints import Checkpoint
 from tilth.timeline.controller import TimelineController
-from tilth.timeline.dircapture import DirCapture
-from tilth.timeline.dirrecord import DirRecorder
-from tilth.timeline.overlay import remember_store
-from tilth.timeline.snapshots import BlobStore
+from tilth.timeline.record.blob_store import BlobStore, remember_store
+from tilth.timeline.record.checkpoints import Checkpoint
+from tilth.timeline.record.dir_capture import DirCapture
+from tilth.timeline.record.dir_recorder import DirRecorder
 from tilth.tools import ToolBox
 
 MAX_STEPS_PER_TURN = 40
@@ -214,7 +213,7 @@ class ChatEngine(ChatTimeline):
         return result
 
     def _register_store(self) -> None:
-        from tilth.timeline import gc
+        from tilth.timeline.record import retention as gc
 
         remember_store(self.session, self.store)
         gc.register_root(self.store, self.session.dir.parent)

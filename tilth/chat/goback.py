@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from tilth.chat.session import THREAD_KEY
 from tilth.errors import Aborted, UsageError
-from tilth.timeline.checkpoints import Checkpoint
-from tilth.timeline.plan import SCOPES, RewindPlan
+from tilth.timeline.record.checkpoints import Checkpoint
+from tilth.timeline.rewind.plan import SCOPES, RewindPlan
 
 if TYPE_CHECKING:
     from tilth.config import Settings
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from tilth.session.store import Session
     from tilth.session.threads import Thread
     from tilth.timeline.controller import TimelineController
-    from tilth.timeline.dircapture import DirCapture
+    from tilth.timeline.record.dir_capture import DirCapture
 
 ShowPlan = Callable[[RewindPlan], bool]
 """Shown the plan before it runs; returns False to cancel (nothing changes then)."""

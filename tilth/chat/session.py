@@ -4,7 +4,7 @@
 directory, no branch and no seed. Status: ``running`` while a chat has it open,
 ``all_done`` once the user left it normally, ``failed`` when the chat stopped on an
 error. The conversation is the thread ``threads/chat.jsonl``; its checkpoints are file
-snapshots (see ``tilth.timeline.dirrecord``).
+snapshots (see ``tilth.timeline.record.dir_recorder``).
 """
 
 from __future__ import annotations

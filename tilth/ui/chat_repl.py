@@ -22,8 +22,8 @@ from typing import Any
 from tilth.chat import CancelToken, ChatEngine
 from tilth.chat.commands import Command, help_text, is_command, parse
 from tilth.errors import Aborted, TilthError, UsageError
-from tilth.timeline.checkpoints import Checkpoint
-from tilth.timeline.plan import RewindPlan
+from tilth.timeline.record.checkpoints import Checkpoint
+from tilth.timeline.rewind.plan import RewindPlan
 from tilth.ui.chat_view import ChatView, status_text, terminal_safe
 from tilth.ui.io import IO
 

@@ -19,22 +19,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilth.timeline.capture import BASH_GAP
-from tilth.timeline.dirstate import (
-    Files,
-    IgnoreRules,
-    entry_of,
-    store_manifest,
-    walk_files,
+from tilth.timeline.record.blob_store import (
+    BlobStore,
+    Entry,
+    max_file_bytes,
+    read_state,
+    store_state,
 )
-from tilth.timeline.fswatch import (
+from tilth.timeline.record.change_feed import (
     InotifyWatcher,
     StatScanner,
     Watcher,
     WatchUnavailable,
     start_watcher,
 )
-from tilth.timeline.snapshots import BlobStore, Entry, max_file_bytes, read_state, store_state
+from tilth.timeline.record.dir_state import (
+    Files,
+    IgnoreRules,
+    entry_of,
+    store_manifest,
+    walk_files,
+)
+from tilth.timeline.record.turn_capture import BASH_GAP
 
 Overlay = dict[str, Entry | None]
 
@@ -290,7 +296,7 @@ class DirCapture:
                 continue
             overlay[rel] = stored.entry
         if ignored_hits:
-            from tilth.timeline.capture import _ignored_gap
+            from tilth.timeline.record.turn_capture import _ignored_gap
 
             gaps.append(_ignored_gap(ignored_hits))
         self.store.sync()

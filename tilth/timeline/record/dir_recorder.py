@@ -14,7 +14,7 @@ from __future__ import annotations
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.store import Session
-from tilth.timeline.checkpoints import (
+from tilth.timeline.record.checkpoints import (
     Checkpoint,
     checkpoint_id,
     checkpoint_path,
@@ -22,8 +22,8 @@ from tilth.timeline.checkpoints import (
     timeline_dir,
     write_checkpoint,
 )
-from tilth.timeline.dircapture import DirCapture
-from tilth.timeline.harness import capture_state, log_tail, thread_heads
+from tilth.timeline.record.dir_capture import DirCapture
+from tilth.timeline.record.state_capture import capture_state, log_tail, thread_heads
 
 LABEL_CHARS = 120
 

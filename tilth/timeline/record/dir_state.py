@@ -24,7 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tilth.timeline.snapshots import BlobStore, Entry, FileState, blob_id, make_entry
+from tilth.timeline.record.blob_store import BlobStore, Entry, FileState, blob_id, make_entry
 
 MANIFEST_PREFIX = "manifest:"
 MANIFEST_SCHEMA = 1
@@ -160,7 +160,7 @@ def load_manifest(store: BlobStore, head: str) -> Files:
     if cached is not None:
         _CACHE.move_to_end(head)
         return cached
-    from tilth.timeline.snapshots import SnapshotError
+    from tilth.timeline.record.blob_store import SnapshotError
 
     raw = store.get(head[len(MANIFEST_PREFIX) :])
     try:
@@ -183,7 +183,7 @@ def _remember(head: str, files: Files) -> None:
 
 def manifest_blobs(store: BlobStore, head: str) -> set[str]:
     """The manifest's own blob and every blob it names (for retention's mark phase)."""
-    from tilth.timeline.snapshots import SnapshotError, split_entry
+    from tilth.timeline.record.blob_store import SnapshotError, split_entry
 
     own = head[len(MANIFEST_PREFIX) :]
     try:

@@ -20,10 +20,16 @@ from typing import Any
 
 from tilth.errors import TilthError
 from tilth.session.store import Session
-from tilth.timeline.dirrecord import write_code_state
-from tilth.timeline.dirstate import entry_of, is_manifest_head, resolve_state
-from tilth.timeline.overlay import recorded_code_state, session_store
-from tilth.timeline.snapshots import BlobStore, Entry, read_state, write_entry
+from tilth.timeline.record.blob_store import (
+    BlobStore,
+    Entry,
+    read_state,
+    session_store,
+    write_entry,
+)
+from tilth.timeline.record.dir_recorder import write_code_state
+from tilth.timeline.record.dir_state import entry_of, is_manifest_head, resolve_state
+from tilth.timeline.rewind.code_restore import recorded_code_state
 
 
 @dataclass
