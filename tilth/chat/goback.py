@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilth.chat.session import THREAD_KEY
 from tilth.errors import Aborted, UsageError
+from tilth.session.threads import StoredMessage
 from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.rewind.plan import SCOPES, RewindPlan
 
@@ -64,9 +65,13 @@ class ChatTimeline:
         return turns[number - 1]
 
     def prompt_of(self, checkpoint: Checkpoint) -> str | None:
-        """The prompt sent right after ``checkpoint`` (what a conversation rewind gives back)."""
+        """The prompt sent right after ``checkpoint`` (what a conversation rewind gives back).
+
+        Summaries keep the messages they replaced, so the prompt is found even when a
+        summary stands in for it now.
+        """
         head = checkpoint.threads.get(THREAD_KEY)
-        stored = self.thread.read()
+        stored = _unfold(self.thread.read())
         start = 0
         if head is not None:
             index = next((i for i, m in enumerate(stored) if m.id == head), None)
@@ -183,3 +188,20 @@ class ChatTimeline:
         }
         self.emit("summarized", **data)
         return data
+
+
+def _unfold(messages: list[StoredMessage]) -> list[StoredMessage]:
+    """The thread with every summary replaced by the messages it stands for (recursively)."""
+    out: list[StoredMessage] = []
+    for message in messages:
+        replaced = message.meta.get("replaced") if message.meta.get("kind") == "summary" else None
+        if isinstance(replaced, list):
+            inner = [
+                StoredMessage(str(i["id"]), dict(i["message"]), dict(i.get("meta") or {}))
+                for i in replaced
+                if isinstance(i, dict) and "id" in i and isinstance(i.get("message"), dict)
+            ]
+            out += _unfold(inner)
+        else:
+            out.append(message)
+    return out

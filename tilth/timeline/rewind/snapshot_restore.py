@@ -1,24 +1,28 @@
-"""Restoring a plain directory's files to a checkpoint, from file snapshots only (no git).
+"""Restoring a plain directory's files from file snapshots only: the code half without git.
 
-The code half of a go-back for sessions without a branch (``tilth chat``). A checkpoint's
-files are its manifest with its overlay applied (``dirstate.resolve_state``); so is the
-newest state Tilth itself produced (the latest checkpoint, or ``code-state.json`` after
-a turn ended or a restore ran). A restore changes exactly the paths where those two
+Sessions that work directly in a directory (``tilth chat``) have no branch and must never
+run git there. A checkpoint's files are its manifest with its overlay applied
+(``dir_state.resolve_state``); a checkpoint that is not manifest-based (an undo point)
+lists exactly the files it holds, on top of the newest recorded state. That newest state
+is the one Tilth itself produced: ``code-state.json``, pinned at the end of every turn and
+after every restore, or the latest manifest checkpoint when a turn was cut short.
+
+A restore changes exactly the paths where the target and the newest recorded state
 differ, and only where the directory still holds what Tilth produced: a file that differs
 from it was edited by someone else since (a conflict) and is left as it is unless forced.
-
-``plan_dir_code`` only reads; ``apply_dir_code`` writes absolute contents, so running it
-again after a crash gives the same directory. Paths are re-checked against the root, and
-nothing outside the captured files (ignored paths, ``.git``) is ever touched.
+``plan_snapshot_files`` only reads; ``apply_snapshot_files`` writes absolute contents and
+then pins the new recorded state, so running it again after a crash gives the same
+directory. Paths are re-checked against the root; ignored paths and ``.git`` are never
+touched.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilth.errors import TilthError
+from tilth.errors import SessionCorrupt
+from tilth.session.files import read_json
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import (
     BlobStore,
@@ -27,34 +31,47 @@ from tilth.timeline.record.blob_store import (
     session_store,
     write_entry,
 )
+from tilth.timeline.record.checkpoints import list_checkpoints, timeline_dir
 from tilth.timeline.record.dir_recorder import write_code_state
-from tilth.timeline.record.dir_state import entry_of, is_manifest_head, resolve_state
-from tilth.timeline.rewind.code_restore import recorded_code_state
+from tilth.timeline.record.dir_state import (
+    Files,
+    entry_of,
+    is_manifest_head,
+    load_manifest,
+    resolve_state,
+)
+from tilth.timeline.rewind.code_restore import CodePlan
+
+Overlay = dict[str, Entry | None]
 
 
-@dataclass
-class DirCodePlan:
-    """What restoring a checkpoint's files changes in the directory."""
+def is_snapshot_session(session: Session) -> bool:
+    """True for a session whose code lives in file snapshots only (``kind: "chat"``)."""
+    try:
+        return session.checkpoint().get("kind") == "chat"
+    except SessionCorrupt:
+        return False
 
-    writes: dict[str, Entry | None] = field(default_factory=dict)
-    """``path → entry`` the restore writes (``None`` deletes): exactly the changes."""
-    conflicts: list[str] = field(default_factory=list)
-    """Files edited outside the session since its newest recorded state."""
-    force: bool = False
 
-    @property
-    def files(self) -> list[tuple[str, str]]:
-        """``(restore | delete, path)``, sorted by path (the plan's report)."""
-        return sorted(
-            (("delete" if entry is None else "restore"), rel) for rel, entry in self.writes.items()
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"writes": self.writes, "conflicts": self.conflicts, "force": self.force}
+def latest_recorded(session: Session) -> tuple[str, Overlay] | None:
+    """The newest (manifest head, overlay) Tilth produced in this session, if any."""
+    try:
+        marker = read_json(timeline_dir(session) / "code-state.json", what="code-state.json")
+    except (FileNotFoundError, SessionCorrupt):
+        marker = None
+    turns = [c for c in list_checkpoints(session) if is_manifest_head(c.head)]
+    latest = turns[-1] if turns else None
+    if isinstance(marker, dict) and is_manifest_head(marker.get("head")):
+        if latest is None or int(marker.get("after_seq") or 0) >= latest.seq:
+            return str(marker["head"]), dict(marker.get("overlay") or {})
+    if latest is not None:
+        return latest.head, dict(latest.overlay)
+    return None
 
 
 def _inside(root: Path, rel: str) -> bool:
-    if not rel or rel.startswith("/") or ".." in rel.split("/") or rel.split("/")[0] == ".git":
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or ".." in parts or parts[0] == ".git":
         return False
     try:
         return (root / rel).parent.resolve().is_relative_to(root.resolve())
@@ -62,84 +79,87 @@ def _inside(root: Path, rel: str) -> bool:
         return False
 
 
-def plan_dir_code(
-    session: Session,
-    root: Path,
-    target_head: str,
-    target_overlay: dict[str, Entry | None],
-    *,
-    force: bool = False,
-) -> DirCodePlan:
-    """Which files restoring (target_head, target_overlay) writes or deletes, and conflicts."""
-    if not is_manifest_head(target_head):
-        raise TilthError(f"{target_head[:20]} is not a file manifest; this is a git checkpoint")
-    if not root.is_dir():
-        raise TilthError(
-            f"the directory of session {session.id} is missing ({root})",
-            hint="use --scope conversation to go back in the conversation only",
-        )
+def _wanted(store: BlobStore, head: str, overlay: Overlay, latest: Files) -> Files:
+    if is_manifest_head(head):
+        return resolve_state(store, head, overlay)
+    files = dict(latest)  # an undo point: the files it lists, over the recorded state
+    for rel, entry in overlay.items():
+        if entry is None:
+            files.pop(rel, None)
+        else:
+            files[rel] = entry
+    return files
+
+
+def plan_snapshot_files(
+    session: Session, root: Path, head: str, overlay: Overlay, *, force: bool = False
+) -> CodePlan:
+    """What restoring (head, overlay) in ``root`` writes: ``CodePlan.overlay`` holds exactly
+    the writes (``None`` deletes), ``restore``/``delete`` list them, ``conflicts`` the files
+    edited outside the session since (left alone unless ``force``)."""
     store = session_store(session)
-    target = resolve_state(store, target_head, target_overlay)
-    latest_head, latest_overlay = recorded_code_state(session)
-    if is_manifest_head(latest_head):
-        assert latest_head is not None
-        latest = resolve_state(store, latest_head, latest_overlay)
-    else:
-        latest = target
-    plan = DirCodePlan(force=force)
-    for rel in sorted(set(target) | set(latest)):
+    recorded = latest_recorded(session)
+    latest = resolve_state(store, *recorded) if recorded else {}
+    target = _wanted(store, head, overlay, latest)
+    if recorded is None:
+        latest = target  # nothing recorded to compare with: no conflicts can be told
+    plan = CodePlan(head, {}, force=force)
+    for rel in sorted(set(target) | set(latest) | set(overlay)):
         wanted, last = target.get(rel), latest.get(rel)
-        if wanted == last or not _inside(root, rel):
+        if (wanted == last and rel not in overlay) or not _inside(root, rel):
             continue
         state = read_state(root / rel)
         now = entry_of(state) if state is not None else None
-        if now != last:
+        if now != last and now != wanted:
             plan.conflicts.append(rel)
             if not force:
                 continue
         if now != wanted:
-            plan.writes[rel] = wanted
+            plan.overlay[rel] = wanted
+            (plan.delete if wanted is None else plan.restore).append(rel)
     return plan
 
 
-def apply_dir_code(
-    session: Session,
-    root: Path,
-    plan: DirCodePlan,
-    target_head: str,
-    target_overlay: dict[str, Entry | None],
-    store: BlobStore | None = None,
+def apply_snapshot_files(
+    session: Session, root: Path, writes: Overlay, store: BlobStore | None = None
 ) -> None:
-    """Write the plan's files (deletions first); pin the target as the newest code state."""
+    """Write ``writes`` (deletions first) and pin the result as the newest recorded state."""
     store = store or session_store(session)
-    for rel in sorted(r for r, e in plan.writes.items() if e is None):
+    for rel in sorted(r for r, e in writes.items() if e is None):
         if _inside(root, rel):
             write_entry(store, root, rel, None)
-    for rel in sorted(r for r, e in plan.writes.items() if e is not None):
+    for rel in sorted(r for r, e in writes.items() if e is not None):
         if _inside(root, rel):
-            write_entry(store, root, rel, plan.writes[rel])
-    write_code_state(session, target_head, dict(target_overlay))
-
-
-def state_before(
-    session: Session, root: Path, plan: DirCodePlan
-) -> tuple[str | None, dict[str, Entry | None]]:
-    """The files as they are before ``plan`` runs, as (head, overlay): for an undo point.
-
-    A restore touches only the planned paths, and those hold the newest recorded state
-    unless they are forced conflicts, whose current contents are stored here. Every other
-    file stays as it is, so this is exact for everything an undo has to put back.
-    """
-    head, overlay = recorded_code_state(session)
-    overlay = dict(overlay)
-    store = session_store(session)
-    for rel in plan.conflicts:
-        if not plan.force or rel not in plan.writes:
-            continue
-        state = read_state(root / rel)
-        if state is None:
-            overlay[rel] = None
+            write_entry(store, root, rel, writes[rel])
+    recorded = latest_recorded(session)
+    if recorded is None:
+        return
+    head, overlay = recorded
+    base = load_manifest(store, head)
+    for rel, entry in writes.items():
+        if entry == base.get(rel):
+            overlay.pop(rel, None)
         else:
-            overlay[rel] = store.put(state.data) + ("" if state.kind == "f" else f":{state.kind}")
-    store.sync()
-    return head, overlay
+            overlay[rel] = entry
+    write_code_state(session, head, overlay)
+
+
+def materialize(session: Session, head: str, overlay: Overlay, target_dir: Path) -> int:
+    """Write every file of (head, overlay) into the empty ``target_dir`` (a fork's copy)."""
+    store = session_store(session)
+    files = resolve_state(store, head, overlay)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for rel in sorted(files):
+        if _inside(target_dir, rel):
+            write_entry(store, target_dir, rel, files[rel])
+    return len(files)
+
+
+def snapshot_report(plan: Any, code: CodePlan) -> None:
+    """Copy a snapshot ``CodePlan`` into a rewind plan's report and actions."""
+    plan.overlay = dict(code.overlay)
+    plan.files = sorted(
+        [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
+        key=lambda item: item[1],
+    )
+    plan.conflicts = list(code.conflicts)
