@@ -59,6 +59,7 @@ class ChatRepl:
         self.history = history
         self.prefill = ""
         self._worker: threading.Thread | None = None
+        self._done = threading.Event()
         self._requests: queue.Queue[tuple[str, str, queue.Queue[bool]]] = queue.Queue()
         self._prompt: Any = None
         self._turns = len(engine.turns())
@@ -189,17 +190,20 @@ class ChatRepl:
         self._wait_worker()
         token = CancelToken()
         box: dict[str, Any] = {}
+        done = threading.Event()
 
         def work() -> None:
             try:
                 box["result"] = self.engine.send(text, token)
             except BaseException as exc:  # handed to the main thread below
                 box["error"] = exc
+            finally:
+                done.set()
 
         worker = threading.Thread(target=work, name="tilth-chat-turn", daemon=True)
-        self._worker = worker
+        self._worker, self._done = worker, done
         worker.start()
-        self._follow(worker, token)
+        self._follow(done, token)
         self._turns = len(self.engine.turns())
         error = box.get("error")
         if isinstance(error, TilthError):
@@ -208,13 +212,17 @@ class ChatRepl:
             self.view.end_block()
             self.io.error(f"unexpected {type(error).__name__}: {error}", "the chat goes on")
 
-    def _follow(self, worker: threading.Thread, token: CancelToken) -> None:
-        """Wait for the turn, answering its questions; Ctrl-C cancels it."""
+    def _follow(self, done: threading.Event, token: CancelToken) -> None:
+        """Wait for the turn, answering its questions; Ctrl-C cancels it.
+
+        An ``Event`` is waited on, not the thread: a ``join`` interrupted by Ctrl-C can
+        leave ``is_alive()`` False while the thread still runs.
+        """
         deadline: float | None = None
-        while worker.is_alive():
+        while not done.is_set():
             try:
                 self._serve_requests()
-                worker.join(0.05)
+                done.wait(0.05)
             except KeyboardInterrupt:
                 if deadline is not None:
                     break
@@ -224,17 +232,17 @@ class ChatRepl:
                 deadline = time.monotonic() + CANCEL_WAIT_SECONDS
             if deadline is not None and time.monotonic() > deadline:
                 break
-        if worker.is_alive():
+        if not done.is_set():
             self.io.dim("the cancelled model call is still finishing; its reply will be dropped")
         self._refuse_pending()
 
     def _wait_worker(self) -> None:
-        worker = self._worker
-        if worker is not None and worker.is_alive():
+        done = self._done
+        if self._worker is not None and not done.is_set():
             self.io.dim("waiting for the cancelled turn to finish...")
-            while worker.is_alive():
+            while not done.is_set():
                 self._refuse_pending()
-                worker.join(0.1)
+                done.wait(0.1)
         self._worker = None
 
     def confirm(self, command: str, reason: str) -> bool:
