@@ -51,12 +51,15 @@ class ChatRepl:
         *,
         interactive: bool,
         history: Path | None = None,
+        terminal: tuple[Any, Any] | None = None,
     ) -> None:
         self.engine = engine
         self.io = io
         self.view = view
         self.interactive = interactive
         self.history = history
+        self.terminal = terminal
+        """prompt_toolkit ``(input, output)`` to use instead of the process's terminal."""
         self.prefill = ""
         self._worker: threading.Thread | None = None
         self._done = threading.Event()
@@ -152,7 +155,10 @@ class ChatRepl:
                     history = FileHistory(str(self.history))
                 except OSError:
                     pass
+            pt_input, pt_output = self.terminal or (None, None)
             self._prompt = PromptSession(
+                input=pt_input,
+                output=pt_output,
                 history=history,
                 multiline=True,
                 key_bindings=bindings,
