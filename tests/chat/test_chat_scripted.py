@@ -6,10 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.chat.support import tree_hash
 from tests.chat.tty import chat_env, server_for
@@ -140,30 +137,6 @@ def test_a_missing_directory_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.stderr.splitlines()[0].startswith("error: ")
     assert "nowhere does not exist" in result.stderr
     assert not (tmp_path / "home" / "sessions").exists()
-
-
-@pytest.fixture
-def read_only_dir(tmp_path: Path) -> Iterator[Path]:
-    """A directory nobody can write to: a read-only bind mount when running as root."""
-    source = tmp_path / "ro-source"
-    source.mkdir()
-    target = tmp_path / "ro"
-    target.mkdir()
-    if os.geteuid() != 0:
-        target.chmod(0o500)
-        yield target
-        target.chmod(0o700)
-        return
-    mounted = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip("cannot make a read-only directory here")
-    try:
-        remount = ["mount", "-o", "remount,bind,ro", str(target)]
-        if subprocess.run(remount, capture_output=True).returncode != 0:
-            pytest.skip("cannot make a read-only directory here")
-        yield target
-    finally:
-        subprocess.run(["umount", str(target)], capture_output=True)
 
 
 def test_a_directory_that_is_not_writable_is_one_line_and_exit_2(

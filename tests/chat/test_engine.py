@@ -204,21 +204,12 @@ def test_a_huge_prompt_is_refused_before_anything_is_recorded(tmp_path: Path) ->
     assert [m.message["role"] for m in engine.thread.read()] == ["system"]
 
 
-def test_a_missing_or_unwritable_directory_is_refused(tmp_path: Path) -> None:
+def test_a_missing_or_unwritable_directory_is_refused(tmp_path: Path, read_only_dir: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         start(tmp_path, tmp_path / "nope", [])
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        import os
-
-        if os.geteuid() == 0:
-            pytest.skip("root can write anywhere")
-        with pytest.raises(UsageError, match="not writable"):
-            start(tmp_path, locked, [])
-    finally:
-        locked.chmod(0o700)
+    with pytest.raises(UsageError, match="not writable"):
+        start(tmp_path, read_only_dir, [])
+    assert not (tmp_path / "home" / "sessions").exists()
 
 
 def test_resume_continues_the_thread_and_the_turn_numbers(tmp_path: Path) -> None:
