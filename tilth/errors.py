@@ -75,3 +75,15 @@ class Interrupted(TilthError):
     """Ctrl-C: the command stopped at the user's request."""
 
     exit_code = 130
+
+
+class ProjectEnvError(UsageError):
+    """The project's Python environment cannot be found or does not start (SPEC §5.4)."""
+
+
+class SetupFailed(UsageError):
+    """``TILTH_SETUP_COMMAND`` failed in a new worktree; ``output`` is what it printed."""
+
+    def __init__(self, message: str, *, output: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.output = output

@@ -65,6 +65,11 @@ def ensure_repo(path: Path) -> Path:
             f"{path} is not a git repository",
             hint=f'run `git init -b main && git add -A && git commit -m "initial"` in {path}',
         )
+    if git("rev-parse", "--is-bare-repository", cwd=path, check=False).strip() == "true":
+        raise WorkspaceError(
+            f"{path} is a bare repository (it has no working tree to build on)",
+            hint=f"clone it and pass the clone: git clone {path} <dir> && tilth prep-feature <dir>",
+        )
     top = Path(git("rev-parse", "--show-toplevel", cwd=path).strip()).resolve()
     if top != path:
         raise WorkspaceError(
@@ -184,11 +189,40 @@ def clean_fd(cwd: Path) -> None:
     git("clean", "-q", "-fd", cwd=cwd)
 
 
-def stash(cwd: Path, message: str) -> bool:
-    """Stash uncommitted changes (untracked included); False when there was nothing."""
+STASH_REF_PREFIX = "refs/tilth/stash/"
+
+
+def stash_ref(name: str) -> str:
+    """The Tilth-owned ref that keeps stashed changes of ``name`` (a session id)."""
+    return STASH_REF_PREFIX + name
+
+
+def stash(cwd: Path, message: str, *, ref: str) -> bool:
+    """Save uncommitted changes (untracked included) as a commit on ``ref``, then drop them.
+
+    Never ``git stash``: a worktree shares ``refs/stash`` with the user's repository, and
+    Tilth must not touch the user's refs. Each save moves ``ref`` (its reflog keeps the
+    earlier ones); get the changes back with ``git cherry-pick --no-commit <ref>``.
+    False when there was nothing to save.
+    """
     if not is_dirty(cwd):
         return False
-    git(*identity_args(cwd), "stash", "push", "-q", "--include-untracked", "-m", message, cwd=cwd)
+    git_index = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
+    if not git_index.is_absolute():
+        git_index = cwd / git_index
+    with tempfile.TemporaryDirectory(prefix="tilth-stash-") as tmp:
+        index = Path(tmp) / "index"
+        if git_index.exists():
+            shutil.copyfile(git_index, index)
+        env = {"GIT_INDEX_FILE": str(index)}
+        git("add", "-A", cwd=cwd, env=env)
+        tree = git("write-tree", cwd=cwd, env=env).strip()
+    commit = git(
+        *identity_args(cwd), "commit-tree", tree, "-p", "HEAD", "-m", message, cwd=cwd
+    ).strip()
+    git("update-ref", "--create-reflog", "-m", message, ref, commit, cwd=cwd)
+    reset_hard(cwd, "HEAD")
+    clean_fd(cwd)
     return True
 
 
@@ -226,6 +260,25 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     else:
         git("worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
     return path.resolve()
+
+
+def init_submodules(worktree: Path, timeout: float = 600.0) -> str | None:
+    """Check out the worktree's submodules; a sentence saying what failed, or None.
+
+    A fresh worktree has empty submodule directories; code that needs them would fail
+    in ways the worker cannot explain.
+    """
+    if not (worktree / ".gitmodules").is_file():
+        return None
+    try:
+        git("submodule", "update", "--init", "--recursive", cwd=worktree, timeout=timeout)
+    except GitError as exc:
+        why = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
+        return (
+            f"could not check out the submodules in {worktree} ({why}); their directories "
+            f"are empty — run `git -C {worktree} submodule update --init`"
+        )
+    return None
 
 
 def remove_worktree(source: Path, path: Path) -> None:

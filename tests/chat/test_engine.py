@@ -238,9 +238,13 @@ def test_sessions_lists_a_chat_with_its_kind_and_run_ignores_it(tmp_path: Path) 
     result = run_cli("sessions", env=env)
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.startswith(engine.id))
-    assert row.split()[1:3] == ["chat", "running"]
+    # Between turns nobody drives it: it shows as stopped (resumable), not running.
+    assert row.split()[1:3] == ["chat", "stopped"]
     listed = json.loads(run_cli("sessions", "--json", env=env).stdout)
-    assert listed[0]["kind"] == "chat"
+    assert (listed[0]["kind"], listed[0]["status"]) == ("chat", "running")
+    engine.close()
+    listed = json.loads(run_cli("sessions", "--json", env=env).stdout)
+    assert (listed[0]["status"], listed[0]["last_stop"]) == ("all_done", "all_done")
     # `tilth run` looks for the repository's runs: a chat there is not one.
     assert sessions_for(settings.sessions_dir, repo, ("running",)) == []
     assert [s.id for s in sessions_for(settings.sessions_dir, repo, kind="chat")] == [engine.id]

@@ -24,6 +24,7 @@ RESUMABLE_STOPS = ("wall_clock", "token_cap", "interrupted")
 CAP_SETTINGS = {
     "iter_cap": "TILTH_MAX_ITERATIONS_PER_TASK",
     "evaluator_cap": "TILTH_MAX_EVALUATOR_CALLS_PER_TASK",
+    "verify_cap": "TILTH_MAX_VERIFY_FAILURES_PER_TASK",
     "wall_clock": "TILTH_MAX_WALL_CLOCK_MINUTES",
     "token_cap": "TILTH_MAX_TOKENS",
 }

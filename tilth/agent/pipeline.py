@@ -28,7 +28,7 @@ class TaskOutcome:
 
     status: Literal["done", "failed"]
     reason: str | None = None
-    """failed: iter_cap, evaluator_cap, empty_responses or no_case."""
+    """failed: iter_cap, evaluator_cap, verify_cap, empty_responses or no_case."""
     summary: str = ""
     fields: dict[str, Any] = field(default_factory=dict)
     """failed: the reason's own figures (streak, nudges, evaluator_calls, turns)."""
@@ -54,6 +54,7 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
         # The previous attempt failed and was retried: fresh budgets, progress kept.
         ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
         state.failure, state.turns, state.rejections = None, 0, 0
+        state.verify_failures = 0
         state.save(ctx.session)
     if state.base_commit is None:
         state.base_commit = git.head(ctx.worktree)
@@ -151,6 +152,8 @@ def _send_back(
     state.current_stage = None  # re-entering back_to is a new pass, not a resumed one
     if result.verdict is not None:
         state.rejections += 1
+    elif stage == "verifying":
+        state.verify_failures += 1
     state.save(ctx.session)
     ctx.session.log(
         "stage_rejected",
@@ -169,6 +172,15 @@ def _send_back(
             label=f"{stage}: {verdict_summary(result.verdict)} → back to {back_to}",
         )
     ctx.progress.note(f"  {state.task_id} {stage} sent the task back to {back_to}")
+    verify_cap = ctx.settings.max_verify_failures_per_task
+    if stage == "verifying" and verify_cap and state.verify_failures >= verify_cap:
+        # Without this a task whose checks never pass loops for ever when the turn cap is off.
+        raise TaskFailed(
+            "verify_cap",
+            f"verifying failed {state.verify_failures} time(s) "
+            f"[TILTH_MAX_VERIFY_FAILURES_PER_TASK={verify_cap}]",
+            verify_failures=state.verify_failures,
+        )
     cap = ctx.settings.max_evaluator_calls_per_task
     if result.verdict is not None and cap and state.rejections >= cap:
         raise TaskFailed(

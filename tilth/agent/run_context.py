@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tilth.config import Settings
-from tilth.model.base import Model
+from tilth.model.base import Model, OnDelta
+from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.events import iter_lines
 from tilth.session.store import Session
 
@@ -66,8 +67,20 @@ class RunContext:
     scripted: bool = False
     started: float = 0.0
     """``time.monotonic()`` at the start of this invocation (wall-clock cap is per invocation)."""
+    environment: ProjectEnv | None = None
+    """The project's environment; resolved on first use when not given (``project_env``)."""
+    on_delta: OnDelta | None = None
+    """Told about each piece of a streamed reply (the live token count), when set."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
+
+    def project_env(self) -> ProjectEnv:
+        """The environment seed tests, the linter and ``bash`` run in (resolved once)."""
+        if self.environment is None:
+            self.environment = resolve_project_env(
+                self.worktree, self.session.source, self.settings
+            )
+        return self.environment
 
     def run_tokens(self) -> int:
         """Tokens spent by runs only: the interview's spend does not count toward the cap."""

@@ -1,20 +1,20 @@
 """Running the seed tests (and an optional linter) in the worktree: the objective gate.
 
-Tests run with the worktree's own virtualenv when it has one, else Tilth's
-interpreter; in their own process group, with a timeout, without API keys in
-their environment and without writing caches the stage commit would pick up.
+Tests and the linter run in the project's environment (``tilth.project_env``, never
+Tilth's own interpreter); in their own process group, with a timeout, without API keys
+in their environment and without writing caches the stage commit would pick up.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilth import proc
+from tilth.project_env import ProjectEnv
 from tilth.tools.shell import scrubbed_env
 
 OUTPUT_CAP = 4_000
@@ -88,18 +88,12 @@ def seed_test_files(worktree: Path, task_ids: Iterable[str]) -> list[str]:
     return found
 
 
-def project_python(worktree: Path) -> str:
-    """The worktree's own virtualenv interpreter when it has one, else Tilth's."""
-    for name in (".venv", "venv"):
-        candidate = worktree / name / "bin" / "python"
-        if candidate.exists():
-            return str(candidate)
-    return sys.executable
-
-
-def child_env(secrets: Sequence[str]) -> dict[str, str]:
-    """Tilth's environment scrubbed as for the worker's ``bash``, with caches turned off."""
-    return {**scrubbed_env(os.environ, secrets), "PYTHONDONTWRITEBYTECODE": "1"}
+def child_env(secrets: Sequence[str], environment: ProjectEnv | None = None) -> dict[str, str]:
+    """The worker ``bash``'s environment (scrubbed, project env active), caches turned off."""
+    env = scrubbed_env(os.environ, secrets)
+    if environment is not None:
+        env = environment.activate(env)
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _output(result: proc.ProcResult, worktree: Path) -> str:
@@ -112,23 +106,38 @@ def _output(result: proc.ProcResult, worktree: Path) -> str:
 
 
 def run_pytest(
-    worktree: Path, files: Sequence[str], *, timeout: float, secrets: Sequence[str] = ()
+    worktree: Path,
+    files: Sequence[str],
+    *,
+    environment: ProjectEnv,
+    timeout: float,
+    secrets: Sequence[str] = (),
 ) -> Check:
-    """``pytest -x -q <files>`` in the worktree."""
+    """The seed tests ``files`` in the worktree, as ``environment`` runs pytest."""
     if not files:
         return Check("pytest", True, "(no seed tests matched; nothing to run)")
-    cmd = [project_python(worktree), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *files]
-    shown = "python -m pytest -x -q " + " ".join(files)
-    result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets))
+    run = environment.pytest_invocation(files)
+    shown = run.shown
+    name = "tests" if environment.kind == "command" else "pytest"
+    env = child_env(secrets, environment)
+    result = proc.run(run.args, cwd=worktree, timeout=timeout, env=env, shell=run.shell)
     output = _output(result, worktree)
     if result.timed_out:
-        return Check("pytest", False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
-    return Check("pytest", result.returncode == 0, output, shown)
+        return Check(name, False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
+    return Check(name, result.returncode == 0, output, shown)
 
 
-def run_lint(worktree: Path, command: str, *, timeout: float, secrets: Sequence[str] = ()) -> Check:
-    """The configured lint command (a shell line) in the worktree."""
-    result = proc.run(command, cwd=worktree, timeout=timeout, env=child_env(secrets), shell=True)
+def run_lint(
+    worktree: Path,
+    command: str,
+    *,
+    timeout: float,
+    secrets: Sequence[str] = (),
+    environment: ProjectEnv | None = None,
+) -> Check:
+    """The configured lint command (a shell line) in the worktree, in the project's env."""
+    env = child_env(secrets, environment)
+    result = proc.run(command, cwd=worktree, timeout=timeout, env=env, shell=True)
     output = _output(result, worktree)
     if result.timed_out:
         return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)
@@ -139,13 +148,20 @@ def run_gate(
     worktree: Path,
     task_ids: Sequence[str],
     *,
+    environment: ProjectEnv,
     timeout: float,
     lint_command: str | None = None,
     secrets: Sequence[str] = (),
 ) -> GateRun:
     """The seed tests of ``task_ids``, then the linter when one is configured."""
     files = seed_test_files(worktree, task_ids)
-    checks = [run_pytest(worktree, files, timeout=timeout, secrets=secrets)]
+    checks = [
+        run_pytest(worktree, files, environment=environment, timeout=timeout, secrets=secrets)
+    ]
     if lint_command:
-        checks.append(run_lint(worktree, lint_command, timeout=timeout, secrets=secrets))
+        checks.append(
+            run_lint(
+                worktree, lint_command, timeout=timeout, secrets=secrets, environment=environment
+            )
+        )
     return GateRun(checks, files)

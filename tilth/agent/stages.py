@@ -91,6 +91,7 @@ def _case_handler(ctx: RunContext, task: dict[str, Any]) -> Callable[[ToolCall, 
         gate = run_gate(
             ctx.worktree,
             [task_id],
+            environment=ctx.project_env(),
             timeout=ctx.settings.test_timeout_seconds,
             secrets=secret_values(ctx.settings.env),
         )
@@ -222,6 +223,7 @@ def _verify(ctx: RunContext, task: dict[str, Any], state: TaskState) -> StageRes
     gate = run_gate(
         ctx.worktree,
         ids,
+        environment=ctx.project_env(),
         timeout=ctx.settings.test_timeout_seconds,
         lint_command=ctx.settings.lint_command,
         secrets=secret_values(ctx.settings.env),

@@ -31,6 +31,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "visualize": ("tilth.cli.visualize", "visualize", "Write a session's chat.html."),
     "chat": ("tilth.cli.chat", "chat", "Work with the model turn by turn in a directory."),
     "serve": ("tilth.cli.serve", "serve", "Open the local web UI."),
+    "doctor": ("tilth.cli.doctor", "doctor", "Check everything a real run needs."),
     "demo": ("tilth.cli.demo", "demo", "Run the scripted end-to-end demo (no network)."),
 }
 
@@ -91,10 +92,14 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    from tilth.errors import Interrupted, TilthError
+    from tilth.errors import Aborted, Interrupted, TilthError
 
     try:
         result: Any = cli.main(args=argv, prog_name="tilth", standalone_mode=False)
+    except Aborted as exc:
+        # Declining is a choice, not a failure: say so plainly (exit 1, no "error:").
+        click.secho(exc.message, fg="yellow", err=True)
+        return exc.exit_code
     except TilthError as exc:
         if isinstance(exc, Interrupted):
             # As click does for Ctrl-C: end the line the user was typing on first.
@@ -128,6 +133,10 @@ def _report(exc: Exception) -> None:
 
     message = str(exc)
     hint = exc.hint if isinstance(exc, TilthError) else None
+    output = getattr(exc, "output", "")
+    if isinstance(output, str) and output.strip():
+        # A failing TILTH_SETUP_COMMAND: its own words say what went wrong.
+        click.echo(output.rstrip(), err=True)
     click.secho(f"error: {message}", fg="red", bold=True, err=True)
     if hint:
         click.secho(f"hint: {hint}", fg="yellow", err=True)

@@ -11,6 +11,23 @@ from filelock import FileLock, Timeout
 from tilth.errors import SessionLocked
 
 
+def pid_alive(pid: int) -> bool:
+    """True when a process ``pid`` exists (zombies count as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[:1] != ["Z"]
+    except OSError:
+        return True
+
+
 class SessionLock:
     """Holds ``<session>/.lock``; the holder's pid is written beside it for messages."""
 
@@ -25,6 +42,17 @@ class SessionLock:
             return int(self._pid_path.read_text().strip())
         except (OSError, ValueError):
             return None
+
+    def owner(self) -> tuple[int | None, bool]:
+        """``(pid, alive)`` of the recorded holder, without touching the lock.
+
+        A holder that exits normally removes its pid; one killed (``kill -9``, a crash)
+        leaves it behind, so a recorded pid whose process is gone is a dead owner.
+        """
+        pid = self.holder_pid()
+        if pid is None:
+            return None, False
+        return pid, pid_alive(pid)
 
     def acquire(self) -> SessionLock:
         """Take the lock or raise ``SessionLocked`` naming the holder."""

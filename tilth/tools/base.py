@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tilth.errors import TilthError
 
 if TYPE_CHECKING:
+    from tilth.project_env import ProjectEnv
     from tilth.tools.paths import Workspace
 
 
@@ -52,6 +53,8 @@ class ToolContext:
     workspace: Workspace
     bash_timeout: float
     secrets: tuple[str, ...]
+    environment: ProjectEnv | None = None
+    """The project's environment, active in ``bash`` (None: Tilth's environment, scrubbed)."""
 
 
 @dataclass(frozen=True)

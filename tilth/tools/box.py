@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tilth.project_env import ProjectEnv
 from tilth.tools import files, search, shell
 from tilth.tools.base import Tool, ToolContext, ToolError, ToolObserver, ToolOutcome
 from tilth.tools.guard import check_command
@@ -41,6 +42,7 @@ class ToolBox:
         observer: ToolObserver | None = None,
         bash_timeout: float = 120.0,
         secrets: Sequence[str] = (),
+        environment: ProjectEnv | None = None,
         confirm: Callable[[str, str], bool] | None = None,
     ) -> None:
         unknown = [name for name in names if name not in REGISTRY]
@@ -51,7 +53,12 @@ class ToolBox:
         self.observer = observer
         self.confirm = confirm
         """``(command, reason) → run anyway?`` for a flagged command (a person in a chat)."""
-        self._ctx = ToolContext(self.workspace, bash_timeout, tuple(s for s in secrets if s))
+        self._ctx = ToolContext(
+            self.workspace,
+            bash_timeout,
+            tuple(s for s in secrets if s),
+            environment=environment,
+        )
 
     @property
     def root(self) -> Path:

@@ -75,6 +75,8 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
     if "\x00" in command:
         raise ToolError("'command' contains a NUL byte")
     env = scrubbed_env(os.environ, ctx.secrets)
+    if ctx.environment is not None:
+        env = ctx.environment.activate(env)
     with tempfile.TemporaryFile() as out:
         # Output goes to a file, not a pipe, so a backgrounded grandchild holding the
         # pipe open cannot keep us waiting after the command itself has finished.
