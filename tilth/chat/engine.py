@@ -31,8 +31,9 @@ from tilth.chat.session import (
 )
 from tilth.chat.toolview import describe_call, edit_diff, read_before
 from tilth.config import Settings
-from tilth.errors import ModelError, SessionLocked, TilthError, UsageError
+from tilth.errors import ModelError, ProjectEnvError, SessionLocked, TilthError, UsageError
 from tilth.model.base import Delta, Model, ToolCall
+from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.blob_store import BlobStore, remember_store
@@ -80,7 +81,13 @@ class ChatEngine(ChatTimeline):
         self.store = BlobStore.for_home(settings.home)
         self.capture = DirCapture(self.directory, self.store).start(background=index_in_background)
         self.recorder = DirRecorder(session, self.capture)
-        self.toolbox = ToolBox(self.directory, observer=self.capture, confirm=self._approve)
+        self.environment = _project_env(session, self.directory, settings)
+        self.toolbox = ToolBox(
+            self.directory,
+            observer=self.capture,
+            confirm=self._approve,
+            environment=self.environment,
+        )
         self.thread = session.threads.get(THREAD_KEY)
         self._busy = threading.Lock()
         self._first_use = True
@@ -326,6 +333,20 @@ class ChatEngine(ChatTimeline):
         """The chat's turn checkpoints, oldest first: turn N is ``turns()[N - 1]``."""
         found = self.controller.checkpoints().checkpoints
         return [cp for cp in found if cp.kind == "turn" and cp.actor == "chat"]
+
+
+def _project_env(session: Session, directory: Path, settings: Settings) -> ProjectEnv | None:
+    """The directory's own Python environment for ``bash`` (SPEC §5.4), when it has one.
+
+    A chat may work anywhere, not only in a Python project: without one, ``bash`` runs
+    with the plain environment (minus secrets), as any shell would.
+    """
+    try:
+        environment = resolve_project_env(directory, directory, settings)
+    except ProjectEnvError:
+        return None
+    session.log("environment", **environment.to_dict())
+    return environment
 
 
 def _shown_args(args: dict[str, Any]) -> dict[str, Any]:
