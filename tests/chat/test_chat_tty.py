@@ -168,11 +168,13 @@ def test_bad_input_on_a_terminal_is_a_clear_line_and_nothing_is_lost(tmp_path: P
         chat.send("/rewind 1 everything")
         chat.expect_exact("is not a scope")
         chat.prompt()
-        chat.send("still there?")
+        chat.child.send("still\x1b\r")  # Esc Enter: a second line in the same prompt
+        chat.send("there?")
         chat.expect(r"Still here\.")
         chat.prompt()
         assert chat.leave() == 0
         thread = _thread(home, work)
+        assert thread[-2]["content"] == "still\nthere?"
         assert thread[-1]["content"] == "Still here."
     finally:
         chat.close()

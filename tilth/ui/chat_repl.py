@@ -1,10 +1,10 @@
 """The terminal front end of a chat: the input loop, slash commands and the rewind picker.
 
 Interactive (stdin a terminal): a prompt_toolkit prompt with history and multi-line
-input (Enter sends, Esc Enter or Ctrl-J adds a line), ``Esc Esc`` on an empty prompt
-opens the picker, Ctrl-C cancels the turn in flight (at the prompt it clears the line),
-Ctrl-D leaves. Turns run on a worker thread so Ctrl-C reaches the main thread at once;
-a risky ``bash`` command's ``[y/N]`` is asked on the main thread too.
+input (Enter sends, Esc Enter adds a line; pasted text keeps its lines), ``Esc Esc`` on
+an empty prompt opens the picker, Ctrl-C cancels the turn in flight (at the prompt it
+clears the line), Ctrl-D leaves. Turns run on a worker thread so Ctrl-C reaches the main
+thread at once; a risky ``bash`` command's ``[y/N]`` is asked on the main thread too.
 
 Scriptable (stdin not a terminal): one prompt or slash command per line, arguments
 inline, errors as lines, the end of input ends the chat.
@@ -139,12 +139,14 @@ class ChatRepl:
                 if not event.current_buffer.text.strip():
                     event.app.exit(result=PICKER)
 
+            # Enter sends. Ctrl-J sends too: lines typed ahead while a turn runs reach the
+            # prompt through the terminal's line discipline, which turns Enter into Ctrl-J.
             @bindings.add("enter")
+            @bindings.add("c-j")
             def _send(event: Any) -> None:
                 event.current_buffer.validate_and_handle()
 
             @bindings.add("escape", "enter")
-            @bindings.add("c-j")
             def _newline(event: Any) -> None:
                 event.current_buffer.insert_text("\n")
 
