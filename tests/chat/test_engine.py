@@ -248,3 +248,22 @@ def test_sessions_lists_a_chat_with_its_kind_and_run_ignores_it(tmp_path: Path) 
     # `tilth run` looks for the repository's runs: a chat there is not one.
     assert sessions_for(settings.sessions_dir, repo, ("running",)) == []
     assert [s.id for s in sessions_for(settings.sessions_dir, repo, kind="chat")] == [engine.id]
+
+
+def test_an_unreadable_file_is_a_gap_not_a_failure(tmp_path: Path) -> None:
+    import os
+
+    work = tmp_path / "work"
+    work.mkdir()
+    secret = work / "secret.txt"
+    secret.write_text("no\n")
+    secret.chmod(0o000)
+    if os.access(secret, os.R_OK):
+        secret.chmod(0o600)
+        pytest.skip("this user can read any file")
+    try:
+        engine, _ = start(tmp_path, work, [reply("fine")])
+        assert engine.send("hello")["outcome"] == "done"
+        assert any("unreadable, not captured: secret.txt" in g for g in engine.capture.start_gaps)
+    finally:
+        secret.chmod(0o600)

@@ -172,6 +172,17 @@ class ChatTimeline:
         self.emit("forked", **data)
         return data
 
+    def plan_summarize(self, number: int, direction: str) -> dict[str, Any]:
+        """What summarizing from / up to turn ``number`` replaces (writes nothing)."""
+        from tilth.timeline.rewind.summarize import split_thread
+
+        if direction not in DIRECTIONS:
+            raise UsageError(f"direction must be 'from' or 'up-to', got {direction!r}")
+        target = self.turn(number)
+        _, chosen, _ = split_thread(self.thread.read(), target.threads.get(THREAD_KEY), direction)
+        prompts = sum(1 for m in chosen if m.message.get("role") == "user")
+        return {"turn": number, "direction": direction, "messages": len(chosen), "prompts": prompts}
+
     def summarize(self, number: int, direction: str) -> dict[str, Any]:
         """Replace the conversation up to / from the instant before turn N with a summary."""
         if direction not in DIRECTIONS:

@@ -366,7 +366,8 @@ class ChatRepl:
         target = self.engine.turn(turn)
         self.io.say(
             f"fork: a new chat session whose directory and conversation are those of just "
-            f"before turn {turn} ({terminal_safe(target.label)}); this chat stays as it is"
+            f"before turn {turn} ({terminal_safe(target.label)}), in a directory of its own; "
+            "this chat and its directory stay as they are"
         )
         if self.interactive and not self._yes("Go ahead?"):
             raise Aborted("cancelled; nothing was changed")
@@ -382,9 +383,11 @@ class ChatRepl:
 
     def _summarize(self, turn: int, direction: str) -> None:
         where = "up to" if direction == "up-to" else "from"
+        plan = self.engine.plan_summarize(turn, direction)
         self.io.say(
-            f"summarize: the conversation {where} just before turn {turn} is replaced by a "
-            "summary the model writes (later rewinds still work)"
+            f"summarize: {plan['messages']} message(s) ({plan['prompts']} of them yours) "
+            f"{where} just before turn {turn} are replaced by one summary the model writes; "
+            "files are not touched and later rewinds still work"
         )
         if self.interactive and not self._yes("Go ahead?"):
             raise Aborted("cancelled; nothing was changed")

@@ -107,7 +107,11 @@ class DirCapture:
         manifest: Files = {}
         gaps: list[str] = []
         for rel in files:
-            state = read_state(self.root / rel)
+            try:
+                state = read_state(self.root / rel)
+            except OSError as exc:
+                gaps.append(f"unreadable, not captured: {rel} ({exc.strerror or exc})")
+                continue
             if state is None:
                 continue
             stored = store_state(self.store, rel, state, self.cap)
@@ -277,7 +281,13 @@ class DirCapture:
                 if os.path.lexists(self.root / rel):
                     ignored_hits.append(rel)
                 continue
-            state = read_state(self.root / rel)
+            try:
+                state = read_state(self.root / rel)
+            except OSError as exc:
+                gaps.append(f"unreadable, not captured: {rel} ({exc.strerror or exc})")
+                if rel in self.overlay:
+                    overlay[rel] = self.overlay[rel]
+                continue
             now = entry_of(state) if state is not None else None
             before = self.overlay[rel] if rel in self.overlay else self.manifest.get(rel)
             if now != before:
