@@ -20,6 +20,7 @@ from tilth.errors import ConfigError
 Role = Literal["worker", "evaluator", "prep"]
 ROLES: tuple[Role, ...] = ("worker", "evaluator", "prep")
 TIERS = ("L1", "L2")
+SANDBOX_MODES = ("auto", "required", "off")
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,11 @@ class Settings:
     """Shell line run once in every new worktree (``TILTH_SETUP_COMMAND``); None = none."""
     setup_timeout_seconds: float = 900.0
     """Time limit for ``TILTH_SETUP_COMMAND`` (``TILTH_SETUP_TIMEOUT_SECONDS``)."""
+    sandbox: str = "auto"
+    """The worker's ``bash`` sandbox (``TILTH_SANDBOX``): ``auto`` uses bubblewrap when it works
+    and warns loudly when not, ``required`` refuses to run without it, ``off`` never uses it."""
+    sandbox_network: bool = True
+    """Whether sandboxed ``bash`` keeps the network (``TILTH_SANDBOX_NETWORK=on|off``)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
     warnings: tuple[str, ...] = ()
@@ -245,6 +251,14 @@ def _minutes(env: Mapping[str, str], name: str) -> float:
     return int(value) if value.is_integer() else value
 
 
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    """One of ``allowed`` from ``env[name]`` (case-insensitive; blank = ``default``)."""
+    value = (env.get(name) or default).strip().lower()
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read every setting; raises ``ConfigError`` naming a malformed variable."""
     warnings: list[str] = []
@@ -253,6 +267,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     home = Path(env.get("TILTH_HOME", str(Path.home() / ".tilth"))).expanduser().absolute()
     sessions = Path(env.get("TILTH_SESSIONS_DIR", str(home / "sessions"))).expanduser().absolute()
     files = tuple(f.strip() for f in env.get("TILTH_CONTEXT_FILES", "").split(",") if f.strip())
+    sandbox = _choice(env, "TILTH_SANDBOX", SANDBOX_MODES, "auto")
+    network = _choice(env, "TILTH_SANDBOX_NETWORK", ("on", "off"), "on") == "on"
     tier = env.get("TILTH_DEFAULT_TIER", "L1").upper()
     if tier not in TIERS:
         raise ConfigError(f"TILTH_DEFAULT_TIER must be one of {', '.join(TIERS)}, got {tier!r}")
@@ -277,6 +293,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         test_command=env.get("TILTH_TEST_COMMAND") or None,
         setup_command=env.get("TILTH_SETUP_COMMAND") or None,
         setup_timeout_seconds=_float(env, "TILTH_SETUP_TIMEOUT_SECONDS", positive=True),
+        sandbox=sandbox,
+        sandbox_network=network,
         env=env,
         warnings=tuple(warnings),
     )

@@ -19,8 +19,22 @@ FALLBACK_EMAIL = "tilth@localhost"
 DEFAULT_TIMEOUT = 120.0
 
 
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+INERT = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+"""Options on every call: no user hook and no fsmonitor command ever runs from Tilth's git."""
+
+# Variables that would point git at another repository or index than the one asked for.
+_RELOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
+
+
+def inert_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Tilth's environment without secrets (API keys, ``TILTH_*``) or repository overrides."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.upper().endswith("_API_KEY")
+        and not key.upper().startswith("TILTH_")
+        and key not in _RELOCATING
+    }
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
     if extra:
         env.update(extra)
@@ -36,8 +50,9 @@ def git(
     input_text: str | None = None,
 ) -> str:
     """Run ``git <args>`` in ``cwd`` and return stdout; raise ``GitError`` on failure."""
-    cmd = ["git", *args]
-    result = proc.run(cmd, cwd=cwd, timeout=timeout, env=_env(env), input_text=input_text)
+    cmd = ["git", *args]  # as shown in errors; the INERT options are always added
+    run = ["git", *INERT, *args]
+    result = proc.run(run, cwd=cwd, timeout=timeout, env=inert_env(env), input_text=input_text)
     if result.timed_out:
         raise GitError(cmd, -9, f"timed out after {timeout:.0f}s")
     if check and result.returncode != 0:
@@ -47,7 +62,7 @@ def git(
 
 def ok(*args: str, cwd: Path) -> bool:
     """True when ``git <args>`` exits 0."""
-    result = proc.run(["git", *args], cwd=cwd, timeout=DEFAULT_TIMEOUT, env=_env())
+    result = proc.run(["git", *INERT, *args], cwd=cwd, timeout=DEFAULT_TIMEOUT, env=inert_env())
     return result.returncode == 0
 
 
@@ -92,9 +107,17 @@ def head(cwd: Path) -> str:
 def rev_parse(rev: str, cwd: Path) -> str | None:
     """The full sha of ``rev``, or None when it does not resolve to a commit."""
     out = proc.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=cwd, env=_env()
+        ["git", *INERT, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        cwd=cwd,
+        env=inert_env(),
     )
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def current_branch(cwd: Path) -> str | None:
+    """The branch HEAD is on, or None when HEAD is detached."""
+    out = git("symbolic-ref", "-q", "--short", "HEAD", cwd=cwd, check=False).strip()
+    return out or None
 
 
 def is_ancestor(ancestor: str, descendant: str, cwd: Path) -> bool:

@@ -75,8 +75,13 @@ class ProjectEnv:
             active.pop("PYTHONHOME", None)
         return active
 
-    def pytest_invocation(self, files: Sequence[str]) -> TestInvocation:
-        """The command that runs ``files`` (workspace-relative) with pytest in the worktree."""
+    def pytest_invocation(
+        self, files: Sequence[str], options: Sequence[str] = ()
+    ) -> TestInvocation:
+        """The command that runs ``files`` with pytest in the worktree.
+
+        ``options`` are extra pytest options (ignored by a ``TILTH_TEST_COMMAND``).
+        """
         quoted = " ".join(shlex.quote(f) for f in files)
         if self.kind == "command":
             assert self.command is not None
@@ -86,13 +91,20 @@ class ProjectEnv:
                 else f"{self.command} {quoted}".rstrip()
             )
             return TestInvocation(line, True, line)
-        tail = [*PYTEST_ARGS, *files]
+        tail = [*PYTEST_ARGS, *options, *files]
         if self.kind == "uv":
             argv = ["uv", "run", "python", "-m", "pytest", *tail]
             return TestInvocation(argv, False, shlex.join(argv))
         assert self.python is not None
         argv = [str(self.python), "-m", "pytest", *tail]
         return TestInvocation(argv, False, "python -m pytest " + " ".join([*tail]))
+
+    def readable_paths(self) -> tuple[Path, ...]:
+        """Where this environment lives, for the sandbox to show read-only."""
+        places = [self.venv, self.bin_dir]
+        if self.python is not None:
+            places.append(self.python.parent)
+        return tuple(p for p in places if p is not None)
 
     def to_dict(self) -> dict[str, object]:
         """The ``environment`` event's payload."""

@@ -267,3 +267,25 @@ def test_an_unreadable_file_is_a_gap_not_a_failure(tmp_path: Path) -> None:
         assert any("unreadable, not captured: secret.txt" in g for g in engine.capture.start_gaps)
     finally:
         secret.chmod(0o600)
+
+
+def test_bash_runs_in_the_workers_sandbox_with_the_directory_writable(tmp_path: Path) -> None:
+    from tilth.tools.sandbox import probe
+
+    if not probe()[0]:
+        pytest.skip("bubblewrap cannot make a sandbox here")
+    repo = make_repo(tmp_path / "repo")
+    before = tree_hash(repo / ".git")
+    command = (
+        "echo in > inside.txt; echo out > ../outside.txt; echo x > .git/evil; "
+        f"ls {tmp_path / 'home'}/sessions/*/checkpoint.json 2>/dev/null | wc -l"
+    )
+    engine, events = start(tmp_path, repo, [reply(None, tool_call("bash", command=command))])
+    engine.send("try to escape")
+    assert engine.sandbox is not None and engine.sandbox_warning() is None
+    assert (repo / "inside.txt").read_text() == "in\n"
+    assert not (tmp_path / "outside.txt").exists()
+    assert not (repo / ".git" / "evil").exists()
+    assert tree_hash(repo / ".git") == before
+    result = events.of("tool_finished")[0]["result"]
+    assert result.splitlines()[-2].strip() == "0"  # the session files are hidden from it

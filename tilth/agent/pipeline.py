@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tilth import git
+from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.run_context import RunContext
 from tilth.agent.stages import StageResult, run_stage
 from tilth.agent.task_state import TaskState
@@ -126,6 +127,7 @@ def _commit_finished_stages(ctx: RunContext, state: TaskState) -> None:
     for stage in state.stages_done:
         if stage in state.stage_commits:
             continue
+        require_session_branch(ctx.worktree, ctx.session.branch, ctx.session.id)
         sha = git.commit_all(
             ctx.worktree, stage_commit_message(state.task_id, stage), allow_empty=True
         )

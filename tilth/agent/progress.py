@@ -46,6 +46,7 @@ class TerminalProgress:
         tokens: int | None = None,
     ) -> None:
         """Update what is shown; a new task or stage clears the turn."""
+        self.out.raise_if_closed()  # nobody reads us any more: stop as on Ctrl-C
         if task is not None and task != self.task:
             self.task, self.stage, self.turn = task, None, None
         if stage is not None and stage != self.stage:
@@ -68,6 +69,7 @@ class TerminalProgress:
     def note(self, text: str, style: str | None = None) -> None:
         """A notable line, printed above the status line."""
         self.out.say(text, style=style)
+        self.out.raise_if_closed()
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> TerminalProgress:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.loop import CAP_SETTINGS, Stop, run_loop
 from tilth.agent.progress import TerminalProgress
 from tilth.agent.records import task_counts
@@ -25,6 +26,7 @@ from tilth.errors import SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
 from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
+from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
 from tilth.ui.io import IO
 from tilth.worktree_setup import prepare_worktree
 
@@ -109,6 +111,7 @@ def _before_loop(
     worktree = ensure_session_worktree(session, settings, out)
     if not had_worktree:
         out.warn(f"the worktree was missing; re-created it at {worktree}")
+    require_session_branch(worktree, session.branch, session.id)
     environment = choose_environment(session, worktree, settings)
     if resume:
         plan = prepare_resume(session, worktree)
@@ -136,6 +139,7 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
     with session.lock(), _sigterm_as_interrupt():
         # Models before anything else: a missing setting fails here, with nothing changed yet.
         worker, evaluator = models_for_run(settings, session, out)
+        sandboxed = check_sandbox(settings, out)
         from tilth.timeline import Recorder
 
         try:
@@ -143,6 +147,7 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
         except TilthError as exc:
             _log_early_stop(session, exc, resume=resume)
             raise
+        session.log("sandbox", mode=settings.sandbox, **sandboxed)
         session.set_status("running")
         scripted = is_scripted(worker) or is_scripted(evaluator)
         _print_header(out, session, worktree, worker, evaluator, scripted, environment)
@@ -161,6 +166,13 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
                 started=started,
                 environment=environment,
                 on_delta=progress.on_delta,
+                sandbox=sandbox_for(
+                    settings,
+                    worktree,
+                    session_dir=session.dir,
+                    source=session.source,
+                    readable=environment.readable_paths(),
+                ),
             )
             stop = run_loop(ctx)
         chat = _write_chat_html(session, out)
@@ -184,22 +196,40 @@ def _log_early_stop(session: Session, exc: TilthError, *, resume: bool) -> None:
         pass
 
 
+def check_sandbox(settings: Settings, out: IO) -> dict[str, Any]:
+    """Refuse (``required``) or warn once, loudly (``auto``), when bash cannot be sandboxed."""
+    usable, detail = sandbox_status(settings)
+    if not usable and settings.sandbox == "required":
+        sandbox_for(settings, Path("/"))  # raises SandboxUnavailable with the hint
+    if not usable and settings.sandbox == "auto":
+        out.warn(unsandboxed_warning(detail))
+    return {"sandboxed": usable, "detail": detail}
+
+
+_STOP_SIGNALS: dict[int, str] = {
+    signal.SIGTERM: "stopped by SIGTERM",
+    signal.SIGHUP: "the terminal was closed (SIGHUP)",
+}
+
+
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the run like Ctrl-C: state saved, ``stop {interrupted}``, lock released."""
+    """SIGTERM and SIGHUP stop the run like Ctrl-C: state saved, ``stop {interrupted}``,
+    summary, lock released. (A closed output pipe does the same through ``IO``.)"""
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(_STOP_SIGNALS.get(signum, f"signal {signum}"))
 
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
+        previous = {sig: signal.signal(sig, interrupt) for sig in _STOP_SIGNALS}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager

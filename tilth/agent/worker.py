@@ -98,6 +98,7 @@ def make_toolbox(ctx: RunContext) -> ToolBox:
         observer=getattr(ctx.recorder, "observer", None),
         secrets=secret_values(ctx.settings.env),
         environment=ctx.project_env(),
+        sandbox=ctx.sandbox,
     )
 
 

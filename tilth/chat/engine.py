@@ -41,6 +41,7 @@ from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.record.dir_capture import DirCapture
 from tilth.timeline.record.dir_recorder import DirRecorder
 from tilth.tools import ToolBox
+from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
 
 MAX_STEPS_PER_TURN = 40
 """Model calls in one user turn before the engine stops and hands back to the person."""
@@ -82,11 +83,20 @@ class ChatEngine(ChatTimeline):
         self.capture = DirCapture(self.directory, self.store).start(background=index_in_background)
         self.recorder = DirRecorder(session, self.capture)
         self.environment = _project_env(session, self.directory, settings)
+        # The autonomous worker's sandbox (SPEC 5.5), with the directory as the one
+        # writable place (its .git stays read-only); None runs unsandboxed (auto).
+        self.sandbox = sandbox_for(
+            settings,
+            self.directory,
+            session_dir=session.dir,
+            readable=self.environment.readable_paths() if self.environment else (),
+        )
         self.toolbox = ToolBox(
             self.directory,
             observer=self.capture,
             confirm=self._approve,
             environment=self.environment,
+            sandbox=self.sandbox,
         )
         self.thread = session.threads.get(THREAD_KEY)
         self._busy = threading.Lock()
@@ -130,6 +140,12 @@ class ChatEngine(ChatTimeline):
     @property
     def id(self) -> str:
         return self.session.id
+
+    def sandbox_warning(self) -> str | None:
+        """The one line to show when ``bash`` runs without the sandbox (None when sandboxed)."""
+        if self.sandbox is not None:
+            return None
+        return unsandboxed_warning(sandbox_status(self.settings)[1])
 
     @property
     def tokens_used(self) -> int:

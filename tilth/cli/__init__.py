@@ -117,26 +117,41 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
-    except Exception as exc:  # the CLI boundary: never a bare traceback
-        if os.environ.get("TILTH_DEBUG"):
-            raise
-        click.secho(f"error: unexpected {type(exc).__name__}: {exc}", fg="red", bold=True, err=True)
-        click.secho("hint: set TILTH_DEBUG=1 to see the traceback", fg="yellow", err=True)
+    except OSError as exc:
+        if os.environ.get("TILTH_DEBUG") or not exc.filename:
+            return _unexpected(exc)
+        from tilth.errors import StorageError
+
+        _report(StorageError("use", exc.filename, exc))
         return 1
+    except Exception as exc:  # the CLI boundary: never a bare traceback
+        return _unexpected(exc)
     if isinstance(result, int):
         return result
     return 0
 
 
+def _unexpected(exc: Exception) -> int:
+    if os.environ.get("TILTH_DEBUG"):
+        raise exc
+    from tilth.ui.io import neutralise
+
+    shown = neutralise(f"error: unexpected {type(exc).__name__}: {exc}")
+    click.secho(shown, fg="red", bold=True, err=True)
+    click.secho("hint: set TILTH_DEBUG=1 to see the traceback", fg="yellow", err=True)
+    return 1
+
+
 def _report(exc: Exception) -> None:
     from tilth.errors import TilthError
+    from tilth.ui.io import neutralise
 
-    message = str(exc)
-    hint = exc.hint if isinstance(exc, TilthError) else None
+    message = neutralise(str(exc))
+    hint = neutralise(exc.hint) if isinstance(exc, TilthError) and exc.hint else None
     output = getattr(exc, "output", "")
     if isinstance(output, str) and output.strip():
         # A failing TILTH_SETUP_COMMAND: its own words say what went wrong.
-        click.echo(output.rstrip(), err=True)
+        click.echo(neutralise(output.rstrip()), err=True)
     click.secho(f"error: {message}", fg="red", bold=True, err=True)
     if hint:
         click.secho(f"hint: {hint}", fg="yellow", err=True)

@@ -58,6 +58,9 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
         assert where is not None
         engine = ChatEngine.start(cfg, where, model, **options)
         out.note(f"tilth chat: session {engine.id} in {engine.directory}")
+    warning = engine.sandbox_warning()
+    if warning:
+        out.warn(warning)
     if interactive:
         out.note("/help for commands · Esc Esc on an empty prompt to rewind · Ctrl-D to leave")
     repl = ChatRepl(engine, out, view, interactive=interactive, history=cfg.home / "chat-history")

@@ -7,7 +7,7 @@ from contextlib import ExitStack
 import click
 
 from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
-from tilth.errors import SessionLocked, UsageError
+from tilth.errors import SessionLocked, StorageError, UsageError
 from tilth.session.store import Session
 from tilth.timeline import SCOPES, Checkpoint, recover
 from tilth.timeline.controller import TimelineController
@@ -20,6 +20,9 @@ def _recover_if_free(session: Session, out: IO) -> None:
         with session.lock():
             message = recover(session)
     except SessionLocked:
+        return
+    except StorageError as exc:  # a read-only session directory can still be read
+        out.note(f"{exc.message}; showing the session as it is on disk")
         return
     if message:
         out.warn(message)

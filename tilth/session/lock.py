@@ -8,7 +8,7 @@ from types import TracebackType
 
 from filelock import FileLock, Timeout
 
-from tilth.errors import SessionLocked
+from tilth.errors import SessionLocked, StorageError
 
 
 def pid_alive(pid: int) -> bool:
@@ -55,7 +55,15 @@ class SessionLock:
         return pid, pid_alive(pid)
 
     def acquire(self) -> SessionLock:
-        """Take the lock or raise ``SessionLocked`` naming the holder."""
+        """Take the lock or raise ``SessionLocked`` naming the holder.
+
+        A session directory Tilth may not write to is a ``StorageError`` naming the
+        lock file, not a lock held by "another process".
+        """
+        try:
+            os.close(os.open(self._lock.lock_file, os.O_RDWR | os.O_CREAT, 0o644))
+        except OSError as exc:
+            raise StorageError.wrap("lock", self._lock.lock_file, exc) from None
         try:
             self._lock.acquire()
         except Timeout:
@@ -65,7 +73,11 @@ class SessionLock:
                 f"session {self.session_id} is in use by {who}",
                 hint="wait for it to finish, or stop it (Ctrl-C) and try again",
             ) from None
-        self._pid_path.write_text(str(os.getpid()))
+        try:
+            self._pid_path.write_text(str(os.getpid()))
+        except OSError as exc:
+            self._lock.release(force=True)
+            raise StorageError.wrap("write", self._pid_path, exc) from None
         return self
 
     def release(self) -> None:

@@ -12,6 +12,7 @@ from tilth.errors import TilthError
 if TYPE_CHECKING:
     from tilth.project_env import ProjectEnv
     from tilth.tools.paths import Workspace
+    from tilth.tools.sandbox import Sandbox
 
 
 class ToolError(TilthError):
@@ -55,6 +56,8 @@ class ToolContext:
     secrets: tuple[str, ...]
     environment: ProjectEnv | None = None
     """The project's environment, active in ``bash`` (None: Tilth's environment, scrubbed)."""
+    sandbox: Sandbox | None = None
+    """Where ``bash`` runs confined (None: unsandboxed)."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from tilth.tools import files, search, shell
 from tilth.tools.base import Tool, ToolContext, ToolError, ToolObserver, ToolOutcome
 from tilth.tools.guard import check_command
 from tilth.tools.paths import Workspace
+from tilth.tools.sandbox import Sandbox
 
 WORKER_TOOL_NAMES = ("bash", "read_file", "write_file", "edit_file", "glob", "grep")
 READ_ONLY_TOOL_NAMES = ("read_file", "glob", "grep")
@@ -30,8 +31,8 @@ class ToolBox:
     tools, escapes and tool failures all come back as an error ``ToolOutcome``
     the model can act on. Before an edit tool writes, the observer hears the
     resolved path; every shell command is checked by the guard, then bracketed
-    by ``before_bash``/``after_bash``. A command the guard flags runs only when
-    ``confirm`` (when given) approves it.
+    by ``before_bash``/``after_bash``; with a ``sandbox``, ``bash`` runs inside it. A
+    command the guard flags runs only when ``confirm`` (when given) approves it.
     """
 
     def __init__(
@@ -43,6 +44,7 @@ class ToolBox:
         bash_timeout: float = 120.0,
         secrets: Sequence[str] = (),
         environment: ProjectEnv | None = None,
+        sandbox: Sandbox | None = None,
         confirm: Callable[[str, str], bool] | None = None,
     ) -> None:
         unknown = [name for name in names if name not in REGISTRY]
@@ -58,6 +60,7 @@ class ToolBox:
             bash_timeout,
             tuple(s for s in secrets if s),
             environment=environment,
+            sandbox=sandbox,
         )
 
     @property
