@@ -195,3 +195,21 @@ def test_an_interrupted_chat_rewind_is_finished_on_the_next_start(tmp_path: Path
     result = again.send("after the crash")  # recovery runs first, under the lock
     assert result["turn"] == 1
     assert sorted(os.listdir(work)) == ["keep.txt"]
+
+
+def test_reset_deletes_a_chat_session_but_never_its_directory_or_git(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"README.md": "# r\n"})
+    engine, _, _ = story(tmp_path, directory=repo)
+    engine.close()
+    before = tree_hash(repo / ".git")
+    env = {"TILTH_HOME": str(engine.settings.home)}
+    resumed = run_cli("resume", engine.id, env=env)
+    assert resumed.returncode == 2
+    assert f"tilth chat --resume {engine.id}" in resumed.stderr
+    to_seed = run_cli("reset", "--to-seed", engine.id, "-y", env=env)
+    assert to_seed.returncode != 0 and "Traceback" not in to_seed.stderr
+    done = run_cli("reset", engine.id, "-y", env=env)
+    assert done.returncode == 0, done.stderr
+    assert not engine.session.dir.exists()
+    assert sorted(os.listdir(repo)) == [".git", "README.md", "hello.py", "keep.txt", "made.txt"]
+    assert tree_hash(repo / ".git") == before
