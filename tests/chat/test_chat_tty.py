@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.chat.tty import TtyChat, chat_env, server_for
-from tilth.model import delay, error, reply, tool_call
+from tilth.model import error, reply, tool_call
+from tilth.model.script import stall
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -124,7 +125,7 @@ def test_bad_input_on_a_terminal_is_a_clear_line_and_nothing_is_lost(tmp_path: P
         [
             reply("Writing.", WRITE),
             error(500, "the provider fell over"),
-            delay(1.5, reply("too late " * 50)),
+            stall(2.0, reply("streaming words " * 40), after=2),
             reply(None, risky),
             reply("Ran it."),
             reply("Still here."),
@@ -146,13 +147,14 @@ def test_bad_input_on_a_terminal_is_a_clear_line_and_nothing_is_lost(tmp_path: P
         chat.expect_exact("the chat goes on")
         chat.prompt()
         assert (work / "hello.py").exists()
-        # Ctrl-C while the reply is on its way: the turn is cancelled, not the chat.
+        # Ctrl-C in the middle of a streamed reply: the turn is cancelled, not the chat.
         chat.send("talk slowly")
-        chat.expect_exact("talk slowly")
+        chat.expect_exact("streaming words")  # the first pieces are on the screen
         chat.child.send("\x03")
         chat.expect_exact("cancelling the turn")
         chat.expect_exact("cancelled: the turn was interrupted")
         chat.prompt()
+        assert "streaming words" not in json.dumps(_thread(home, work))  # the partial reply
         # A risky command asks first.
         chat.send("run the risky thing")
         chat.answer("Run it? [y/N]", "y")
