@@ -213,3 +213,21 @@ def test_reset_deletes_a_chat_session_but_never_its_directory_or_git(tmp_path: P
     assert not engine.session.dir.exists()
     assert sorted(os.listdir(repo)) == [".git", "README.md", "hello.py", "keep.txt", "made.txt"]
     assert tree_hash(repo / ".git") == before
+
+
+def test_summarize_from_the_command_line_on_a_chat_session(tmp_path: Path) -> None:
+    from tests.chat.tty import chat_env, server_for
+
+    engine, _, _ = story(tmp_path)
+    engine.close()
+    ref = engine.turns()[1].id
+    server = server_for([reply("Earlier, hello.py was written.")])
+    try:
+        env = chat_env(engine.settings.home, server)
+        done = run_cli("summarize", engine.id, "--at", ref, "--direction", "up-to", env=env)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert "summarized 4 message(s) up-to" in done.stdout
+    history = engine.history()
+    assert history[0]["kind"] == "summary" and "hello.py was written" in history[0]["text"]
