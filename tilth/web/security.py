@@ -148,7 +148,7 @@ class Guard:
         else:
             if same(_query_token(scope), self.token):
                 set_cookie = not same(cookie, self.token)
-            elif not same(cookie, self.token):
+            elif not (same(cookie, self.token) or same(_bearer(headers), self.token)):
                 await _deny(send, 401, "missing or wrong token", _TOKEN_HINT)
                 return
 

@@ -69,6 +69,8 @@ def serve(
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the Ctrl-C it handled; stopping the server is the normal end
     finally:
         sock.close()
     return 0

@@ -263,7 +263,7 @@ const Timeline = (() => {
     const output = task.state && task.state.outputs ? task.state.outputs[stage] : undefined;
     const vs = verdicts.get(task.id + "|" + stage) || [];
     return el("li", { class: "stage" + (done ? " done" : current ? " current" : ""), "data-test": "stage", "data-stage": stage },
-      el("div", { class: "stage-head" },
+      el("div", { class: "stage-head", "data-cp": stageCp ? stageCp.id : null },
         el("span", { class: "stage-name" }, stage),
         el("span", { class: "stage-state" }, done ? "done" : current ? "running" : "pending"),
         stageCp ? el("span", { class: "mono muted" }, stageCp.id + " " + stageCp.head.slice(0, 10)) : null,
@@ -281,7 +281,7 @@ const Timeline = (() => {
     const cps = data.checkpoints.filter((c) => c.task_id === task.id);
     const start = cps.find((c) => c.kind === "task_start");
     return el("article", { class: "task status-" + task.status, "data-test": "task", "data-task": task.id },
-      el("header", {},
+      el("header", { "data-cp": start ? start.id : null },
         el("span", { class: "task-id mono" }, task.id),
         el("span", { class: "task-title", "data-test": "task-title" }, task.title || ""),
         el("span", { class: "tier" }, task.tier),
