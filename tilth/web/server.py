@@ -19,7 +19,9 @@ GRACEFUL_SECONDS = 3
 
 def bind(port: int) -> socket.socket:
     """A listening socket on 127.0.0.1:``port`` (0 picks a free port)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose
+    # proto says TCP; with proto 0 every keep-alive response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((HOST, port))
