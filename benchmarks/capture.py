@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tilth.timeline.capture import TurnCapture, TurnResult
-from tilth.timeline.overlay import apply_code, keep_conflicts, plan_code
-from tilth.timeline.snapshots import BlobStore
+from tilth.timeline.record.blob_store import BlobStore
+from tilth.timeline.record.turn_capture import TurnCapture, TurnResult
+from tilth.timeline.rewind.code_restore import apply_code, keep_conflicts, plan_code
 
 ENV = {
     **os.environ,

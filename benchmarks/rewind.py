@@ -43,9 +43,9 @@ if str(ROOT) not in sys.path:
 from tilth import git  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder, execute_rewind, plan_rewind, resolve_checkpoint  # noqa: E402
-from tilth.timeline.harness import log_tail  # noqa: E402
-from tilth.timeline.seed_reset import find_anchor, plan_reset_to_seed, preflight  # noqa: E402
-from tilth.timeline.worktree import tally_events  # noqa: E402
+from tilth.timeline.record.state_capture import log_tail  # noqa: E402
+from tilth.timeline.rewind.change_report import tally_events  # noqa: E402
+from tilth.timeline.rewind.seed_reset import find_anchor, plan_reset_to_seed, preflight  # noqa: E402
 
 ENV = {
     "GIT_AUTHOR_NAME": "bench",

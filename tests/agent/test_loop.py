@@ -17,9 +17,9 @@ from agent.support import (
     tilth,
 )
 from tilth import git
-from tilth.agent.task_state import L1_STAGES
 from tilth.demo.script import WORKER, Recipe, Team
 from tilth.model.script import Reply, error
+from tilth.session.pipelines import L1_STAGES
 
 DOCSTRING = '"""Count the words in text."""'
 

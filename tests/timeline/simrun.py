@@ -21,7 +21,7 @@ from tilth import git
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import Session
 from tilth.timeline import Checkpoint, Recorder
-from tilth.timeline.worktree import tree_hash
+from tilth.timeline.rewind.change_report import tree_hash
 
 STAGES = {
     "L1": ("planning", "implementing", "code_review", "verifying"),

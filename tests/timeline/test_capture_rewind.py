@@ -14,7 +14,7 @@ from tests.timeline.simrun import prep
 from tilth import git
 from tilth.session.store import Session
 from tilth.timeline import Recorder, list_checkpoints, resolve_checkpoint
-from tilth.timeline.worktree import tree_hash
+from tilth.timeline.rewind.change_report import tree_hash
 from tilth.tools import ToolBox
 
 

@@ -22,10 +22,10 @@ import pytest
 from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, worktree_of
 from tilth.timeline import plan_rewind, recover, resolve_checkpoint
-from tilth.timeline.engine import steps_for
-from tilth.timeline.journal import journal_path, read_operations
-from tilth.timeline.restart import plan_restart
-from tilth.timeline.seed_reset import plan_reset_to_seed, preflight
+from tilth.timeline.rewind.executor import steps_for
+from tilth.timeline.rewind.journal import journal_path, read_operations
+from tilth.timeline.rewind.restart import plan_restart
+from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
 
 _OP_ID = re.compile(rb"op-\d{8}-\d{6}-[0-9a-f]{6}")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")

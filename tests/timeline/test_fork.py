@@ -9,8 +9,8 @@ from tests.timeline.test_capture_rewind import Driver, _cli, _session
 from tilth import git
 from tilth.session.store import Session
 from tilth.timeline import list_checkpoints, resolve_checkpoint
-from tilth.timeline.journal import read_operations
-from tilth.timeline.worktree import tree_hash
+from tilth.timeline.rewind.change_report import tree_hash
+from tilth.timeline.rewind.journal import read_operations
 
 
 def _session_files(session: Session) -> dict[str, bytes]:

@@ -11,10 +11,11 @@ from tilth.errors import SessionCorrupt, UsageError
 from tilth.session.events import EventLog
 from tilth.session.store import Session
 from tilth.session.threads import Threads
-from tilth.timeline.checkpoints import checkpoints_dir, read_timeline, resolve_checkpoint
-from tilth.timeline.harness import cut_lines, log_tail, thread_heads, truncate_thread
-from tilth.timeline.journal import journal_path
-from tilth.timeline.worktree import tally_events
+from tilth.timeline.record.checkpoints import checkpoints_dir, read_timeline, resolve_checkpoint
+from tilth.timeline.record.state_capture import log_tail, thread_heads
+from tilth.timeline.rewind.change_report import tally_events
+from tilth.timeline.rewind.journal import journal_path
+from tilth.timeline.rewind.state_restore import cut_lines, truncate_thread
 
 
 def test_tally_counts_top_level_types_only_from_the_offset(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from tests.timeline.conftest import World
 from tests.timeline.simrun import STAGES, SimRun, worktree_of
 from tilth import git
 from tilth.timeline import list_checkpoints, resolve_checkpoint
-from tilth.timeline.journal import read_operations
+from tilth.timeline.rewind.journal import read_operations
 
 TIERS = ("L2", "L1")
 

@@ -16,7 +16,7 @@ from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, observe, worktree_of
 from tilth import git
 from tilth.timeline import Recorder, list_checkpoints, plan_rewind, resolve_checkpoint
-from tilth.timeline.harness import count_lines, log_tail, thread_heads
+from tilth.timeline.record.state_capture import count_lines, log_tail, thread_heads
 
 
 def _events(world: World) -> list[dict[str, object]]:

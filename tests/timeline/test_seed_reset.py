@@ -19,8 +19,8 @@ from tests.timeline.simrun import (
 from tilth import git
 from tilth.session.discovery import sessions_for
 from tilth.timeline import list_checkpoints
-from tilth.timeline.journal import read_operations
-from tilth.timeline.worktree import tree_hash
+from tilth.timeline.rewind.change_report import tree_hash
+from tilth.timeline.rewind.journal import read_operations
 
 DERIVED = ("ledger", "progress.txt", "proposed-learnings.md", "summary.json", "chat.html")
 

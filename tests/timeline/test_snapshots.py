@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import git, make_repo
 from tilth.errors import ConfigError
-from tilth.timeline.snapshots import (
+from tilth.timeline.record.blob_store import (
     BlobStore,
     SnapshotError,
     blob_id,

@@ -11,8 +11,8 @@ from tests.timeline.simrun import prep
 from tests.timeline.test_capture_rewind import Driver, _cli
 from tilth.config import Settings, load_settings
 from tilth.timeline import list_checkpoints
-from tilth.timeline.gc import collect
-from tilth.timeline.snapshots import BlobStore, split_entry
+from tilth.timeline.record.blob_store import BlobStore, split_entry
+from tilth.timeline.record.retention import collect
 
 
 def _settings(home: Path, sessions: Path, **env: str) -> Settings:

@@ -10,7 +10,7 @@ import pytest
 from tests.timeline.test_capture_rewind import Driver, _cli, _session
 from tilth.model import FakeServer, Script, reply
 from tilth.session.threads import StoredMessage
-from tilth.timeline.summarize import cut_at, split_thread
+from tilth.timeline.rewind.summarize import cut_at, split_thread
 
 THREAD = "worker-T-001"
 

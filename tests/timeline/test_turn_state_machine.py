@@ -35,13 +35,12 @@ from tilth.errors import UsageError
 from tilth.model import Script, ScriptedModel, reply
 from tilth.session.threads import StoredMessage
 from tilth.timeline import Recorder, execute_rewind, list_checkpoints, open_for_writing, plan_rewind
-from tilth.timeline.capture import TurnCapture
-from tilth.timeline.fork import fork_session
-from tilth.timeline.gc import collect
-from tilth.timeline.overlay import session_store
-from tilth.timeline.snapshots import split_entry
-from tilth.timeline.summarize import summarize
-from tilth.timeline.worktree import tree_hash
+from tilth.timeline.record.blob_store import session_store, split_entry
+from tilth.timeline.record.retention import collect
+from tilth.timeline.record.turn_capture import TurnCapture
+from tilth.timeline.rewind.change_report import tree_hash
+from tilth.timeline.rewind.fork import fork_session
+from tilth.timeline.rewind.summarize import summarize
 from tilth.tools import ToolBox
 
 THREAD = "worker-T-001"

@@ -12,8 +12,8 @@ from pathlib import Path
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
 
 from tilth import git
-from tilth.agent.task_state import L1_STAGES
 from tilth.demo.script import Team
+from tilth.session.pipelines import L1_STAGES
 from tilth.timeline import Recorder, list_checkpoints, resolve_checkpoint
 
 

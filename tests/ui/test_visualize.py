@@ -11,7 +11,7 @@ import pytest
 
 from tilth.session.files import atomic_write_json
 from tilth.session.store import Session
-from tilth.timeline.checkpoints import (
+from tilth.timeline.record.checkpoints import (
     Checkpoint,
     checkpoint_id,
     checkpoints_dir,

@@ -15,9 +15,10 @@ from typing import Any, Literal
 from tilth import git
 from tilth.agent.run_context import RunContext
 from tilth.agent.stages import StageResult, run_stage
-from tilth.agent.task_state import TaskState, stages_for
+from tilth.agent.task_state import TaskState
 from tilth.agent.verdict import verdict_summary
 from tilth.agent.worker import TaskFailed, mark_stage_done
+from tilth.session.pipelines import stages_for
 from tilth.session.store import Session
 
 

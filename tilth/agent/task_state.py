@@ -15,23 +15,6 @@ from tilth.session.store import Session
 
 TASK_STATE_SCHEMA = 1
 
-L1_STAGES = ("planning", "implementing", "code_review", "verifying")
-L2_STAGES = (
-    "brainstorming",
-    "design_review",
-    "planning",
-    "implementing",
-    "code_review",
-    "verifying",
-)
-STAGES_BY_TIER = {"L1": L1_STAGES, "L2": L2_STAGES}
-
-
-def stages_for(task: dict[str, Any], default_tier: str) -> tuple[str, ...]:
-    """The stage pipeline of ``task`` by its tier (or the default tier)."""
-    tier = task.get("tier") or default_tier
-    return STAGES_BY_TIER.get(str(tier).upper(), L1_STAGES)
-
 
 @dataclass
 class TaskState:

@@ -26,7 +26,7 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool) -> None:
     (session/<new id>) and worktree.
     """
     from tilth.timeline.controller import TimelineController
-    from tilth.timeline.fork import resolve_fork_target
+    from tilth.timeline.rewind.fork import resolve_fork_target
 
     cfg = settings()
     out = io()

@@ -5,8 +5,19 @@ from __future__ import annotations
 import click
 
 from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
-from tilth.errors import SessionCorrupt
+from tilth.config import Settings
+from tilth.errors import SessionCorrupt, SessionNotFound
+from tilth.session.store import Session
 from tilth.session.teardown import recorded_source, teardown
+from tilth.timeline.rewind.executor import execute_rewind, open_for_writing
+from tilth.timeline.rewind.seed_reset import (
+    CONFIRM_WARNING,
+    SeedResetError,
+    plan_reset_to_seed,
+    preflight,
+    source_hint,
+)
+from tilth.ui.io import IO
 
 
 @click.command()
@@ -27,8 +38,6 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool) -> None:
     cfg = settings()
     out = io()
     if to_seed:
-        from tilth.timeline.seed_reset import reset_to_seed_command, resolve_for_seed_reset
-
         reset_to_seed_command(
             resolve_for_seed_reset(cfg, session_id, out), out, assume_yes=assume_yes
         )
@@ -56,3 +65,37 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool) -> None:
     for note in notes:
         out.dim(f"  {note}")
     out.ok("reset complete")
+
+
+def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) -> Session:
+    """The session to reset; a missing one gets the reset + prep-feature pointer."""
+    from tilth.session.discovery import resolve_session
+
+    try:
+        session = resolve_session(settings.sessions_dir, session_id)
+    except SessionNotFound as exc:
+        raise SeedResetError(
+            f"cannot reset to seed: {exc}",
+            hint="start a session with `tilth prep-feature <workspace>` "
+            "(`tilth reset <id>` discards a broken one)",
+        ) from None
+    if session_id is None:
+        out.note(f"reset: latest session is {session.id}")
+    return session
+
+
+def reset_to_seed_command(session: Session, out: IO, *, assume_yes: bool) -> None:
+    """The whole verb: lock, recover, pre-flight, show the plan, confirm, execute."""
+    with open_for_writing(session, out.warn):
+        anchor = preflight(session)
+        plan = plan_reset_to_seed(session, anchor)
+        out.say(plan.render())
+        out.say()
+        out.say(CONFIRM_WARNING, style="bold red")
+        out.confirm(
+            f"Erase the run and reset session {session.id} to its seed?", assume_yes=assume_yes
+        )
+        execute_rewind(session, plan)
+    source = source_hint(session)
+    out.ok(f"session {session.id} is back at its seed (status prepared)")
+    out.say(f"run it again with: tilth run {source}")

@@ -55,8 +55,8 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
     """List a session's checkpoints: id, time, kind, task/stage/turn, label, files changed."""
     out = io()
     if run_gc:
-        # Turn-snapshot retention (tilth.timeline.gc): age and size budgets, then a sweep.
-        from tilth.timeline.gc import collect
+        # Turn-snapshot retention (record.retention): age and size budgets, then a sweep.
+        from tilth.timeline.record.retention import collect
 
         if session_id:
             out.warn(f"--gc applies the budgets to every session, not only {session_id}")
@@ -229,7 +229,7 @@ def restart(
     out = io()
     session = pick_session(cfg, session_id, out, "restart")
     if stop_run:
-        from tilth.timeline.stop import stop_live_run
+        from tilth.session.live_run import stop_live_run
 
         stopped = stop_live_run(session)
         if stopped is not None:

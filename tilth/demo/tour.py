@@ -108,7 +108,7 @@ class Tour:
             Step(
                 "reset --to-seed: back to the instant the seed was written",
                 ["reset", sid, "--to-seed", "-y"],
-                ("tilth.cli.reset", "tilth.timeline.seed_reset"),
+                ("tilth.cli.reset", "tilth.timeline.rewind.seed_reset"),
             )
         )
         self.step(Step("run again from the seed", ["run", project], RUN))

@@ -7,17 +7,18 @@ the confirmation text), and ``execute_rewind`` carries the plan out crash-safely
 through an intent journal that ``recover`` completes after a crash.
 """
 
-from tilth.timeline.checkpoints import (
+from tilth.timeline.controller import TimelineController
+from tilth.timeline.record.checkpoints import (
     Checkpoint,
     TimelineRead,
     list_checkpoints,
     read_timeline,
     resolve_checkpoint,
 )
-from tilth.timeline.controller import TimelineController
-from tilth.timeline.engine import execute_rewind, open_for_writing, recover
-from tilth.timeline.plan import SCOPES, RewindError, RewindPlan, plan_rewind
-from tilth.timeline.recorder import Recorder
+from tilth.timeline.record.recorder import Recorder
+from tilth.timeline.rewind.executor import execute_rewind, open_for_writing, recover
+from tilth.timeline.rewind.plan import SCOPES, RewindError, RewindPlan
+from tilth.timeline.rewind.planner import plan_rewind
 
 __all__ = [
     "SCOPES",

@@ -14,14 +14,23 @@ from typing import TYPE_CHECKING, Any
 
 from tilth.config import Settings
 from tilth.session.store import Session
-from tilth.timeline.checkpoints import Checkpoint, TimelineRead, read_timeline, resolve_checkpoint
-from tilth.timeline.engine import execute_rewind, open_for_writing
-from tilth.timeline.plan import RewindPlan, plan_rewind
+from tilth.timeline.record.checkpoints import (
+    Checkpoint,
+    TimelineRead,
+    read_timeline,
+    resolve_checkpoint,
+)
+from tilth.timeline.rewind.executor import execute_rewind, open_for_writing
+from tilth.timeline.rewind.fork import fork_session
+from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.planner import plan_rewind
+from tilth.timeline.rewind.restart import plan_restart
+from tilth.timeline.rewind.summarize import summarize
 
 if TYPE_CHECKING:
     from tilth.model.base import Model
-    from tilth.timeline.fork import ForkResult
-    from tilth.timeline.summarize import SummaryResult
+    from tilth.timeline.rewind.fork import ForkResult
+    from tilth.timeline.rewind.summarize import SummaryResult
 
 
 class TimelineController:
@@ -51,8 +60,6 @@ class TimelineController:
 
     def plan_restart(self, task_id: str, from_stage: str | None) -> RewindPlan:
         """What restarting ``task_id`` (from ``from_stage``) would change (writes nothing)."""
-        from tilth.timeline.restart import plan_restart
-
         return plan_restart(self.session, task_id, from_stage, self.settings.default_tier)
 
     def execute(self, plan: RewindPlan) -> None:
@@ -61,8 +68,6 @@ class TimelineController:
 
     def fork(self, target: Checkpoint) -> ForkResult:
         """A new session whose state equals ``target``; this one is left untouched."""
-        from tilth.timeline.fork import fork_session
-
         return fork_session(self.session, target, self.settings.sessions_dir)
 
     def summarize(
@@ -74,6 +79,4 @@ class TimelineController:
         thread_key: str | None = None,
     ) -> SummaryResult:
         """Replace the part of a thread before (``up-to``) or after (``from``) ``target``."""
-        from tilth.timeline.summarize import summarize
-
         return summarize(self.session, target, direction, model, thread_key=thread_key)

@@ -18,7 +18,7 @@ from typing import Any
 from tilth.errors import SessionCorrupt
 from tilth.session.files import atomic_write_text
 from tilth.session.store import Session
-from tilth.timeline.checkpoints import read_timeline
+from tilth.timeline.record.checkpoints import read_timeline
 
 # Importing the renderer modules registers them.
 from tilth.ui import visualize_events, visualize_review  # noqa: F401

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tilth.session.events import Event
-from tilth.timeline.checkpoints import Checkpoint
+from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.ui.visualize_cards import render_event
 from tilth.ui.visualize_html import esc
 

@@ -26,8 +26,8 @@ from typing import Any
 from tilth.config import Settings
 from tilth.session.files import append_line
 from tilth.session.store import Session, is_session_id
-from tilth.timeline.checkpoints import Checkpoint, checkpoint_path, list_checkpoints
-from tilth.timeline.snapshots import BlobStore, split_entry
+from tilth.timeline.record.blob_store import BlobStore, split_entry
+from tilth.timeline.record.checkpoints import Checkpoint, checkpoint_path, list_checkpoints
 
 GRACE_SECONDS = 3600
 AUTO_INTERVAL_SECONDS = 24 * 3600

@@ -23,25 +23,26 @@ from typing import Any
 from tilth import git
 from tilth.session.store import Session
 from tilth.session.threads import Thread
-from tilth.timeline.checkpoints import delete_after
-from tilth.timeline.harness import (
+from tilth.timeline.faults import fault_point
+from tilth.timeline.record.checkpoints import delete_after
+from tilth.timeline.record.state_capture import last_event
+from tilth.timeline.rewind.code_restore import note_code_state, restore_overlay
+from tilth.timeline.rewind.journal import (
+    Journal,
+    clear_journal,
+    log_operation,
+    read_journal,
+    write_journal,
+)
+from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.state_restore import (
     cut_lines,
-    last_event,
     remove_path,
     restore_counts,
     restore_files,
     restore_threads,
     truncate_log,
 )
-from tilth.timeline.journal import (
-    Journal,
-    clear_journal,
-    fault_point,
-    log_operation,
-    read_journal,
-    write_journal,
-)
-from tilth.timeline.plan import RewindPlan
 
 STEP_ORDER = (
     "stash",
@@ -88,23 +89,9 @@ def _code(session: Session, plan: RewindPlan) -> None:
     worktree = Path(plan.worktree)
     git.reset_hard(worktree, plan.head)
     git.clean_fd(worktree)
-    restorer = overlay_restorer()
-    if restorer is not None:
-        # Called even with an empty overlay so the snapshot layer notes the restored state;
-        # ``keep`` (the user's edits, see plan.keep) goes back on top of the overlay.
-        restorer(session, worktree, plan.overlay, keep=plan.keep)
-
-
-def overlay_restorer() -> Callable[..., None] | None:
-    """The turn-snapshot layer's ``capture.restore_overlay``, when it is installed."""
-    import importlib
-
-    try:
-        module = importlib.import_module("tilth.timeline.capture")
-    except ImportError:
-        return None
-    restorer = getattr(module, "restore_overlay", None)
-    return restorer if callable(restorer) else None
+    # Called even with an empty overlay so the restored state is noted; ``keep`` (the
+    # user's edits, see plan.keep) goes back on top of the overlay.
+    restore_overlay(session, worktree, plan.overlay, keep=plan.keep)
 
 
 def _note(session: Session, plan: RewindPlan) -> None:
@@ -149,8 +136,6 @@ def _checkpoints(session: Session, plan: RewindPlan) -> None:
     if plan.head is None:
         # Turn snapshots: the files stay as the newest checkpoint left them; note that state
         # before its checkpoint goes, or later rewinds would take them for the user's edits.
-        from tilth.timeline.overlay import note_code_state
-
         note_code_state(session)
     delete_after(session, plan.keep_through_seq)
 

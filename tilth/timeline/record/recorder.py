@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tilth import git
 from tilth.session.events import utc_now
 from tilth.session.store import Session
-from tilth.timeline.capture import TurnCapture
-from tilth.timeline.checkpoints import (
+from tilth.timeline.record.checkpoints import (
     Checkpoint,
     checkpoint_id,
     checkpoint_path,
@@ -23,8 +22,9 @@ from tilth.timeline.checkpoints import (
     stored_seqs,
     write_checkpoint,
 )
-from tilth.timeline.harness import capture_state, log_tail, thread_heads
-from tilth.timeline.worktree import dirty_paths
+from tilth.timeline.record.git_reads import dirty_paths
+from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, thread_heads
+from tilth.timeline.record.turn_capture import TurnCapture
 
 if TYPE_CHECKING:
     from tilth.tools.base import ToolObserver
@@ -36,7 +36,7 @@ class Recorder:
     def __init__(self, session: Session, worktree: Path) -> None:
         self.session = session
         self.worktree = worktree
-        # Turn snapshots (tilth.timeline.capture): the worker's ToolBox reports writes and
+        # Turn snapshots (record.turn_capture): the worker's ToolBox reports writes and
         # shell commands here; it sets itself up on first use, so recorders that never
         # record a turn pay nothing.
         self.observer: ToolObserver | None = TurnCapture.for_session(session, worktree)
@@ -156,8 +156,6 @@ class Recorder:
 
 def describe_state(checkpoint: Checkpoint) -> dict[str, Any]:
     """A short summary of a checkpoint's harness state (for ``--json`` listings)."""
-    from tilth.timeline.harness import task_statuses
-
     state = checkpoint.state
     return {
         "tasks": task_statuses(state.get("prd")),

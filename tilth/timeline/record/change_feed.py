@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
-from tilth.timeline.gitview import ignored_dirs
+from tilth.timeline.record.git_reads import ignored_dirs
 
 StatKey = tuple[int, int, int, int]
 IgnoredDir = Callable[[str], bool]

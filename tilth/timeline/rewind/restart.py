@@ -16,21 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
-from tilth.agent.task_state import stages_for
 from tilth.errors import UsageError
 from tilth.session.events import iter_lines, utc_now
+from tilth.session.pipelines import stages_for
 from tilth.session.store import Session
-from tilth.timeline.checkpoints import Checkpoint, list_checkpoints
-from tilth.timeline.harness import capture_state, worktree_of
-from tilth.timeline.plan import (
-    RewindError,
-    RewindPlan,
-    new_op_id,
-    plan_rewind,
-    report_code,
-    report_state,
-)
-from tilth.timeline.worktree import dirty_paths
+from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
+from tilth.timeline.record.git_reads import dirty_paths
+from tilth.timeline.record.state_capture import capture_state, worktree_of
+from tilth.timeline.rewind.plan import RewindError, RewindPlan, new_op_id
+from tilth.timeline.rewind.planner import plan_rewind, report_code, report_state
 
 
 @dataclass(frozen=True)

@@ -24,23 +24,26 @@ from tilth.errors import TilthError, UsageError
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
-from tilth.timeline.checkpoints import (
+from tilth.timeline.faults import fault_point
+from tilth.timeline.record.blob_store import remember_store, session_store
+from tilth.timeline.record.checkpoints import (
     Checkpoint,
     checkpoint_path,
     list_checkpoints,
+    resolve_checkpoint,
     timeline_dir,
     write_checkpoint,
 )
-from tilth.timeline.harness import (
+from tilth.timeline.record.state_capture import worktree_of
+from tilth.timeline.rewind.code_restore import apply_overlay
+from tilth.timeline.rewind.journal import log_operation
+from tilth.timeline.rewind.plan import new_op_id
+from tilth.timeline.rewind.state_restore import (
     cut_lines,
     restore_counts,
     restore_files,
     restore_threads,
-    worktree_of,
 )
-from tilth.timeline.journal import fault_point, log_operation
-from tilth.timeline.overlay import apply_overlay, remember_store, session_store
-from tilth.timeline.plan import new_op_id
 
 # Session files a fork copies; derived outputs (chat.html, summary.json...) are not: they
 # describe the parent's run, and the fork regenerates its own.
@@ -189,8 +192,6 @@ def _child_record(
 
 def resolve_fork_target(parent: Session, ref: str | None) -> Checkpoint:
     """The checkpoint named by ``--at`` (required: a fork point is a deliberate choice)."""
-    from tilth.timeline.checkpoints import resolve_checkpoint
-
     if not ref:
         raise UsageError(
             "say where to fork from with --at <checkpoint>",

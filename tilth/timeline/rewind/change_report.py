@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tilth import git
 from tilth.session.threads import Thread, message_number
+from tilth.timeline.rewind.summarize import cut_at
 
 # Every event line starts like this (EventLog writes keys in this order); anchoring at
 # a newline means a nested "type" inside a payload never counts, and the literal prefix
@@ -62,14 +63,6 @@ def tree_hash(worktree: Path) -> str:
         return git.git("write-tree", cwd=worktree, env=env).strip()
 
 
-def dirty_paths(worktree: Path) -> list[str]:
-    """Paths with uncommitted changes, untracked files included."""
-    out = git.git(
-        "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", cwd=worktree
-    )
-    return sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
-
-
 def tally_events(path: Path, offset: int) -> dict[str, int]:
     """Count event types from byte ``offset`` to the end, without parsing JSON."""
     try:
@@ -101,9 +94,7 @@ def thread_drops(directory: Path, heads: dict[str, str | None]) -> tuple[dict[st
             continue
         head = heads[key]
         stored = Thread(directory, key).read()
-        # Summaries: count against the thread as it was at ``head`` (tilth.timeline.summarize).
-        from tilth.timeline.summarize import cut_at
-
+        # Summaries: count against the thread as it was at ``head`` (rewind.summarize).
         kept = cut_at(stored, head)
         if kept is not None:
             count = len({m.id for m in stored} - {m.id for m in kept})

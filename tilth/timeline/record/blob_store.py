@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilth.errors import TilthError
-from tilth.session.files import fsync_dir
+from tilth.session.files import atomic_write_text, fsync_dir
+from tilth.session.store import Session
 
 DEFAULT_MAX_FILE_BYTES = 32 << 20
 MAX_FILE_ENV = "TILTH_CHECKPOINT_MAX_FILE_BYTES"
@@ -306,3 +307,36 @@ def _clear_parents(root: Path, path: Path) -> None:
         full = root / parent
         if full.is_symlink() or (full.exists() and not full.is_dir()):
             full.unlink()
+
+
+# ---- which store a session uses ------------------------------------------------------------
+STORE_FILE = "snapshot-store"
+
+
+def session_store(session: Session | None = None) -> BlobStore:
+    """The blob store ``session`` captured into, else the one under ``$TILTH_HOME``.
+
+    Remembering it per session keeps old checkpoints restorable when ``TILTH_HOME`` changes.
+    """
+    if session is not None:
+        try:
+            recorded = (session.dir / "timeline" / STORE_FILE).read_text("utf-8").strip()
+        except OSError:
+            recorded = ""
+        if recorded:
+            return BlobStore(Path(recorded))
+    from tilth.config import load_settings
+
+    return BlobStore.for_home(load_settings().home)
+
+
+def remember_store(session: Session, store: BlobStore) -> None:
+    """Record which store ``session``'s checkpoints use (once)."""
+    path = session.dir / "timeline" / STORE_FILE
+    text = str(store.root.resolve())
+    try:
+        if path.read_text("utf-8").strip() == text:
+            return
+    except OSError:
+        pass
+    atomic_write_text(path, text + "\n")

@@ -1,27 +1,20 @@
-"""The pure half of going back: what a rewind, restart or reset will change.
+"""The plan of one go-back operation: what will change, as a value.
 
 ``RewindPlan`` holds both the *actions* the executor carries out (absolute
 targets, so every step can be repeated after a crash) and the *report* a user
 reads: files restored or deleted, commits dropped, events dropped, task status
 changes, thread messages dropped and conflicts. ``render()`` is at once the
-``--dry-run`` output and the confirmation text. Planning never writes.
+``--dry-run`` output and the confirmation text.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from tilth import git
-from tilth.errors import TilthError, UsageError
-from tilth.session.store import Session
-from tilth.timeline.checkpoints import Checkpoint, stored_seqs
-from tilth.timeline.harness import log_tail, task_statuses, worktree_of
-from tilth.timeline.worktree import dirty_paths, tally_events, thread_drops, tree_changes
+from tilth.errors import TilthError
 
 SCOPES = ("both", "code", "conversation")
 PLAN_SCHEMA = 1
@@ -54,7 +47,7 @@ class RewindPlan:
     """Commit to ``git reset --hard`` to (then ``git clean -fd``); None leaves files alone."""
     overlay: dict[str, str | None] = field(default_factory=dict)
     """Uncommitted files of a turn checkpoint to write back over ``head``."""
-    # ---- turn snapshots (filled by tilth.timeline.overlay.report_turn_code) ----
+    # ---- turn snapshots (filled by tilth.timeline.rewind.code_restore.report_turn_code) ----
     keep: dict[str, str | None] = field(default_factory=dict)
     """Files the user edited since the latest recorded state, written back after the restore."""
     force: bool = False
@@ -182,123 +175,3 @@ def _listing(title: str, items: list[str], empty: str, limit: int = 20) -> list[
     if len(items) > limit:
         out.append(f"    ... and {len(items) - limit} more")
     return out
-
-
-# ---- shared report builders -----------------------------------------------------------------
-def report_code(plan: RewindPlan, worktree: Path, head: str) -> None:
-    """Fill the file, commit and conflict lines for a reset of ``worktree`` to ``head``."""
-    current = git.head(worktree)
-    plan.files = tree_changes(worktree, head)
-    plan.commits_dropped = git.commits_between(head, current, worktree)
-    plan.commits_restored = git.commits_between(current, head, worktree)
-    plan.conflicts = dirty_paths(worktree)
-
-
-def report_events(plan: RewindPlan, session: Session, offset: int, seq: int) -> None:
-    """Fill the event lines for a cut of the log at ``offset`` (after event ``seq``)."""
-    size, last_seq = log_tail(session.events.path)
-    if offset > size:
-        # Only possible when an earlier cut went below this checkpoint (a reset to the seed
-        # cuts at seed_committed, before the seed checkpoint was recorded): nothing to cut.
-        plan.warnings.append(
-            f"the event log ({size} bytes) is already shorter than at this checkpoint "
-            f"({offset} bytes); no events are dropped"
-        )
-        return
-    plan.events_dropped = max(0, last_seq - seq) if last_seq else 0
-    plan.event_types = tally_events(session.events.path, offset)
-    if not plan.events_dropped:
-        plan.events_dropped = sum(plan.event_types.values())
-
-
-def report_state(plan: RewindPlan, session: Session, state: dict[str, Any]) -> None:
-    """Fill the task status changes between now and ``state``."""
-    from tilth.timeline.harness import capture_state
-
-    now = task_statuses(capture_state(session).get("prd"))
-    then = task_statuses(state.get("prd"))
-    plan.task_changes = [
-        (tid, now.get(tid, "-"), then[tid]) for tid in then if now.get(tid, "-") != then[tid]
-    ]
-
-
-def report_threads(plan: RewindPlan, session: Session, heads: dict[str, str | None]) -> None:
-    plan.messages_dropped, plan.threads_deleted = thread_drops(session.threads.directory, heads)
-
-
-def plan_rewind(
-    session: Session, target: Checkpoint, scope: str, *, force: bool = False
-) -> RewindPlan:
-    """What ``tilth rewind --to <target> --scope <scope>`` will change (no writes)."""
-    if scope not in SCOPES:
-        raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    worktree = worktree_of(session)
-    if scope != "conversation" and not worktree.is_dir():
-        raise RewindError(
-            f"the worktree of session {session.id} is missing ({worktree})",
-            hint="use --scope conversation, or discard the session with `tilth reset`",
-        )
-    plan = RewindPlan(
-        op="rewind",
-        op_id=new_op_id(),
-        session_id=session.id,
-        target=target.id,
-        target_label=target.label,
-        scope=scope,
-        worktree=str(worktree),
-        headline=f"rewind session {session.id} to {target.id} ({target.label}), scope {scope}",
-    )
-    if scope in ("both", "code"):
-        if git.rev_parse(target.head, worktree) is None:
-            raise RewindError(
-                f"the commit {target.head[:12]} of {target.id} no longer exists",
-                hint="it may have been garbage-collected; pick a later checkpoint",
-            )
-        plan.head = target.head
-        plan.overlay = dict(target.overlay)
-        report_code(plan, worktree, target.head)
-        # Turn snapshots: the exact file list, and conflicts = files the user edited since
-        # the latest recorded state (kept unless --force). See tilth.timeline.overlay.
-        from tilth.timeline.overlay import report_turn_code
-
-        plan.force = force
-        report_turn_code(plan, session, target.head, plan.overlay)
-        plan.warnings += [f"{target.id}: {gap}" for gap in target.gaps]
-    if scope in ("both", "conversation"):
-        plan.state = dict(target.state)
-        plan.threads = dict(target.threads)
-        plan.event_offset = target.event_offset
-        plan.keep_through_seq = target.seq
-        plan.checkpoints_dropped = sum(1 for s in stored_seqs(session) if s > target.seq)
-        report_state(plan, session, target.state)
-        report_threads(plan, session, target.threads)
-        report_events(plan, session, target.event_offset, target.event_seq)
-    if scope == "code":
-        thread = most_recent_thread(session)
-        if thread is not None:
-            plan.note = {
-                "thread": thread,
-                "text": f"[tilth] The files in the worktree were restored to checkpoint "
-                f"{target.id} ({target.label}). The conversation was kept; files may differ "
-                "from what earlier messages describe.",
-            }
-    plan.event = {
-        "type": "rewind",
-        "payload": {"to": target.id, "scope": scope, "op": plan.op_id},
-    }
-    return plan
-
-
-def most_recent_thread(session: Session) -> str | None:
-    """The thread written to last (by modification time), or None when there are none."""
-    directory = session.threads.directory
-    if not directory.is_dir():
-        return None
-    paths = list(directory.glob("*.jsonl"))
-    if not paths:
-        return None
-    return max(paths, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
-
-
-def counter_dict(counter: Counter[str]) -> dict[str, int]:
-    return dict(sorted(counter.items()))

@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
-from tilth.config import Settings
-from tilth.errors import SessionCorrupt, SessionNotFound, TilthError
+from tilth.errors import SessionCorrupt, TilthError
 from tilth.session.events import iter_lines
 from tilth.session.seed_rules import SeedRuleError, check_prd
 from tilth.session.store import DERIVED_FILES, Session
-from tilth.timeline.checkpoints import list_checkpoints
-from tilth.timeline.engine import execute_rewind, open_for_writing
-from tilth.timeline.plan import RewindPlan, new_op_id, report_code, report_events, report_threads
-from tilth.ui.io import IO
+from tilth.timeline.record.checkpoints import list_checkpoints
+from tilth.timeline.rewind.plan import RewindPlan, new_op_id
+from tilth.timeline.rewind.planner import report_code, report_events, report_threads
 
 CONFIRM_WARNING = (
     "This is destructive and irreversible. Everything the run did after the seed is "
@@ -50,7 +48,7 @@ class SeedAnchor:
 
 
 def _fail(session: Session, problem: str) -> SeedResetError:
-    source = _source_hint(session)
+    source = source_hint(session)
     return SeedResetError(
         f"cannot reset session {session.id} to its seed: {problem}; nothing was changed",
         hint=f"discard it with `tilth reset {session.id}` and seed again with "
@@ -58,28 +56,11 @@ def _fail(session: Session, problem: str) -> SeedResetError:
     )
 
 
-def _source_hint(session: Session) -> str:
+def source_hint(session: Session) -> str:
     try:
         return str(session.checkpoint().get("source") or "<workspace>")
     except (SessionCorrupt, OSError):
         return "<workspace>"
-
-
-def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) -> Session:
-    """The session to reset; a missing one gets the reset + prep-feature pointer."""
-    from tilth.session.discovery import resolve_session
-
-    try:
-        session = resolve_session(settings.sessions_dir, session_id)
-    except SessionNotFound as exc:
-        raise SeedResetError(
-            f"cannot reset to seed: {exc}",
-            hint="start a session with `tilth prep-feature <workspace>` "
-            "(`tilth reset <id>` discards a broken one)",
-        ) from None
-    if session_id is None:
-        out.note(f"reset: latest session is {session.id}")
-    return session
 
 
 def find_anchor(session: Session) -> tuple[dict[str, Any] | None, dict[str, Any] | None, int, int]:
@@ -191,20 +172,3 @@ def plan_reset_to_seed(session: Session, anchor: SeedAnchor) -> RewindPlan:
         "kept: seed-meta.json, prd.json (every task back to pending), the seed commit",
     ]
     return plan
-
-
-def reset_to_seed_command(session: Session, out: IO, *, assume_yes: bool) -> None:
-    """The whole verb: lock, recover, pre-flight, show the plan, confirm, execute."""
-    with open_for_writing(session, out.warn):
-        anchor = preflight(session)
-        plan = plan_reset_to_seed(session, anchor)
-        out.say(plan.render())
-        out.say()
-        out.say(CONFIRM_WARNING, style="bold red")
-        out.confirm(
-            f"Erase the run and reset session {session.id} to its seed?", assume_yes=assume_yes
-        )
-        execute_rewind(session, plan)
-    source = _source_hint(session)
-    out.ok(f"session {session.id} is back at its seed (status prepared)")
-    out.say(f"run it again with: tilth run {source}")

@@ -18,7 +18,7 @@ from tilth.errors import UsageError
 from tilth.model.base import Model
 from tilth.session.store import Session
 from tilth.session.threads import StoredMessage, Thread
-from tilth.timeline.checkpoints import Checkpoint
+from tilth.timeline.record.checkpoints import Checkpoint
 
 DIRECTIONS = ("up-to", "from")
 SUMMARY_PROMPT = (

@@ -1,4 +1,4 @@
-"""The intent journal, the operations log and the fault-injection seam.
+"""The intent journal and the operations log.
 
 ``timeline/journal.json`` is written (atomically) before the first mutation of a
 go-back operation. It holds the full plan, the first step that started (from
@@ -6,18 +6,11 @@ then on recovery rolls forward) and the steps that finished.
 ``timeline/operations.jsonl`` is an append-only record of every rewind, restart,
 reset-to-seed and fork; unlike ``events.jsonl`` it is never cut, so it still
 remembers operations that erased the events around them.
-
-Fault injection: ``TILTH_FAULT_AT=<step>`` makes the process SIGKILL itself just
-before ``<step>`` runs (after the journal says it started); ``<step>+`` kills it
-right after the step's mutation, before the journal says it finished. Tests use
-this to prove every step is safe to interrupt.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +19,10 @@ from tilth.errors import SessionCorrupt
 from tilth.session.events import read_json_objects, utc_now
 from tilth.session.files import append_line, atomic_write_json, fsync_dir, read_json
 from tilth.session.store import Session
-from tilth.timeline.checkpoints import timeline_dir
+from tilth.timeline.record.checkpoints import timeline_dir
 
 JOURNAL_SCHEMA = 1
 OPS_SCHEMA = 1
-FAULT_ENV = "TILTH_FAULT_AT"
 
 
 def journal_path(session: Session) -> Path:
@@ -92,12 +84,6 @@ def clear_journal(session: Session) -> None:
     path = journal_path(session)
     path.unlink(missing_ok=True)
     fsync_dir(path.parent)
-
-
-def fault_point(step: str) -> None:
-    """SIGKILL this process when ``TILTH_FAULT_AT`` names ``step`` (tests only)."""
-    if os.environ.get(FAULT_ENV, "").strip() == step:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 # ---- operations log ---------------------------------------------------------------------------

@@ -103,6 +103,14 @@ def read_head(worktree: Path) -> str:
     return git.head(worktree)
 
 
+def dirty_paths(worktree: Path) -> list[str]:
+    """Paths with uncommitted changes, untracked files included."""
+    out = git.git(
+        "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", cwd=worktree
+    )
+    return sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
+
+
 def ignored_dirs(root: Path) -> set[str]:
     """Relative paths of the directories git ignores under ``root`` (collapsed), plus ``.git``."""
     out = git.git(

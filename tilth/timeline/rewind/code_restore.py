@@ -12,27 +12,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tilth import git
 from tilth.errors import SessionCorrupt
-from tilth.session.files import atomic_write_json, atomic_write_text, read_json
+from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import Session
-from tilth.timeline.gitview import GitId, TreeCache, read_head
-from tilth.timeline.snapshots import (
+from tilth.timeline.record.blob_store import (
     BlobStore,
     Entry,
     FileState,
     blob_id,
     git_blob_sha,
     read_state,
+    session_store,
     split_entry,
     store_state,
     write_entry,
 )
-
-if TYPE_CHECKING:
-    from tilth.timeline.plan import RewindPlan
+from tilth.timeline.record.checkpoints import highest_seq, list_checkpoints
+from tilth.timeline.record.git_reads import GitId, TreeCache, read_head
 
 Overlay = dict[str, Entry | None]
 
@@ -233,8 +232,6 @@ def _code_state_path(session: Session) -> Path:
 
 def recorded_code_state(session: Session) -> tuple[str | None, Overlay]:
     """The newest code state Tilth itself produced: the latest checkpoint, or a later restore."""
-    from tilth.timeline.checkpoints import list_checkpoints
-
     checkpoints = list_checkpoints(session)
     latest = checkpoints[-1] if checkpoints else None
     try:
@@ -249,37 +246,8 @@ def recorded_code_state(session: Session) -> tuple[str | None, Overlay]:
     return latest.head, dict(latest.overlay)
 
 
-def report_turn_code(plan: RewindPlan, session: Session, head: str, overlay: Overlay) -> None:
-    """Fill ``plan``'s file list, conflicts and kept files for restoring (head, overlay).
-
-    A conflict is a file whose content differs from the latest recorded state: the user
-    edited it since. It is kept (its current content is stored now and written back after
-    the restore) unless ``plan.force``.
-    """
-    worktree = Path(plan.worktree)
-    latest_head, latest_overlay = recorded_code_state(session)
-    if latest_head is not None and git.rev_parse(latest_head, worktree) is None:
-        # The branch was rewritten by hand and the commit collected: there is no known
-        # "last written by the agent" state to compare with, so no conflicts can be told.
-        plan.warnings.append(
-            f"the latest recorded commit {latest_head[:12]} is gone; edits made by hand "
-            "since then cannot be told apart and are not protected"
-        )
-        latest_head, latest_overlay = None, {}
-    code = plan_code(worktree, head, overlay, latest_head, latest_overlay, force=plan.force)
-    keep_conflicts(code, worktree, session_store(session))
-    plan.files = sorted(
-        [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
-        key=lambda item: item[1],
-    )
-    plan.conflicts = code.conflicts
-    plan.keep = code.keep
-
-
 def note_code_state(session: Session) -> None:
     """Pin the newest recorded code state before the checkpoints holding it are deleted."""
-    from tilth.timeline.checkpoints import highest_seq
-
     head, overlay = recorded_code_state(session)
     if head is not None:
         _write_code_state(session, head, overlay, highest_seq(session))
@@ -296,42 +264,8 @@ def restore_overlay(
     session: Session, worktree: Path, overlay: Overlay, keep: Overlay | None = None
 ) -> None:
     """The code step's second half (after reset + clean): overlay, kept files, note the state."""
-    from tilth.timeline.checkpoints import highest_seq
-
     store = session_store(session)
     apply_overlay(worktree, overlay, store)
     for rel, entry in (keep or {}).items():
         write_entry(store, worktree, rel, entry)
     _write_code_state(session, read_head(worktree), overlay, highest_seq(session))
-
-
-STORE_FILE = "snapshot-store"
-
-
-def session_store(session: Session | None = None) -> BlobStore:
-    """The blob store ``session`` captured into, else the one under ``$TILTH_HOME``.
-
-    Remembering it per session keeps old checkpoints restorable when ``TILTH_HOME`` changes.
-    """
-    if session is not None:
-        try:
-            recorded = (session.dir / "timeline" / STORE_FILE).read_text("utf-8").strip()
-        except OSError:
-            recorded = ""
-        if recorded:
-            return BlobStore(Path(recorded))
-    from tilth.config import load_settings
-
-    return BlobStore.for_home(load_settings().home)
-
-
-def remember_store(session: Session, store: BlobStore) -> None:
-    """Record which store ``session``'s checkpoints use (once)."""
-    path = session.dir / "timeline" / STORE_FILE
-    text = str(store.root.resolve())
-    try:
-        if path.read_text("utf-8").strip() == text:
-            return
-    except OSError:
-        pass
-    atomic_write_text(path, text + "\n")

@@ -24,24 +24,26 @@ from pathlib import Path
 from tilth import git
 from tilth.errors import GitError
 from tilth.session.store import Session
-from tilth.timeline.fswatch import (
-    InotifyWatcher,
-    StatScanner,
-    Watcher,
-    WatchUnavailable,
-    start_watcher,
-)
-from tilth.timeline.gitview import GitId, IgnoreChecker, TreeCache, ignored_dirs, read_head
-from tilth.timeline.journal import fault_point
-from tilth.timeline.snapshots import (
+from tilth.timeline.faults import fault_point
+from tilth.timeline.record import retention as gc
+from tilth.timeline.record.blob_store import (
     BlobStore,
     Entry,
     FileState,
     git_blob_sha,
     max_file_bytes,
     read_state,
+    remember_store,
     store_state,
 )
+from tilth.timeline.record.change_feed import (
+    InotifyWatcher,
+    StatScanner,
+    Watcher,
+    WatchUnavailable,
+    start_watcher,
+)
+from tilth.timeline.record.git_reads import GitId, IgnoreChecker, TreeCache, ignored_dirs, read_head
 
 BASH_GAP = (
     "bash may have had effects outside files (processes, network, paths outside the workspace)"
@@ -237,11 +239,7 @@ class TurnCapture:
     # ---- internals --------------------------------------------------------------------------
     def _first_use(self) -> None:
         """Tell retention where this session lives; start a due collection in the background."""
-        from tilth.timeline import gc
-
         if self.session is not None:
-            from tilth.timeline.overlay import remember_store
-
             gc.register_root(self.store, self.session.dir.parent)
             remember_store(self.session, self.store)
         if self._auto_gc:
@@ -425,15 +423,3 @@ def _files_below(root: Path, rel: str, skip: set[str]) -> set[str]:
         # Links to directories are entries too: os.walk lists them among dirs.
         found.update(f"{base}/{d}" for d in dirs if (Path(current) / d).is_symlink())
     return found
-
-
-def restore_overlay(
-    session: Session,
-    worktree: Path,
-    overlay: dict[str, Entry | None],
-    keep: dict[str, Entry | None] | None = None,
-) -> None:
-    """The rewind engine's hook after reset + clean (see ``overlay.restore_overlay``)."""
-    from tilth.timeline.overlay import restore_overlay as restore
-
-    restore(session, worktree, overlay, keep)

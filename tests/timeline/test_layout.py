@@ -1,0 +1,83 @@
+"""The timeline's layout holds: recording below going back, no terminal code, no circles."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import tilth
+
+PACKAGE = Path(tilth.__file__).parent
+TIMELINE = PACKAGE / "timeline"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``tilth`` module ``path`` imports, outside ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text("utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tilth"):
+            found.add(node.module)
+            found.update(
+                f"{node.module}.{alias.name}"
+                for alias in node.names
+                if (PACKAGE.parent / f"{node.module}.{alias.name}".replace(".", "/")).exists()
+                or (PACKAGE.parent / f"{node.module}.{alias.name}.py".replace(".", "/")).exists()
+            )
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("tilth"))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_recording_never_imports_going_back() -> None:
+    for path in (TIMELINE / "record").glob("*.py"):
+        bad = {m for m in _imports(path) if m.startswith("tilth.timeline.rewind")}
+        bad |= {m for m in _imports(path) if m == "tilth.timeline.controller"}
+        assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_timeline_has_no_terminal_or_agent_code() -> None:
+    for path in TIMELINE.rglob("*.py"):
+        bad = {
+            m
+            for m in _imports(path)
+            if m.startswith(("tilth.ui", "tilth.cli", "tilth.agent", "tilth.seed"))
+        }
+        assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+        assert "importlib" not in path.read_text("utf-8"), path
+
+
+def test_no_import_circles_in_the_timeline() -> None:
+    graph = _graph()
+    start = [m for m in graph if m.startswith("tilth.timeline")]
+
+    def reach(origin: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [m for m in graph.get(origin, ()) if m in graph]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            todo.extend(m for m in graph.get(current, ()) if m in graph)
+        return seen
+
+    circles = [m for m in start if m in reach(m)]
+    assert not circles, f"import circles through {circles}"

@@ -1,0 +1,25 @@
+"""The stage pipelines by tier: which stages a task runs, in order (SPEC §6).
+
+Shared by the run loop (what to run next) and the timeline (what a restart re-runs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+L1_STAGES = ("planning", "implementing", "code_review", "verifying")
+L2_STAGES = (
+    "brainstorming",
+    "design_review",
+    "planning",
+    "implementing",
+    "code_review",
+    "verifying",
+)
+STAGES_BY_TIER = {"L1": L1_STAGES, "L2": L2_STAGES}
+
+
+def stages_for(task: dict[str, Any], default_tier: str) -> tuple[str, ...]:
+    """The stage pipeline of ``task`` by its tier (or the default tier)."""
+    tier = task.get("tier") or default_tier
+    return STAGES_BY_TIER.get(str(tier).upper(), L1_STAGES)
