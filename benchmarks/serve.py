@@ -176,7 +176,8 @@ def sse_latencies(base: str, token: str, session: Session, count: int) -> list[f
 
 
 def _stats(values: list[float]) -> str:
-    return f"median {statistics.median(values):7.1f} ms  (min {min(values):.1f}, max {max(values):.1f})"
+    low, high = min(values), max(values)
+    return f"median {statistics.median(values):7.1f} ms  (min {low:.1f}, max {high:.1f})"
 
 
 def main() -> int:
@@ -189,7 +190,9 @@ def main() -> int:
         started = time.perf_counter()
         session = build(root, turns)
         built = time.perf_counter() - started
-        print(f"session: {turns} turns, {session.events.size():,} bytes of events, built in {built:.1f}s")
+        print(
+            f"session: {turns} turns, {session.events.size():,} bytes of events, built in {built:.1f}s"
+        )
         process, url = start_server(root / "home")
         base, token = url.split("/?token=")
         parts = page_times(base, token, session.id, runs=15)
@@ -200,7 +203,9 @@ def main() -> int:
         print(f"session page (all three) {_stats(totals)}  goal ≤ {PAGE_GOAL_MS:.0f} ms")
         latencies = sse_latencies(base, token, session, count=30)
         sse = statistics.median(latencies) if latencies else float("inf")
-        print(f"SSE delivery ({len(latencies)}/30 events) {_stats(latencies or [sse])}  goal ≤ {SSE_GOAL_MS:.0f} ms")
+        print(
+            f"SSE delivery ({len(latencies)}/30 events) {_stats(latencies or [sse])}  goal ≤ {SSE_GOAL_MS:.0f} ms"
+        )
     finally:
         if process is not None:
             os.killpg(process.pid, signal.SIGINT)

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from tests.web.support import Built
 from tilth import git
 from tilth.timeline import resolve_checkpoint
-from tilth.timeline.seed_reset import CONFIRM_WARNING
+from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
 
 
 def state(built: Built) -> tuple[str, int, dict[str, str]]:

@@ -18,8 +18,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from tilth.errors import SessionLocked, TilthError, UsageError
 from tilth.session.store import Session
+from tilth.timeline import SCOPES, RewindPlan
 from tilth.timeline.controller import TimelineController
-from tilth.timeline.plan import SCOPES, RewindPlan
 from tilth.web import views
 from tilth.web.state import ServerState, state_of
 from tilth.web.stream import follow
@@ -195,7 +195,7 @@ async def restart(request: Request) -> Response:
             with _planning(controller, notes) as live:
                 plan = controller.plan_restart(str(task), from_stage)
                 return plan_json(plan, dry_run=True, live_run=live, notes=notes)
-        from tilth.timeline.stop import stop_live_run
+        from tilth.session.live_run import stop_live_run
 
         stopped = stop_live_run(session)
         if stopped is not None:
@@ -215,14 +215,14 @@ async def reset_to_seed(request: Request) -> Response:
     body = await _body(request)
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
-    from tilth.timeline.seed_reset import CONFIRM_WARNING
+    from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
 
     def plan_it() -> RewindPlan:
         method = getattr(controller, "plan_reset_to_seed", None)
         if method is not None:
             plan: RewindPlan = method()
             return plan
-        from tilth.timeline.seed_reset import plan_reset_to_seed, preflight
+        from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
 
         return plan_reset_to_seed(session, preflight(session))
 
@@ -308,7 +308,7 @@ async def resume(request: Request) -> Response:
 async def stop(request: Request) -> Response:
     state, session = _session(request)
     await _body(request)
-    from tilth.timeline.stop import stop_live_run
+    from tilth.session.live_run import stop_live_run
 
     stopped = await _blocking(lambda: stop_live_run(session))
     state.runs.reap()

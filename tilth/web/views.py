@@ -15,7 +15,7 @@ from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
 from tilth.session.discovery import describe, session_ids
 from tilth.session.files import read_json
 from tilth.session.store import Session, is_session_id
-from tilth.timeline.checkpoints import Checkpoint
+from tilth.timeline import Checkpoint
 from tilth.timeline.controller import TimelineController
 
 
@@ -105,7 +105,8 @@ def _worktree(record: dict[str, Any]) -> Path | None:
 
 def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[dict[str, Any]]:
     """The prd with each task's pipeline, completed stages and stored stage outputs."""
-    from tilth.timeline.restart import completed_stages, stages_of
+    from tilth.session.pipelines import stages_for
+    from tilth.timeline.rewind.restart import completed_stages
 
     try:
         prd = [t for t in session.load_prd() if isinstance(t, dict)]
@@ -115,7 +116,7 @@ def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[
     out = []
     for task in prd:
         task_id = str(task.get("id"))
-        stages = stages_of(task, settings.default_tier)
+        stages = stages_for(task, settings.default_tier)
         done: list[str] = []
         if worktree is not None and worktree.is_dir():
             done = completed_stages(session, task_id, stages, worktree)
