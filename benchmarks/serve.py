@@ -190,9 +190,8 @@ def main() -> int:
         started = time.perf_counter()
         session = build(root, turns)
         built = time.perf_counter() - started
-        print(
-            f"session: {turns} turns, {session.events.size():,} bytes of events, built in {built:.1f}s"
-        )
+        size = session.events.size()
+        print(f"session: {turns} turns, {size:,} bytes of events, built in {built:.1f}s")
         process, url = start_server(root / "home")
         base, token = url.split("/?token=")
         parts = page_times(base, token, session.id, runs=15)
@@ -203,9 +202,8 @@ def main() -> int:
         print(f"session page (all three) {_stats(totals)}  goal ≤ {PAGE_GOAL_MS:.0f} ms")
         latencies = sse_latencies(base, token, session, count=30)
         sse = statistics.median(latencies) if latencies else float("inf")
-        print(
-            f"SSE delivery ({len(latencies)}/30 events) {_stats(latencies or [sse])}  goal ≤ {SSE_GOAL_MS:.0f} ms"
-        )
+        got = f"{len(latencies)}/30 events"
+        print(f"SSE delivery ({got}) {_stats(latencies or [sse])}  goal ≤ {SSE_GOAL_MS:.0f} ms")
     finally:
         if process is not None:
             os.killpg(process.pid, signal.SIGINT)
