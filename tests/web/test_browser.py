@@ -17,10 +17,11 @@ from tilth.timeline import resolve_checkpoint
 from tilth.timeline.controller import TimelineController
 
 
-def shot(page: Any, name: str) -> Path:
+def shot(page: Any, name: str, *, full: bool = True) -> Path:
+    """A screenshot under tests-artifacts/ (the whole page, or what the window shows)."""
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full)
     return path
 
 
@@ -117,6 +118,7 @@ def test_rewind_undo_restart_and_fork_through_the_menus(browser: Any, built: Bui
         commits = page.inner_text("[data-test=plan-commits]")
         assert "task/T-001: complete code_review stage" in commits
         shot(page, "restart-dialog")
+        shot(page, "restart-dialog-window", full=False)  # the one docs/serve.md shows
         confirm(page)
         toast(page, "T-001 restarted")
         assert git.head(worktree) == resolve_checkpoint(built.session, "T-001/planning").head
