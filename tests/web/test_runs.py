@@ -7,6 +7,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.agent.support import recipes
 from tests.web.support import Served, build_session, fake_model, serve, wait_for
 from tilth.demo.script import Team
@@ -94,3 +96,20 @@ def test_the_server_survives_a_crashing_run(tmp_path: Path, tilth_home: Path) ->
             )
             assert done["exit_code"] == 0, detail
             assert done["status"] == "all_done"
+
+
+def test_stopping_the_server_interrupts_its_runs_which_stay_resumable(
+    tmp_path: Path, tilth_home: Path
+) -> None:
+    with fake_model(SlowTeam(0.4)) as model:
+        built = build_session(tmp_path, model, run=False)
+        with serve(built.env) as served:
+            pid = served.api("POST", f"/api/sessions/{built.id}/resume", {}).json()["pid"]
+            wait_for(lambda: "model_call" in types(built.session), 30, "the first model call")
+            os.killpg(served.process.pid, signal.SIGINT)  # Ctrl-C in the server's terminal
+            assert served.process.wait(30) == 0
+        assert built.session.last_stop() == "interrupted"
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        with built.session.lock():  # nothing holds the session any more
+            pass

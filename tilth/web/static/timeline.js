@@ -296,7 +296,7 @@ const Timeline = (() => {
   function header(s) {
     const cp = s.checkpoint || {};
     const run = s.run;
-    let runText = s.locked_by ? "driven by pid " + s.locked_by : "idle";
+    let runText = s.locked_by ? "in use by pid " + s.locked_by : "idle";
     if (run && run.running) runText = "running in the background (pid " + run.pid + ")";
     else if (run && run.exit_code !== null && run.exit_code !== undefined) runText = "last background run exited " + run.exit_code;
     const live = Boolean(s.locked_by) || Boolean(run && run.running);
