@@ -20,7 +20,7 @@ from tilth.errors import SessionLocked, TilthError, UsageError
 from tilth.session.store import Session
 from tilth.timeline import SCOPES, RewindPlan
 from tilth.timeline.controller import TimelineController
-from tilth.web import views
+from tilth.web import chat_api, views
 from tilth.web.state import ServerState, state_of
 from tilth.web.stream import follow
 
@@ -36,7 +36,7 @@ class BadRequest(UsageError):
 
 
 # ---- helpers -----------------------------------------------------------------------------------
-async def _body(request: Request) -> dict[str, Any]:
+async def read_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw.strip():
         return {}
@@ -105,6 +105,10 @@ def _planning(controller: TimelineController, notes: list[str]) -> Iterator[int 
         yield live
 
 
+def _is_chat(session: Session) -> bool:
+    return views.session_kind(session.checkpoint()) == "chat"
+
+
 async def _blocking(fn: Callable[[], T]) -> T:
     return await run_in_threadpool(fn)
 
@@ -157,16 +161,24 @@ async def get_events(request: Request) -> Response:
 # ---- go-back verbs ---------------------------------------------------------------------------
 async def rewind(request: Request) -> Response:
     state, session = _session(request)
-    body = await _body(request)
+    body = await read_body(request)
     to = _text(body, "to")
     scope = _text(body, "scope", required=False) or "both"
     if scope not in SCOPES:
         raise BadRequest(f"'scope' must be one of {', '.join(SCOPES)}")
     dry_run, force = _flag(body, "dry_run"), _flag(body, "force")
     controller = TimelineController(session, state.settings)
+    chat = _is_chat(session)
 
     def work() -> dict[str, Any]:
         notes: list[str] = []
+        if chat:
+            # A chat's turns go back through its engine (prompt back, watcher re-based).
+            via_engine = chat_api.rewind(
+                state.chats.get(session), str(to), scope, dry_run=dry_run, force=force
+            )
+            if via_engine is not None:
+                return via_engine
         if dry_run:
             with _planning(controller, notes) as live:
                 plan = controller.plan_rewind(controller.resolve(str(to)), scope, force=force)
@@ -183,7 +195,7 @@ async def rewind(request: Request) -> Response:
 
 async def restart(request: Request) -> Response:
     state, session = _session(request)
-    body = await _body(request)
+    body = await read_body(request)
     task = _text(body, "task")
     from_stage = _text(body, "from", required=False)
     dry_run = _flag(body, "dry_run")
@@ -212,7 +224,7 @@ async def restart(request: Request) -> Response:
 
 async def reset_to_seed(request: Request) -> Response:
     state, session = _session(request)
-    body = await _body(request)
+    body = await read_body(request)
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
     from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
@@ -245,12 +257,14 @@ async def reset_to_seed(request: Request) -> Response:
 
 async def undo(request: Request) -> Response:
     state, session = _session(request)
-    body = await _body(request)
+    body = await read_body(request)
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
         notes: list[str] = []
+        if _is_chat(session):
+            return chat_api.undo(state.chats.get(session), dry_run=dry_run)
         plan_undo = _library(controller, "plan_undo")
         if dry_run:
             with _planning(controller, notes) as live:
@@ -267,7 +281,7 @@ async def undo(request: Request) -> Response:
 
 async def fork(request: Request) -> Response:
     state, session = _session(request)
-    body = await _body(request)
+    body = await read_body(request)
     at = _text(body, "at")
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
@@ -299,7 +313,7 @@ async def fork(request: Request) -> Response:
 # ---- background runs -------------------------------------------------------------------------
 async def resume(request: Request) -> Response:
     state, session = _session(request)
-    await _body(request)
+    await read_body(request)
     state.runs.reap()
     run = await _blocking(lambda: state.runs.start(session, views.lock_holder(session)))
     return JSONResponse({"started": True, **run.state()}, status_code=202)
@@ -307,7 +321,7 @@ async def resume(request: Request) -> Response:
 
 async def stop(request: Request) -> Response:
     state, session = _session(request)
-    await _body(request)
+    await read_body(request)
     from tilth.session.live_run import stop_live_run
 
     stopped = await _blocking(lambda: stop_live_run(session))

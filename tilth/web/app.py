@@ -10,9 +10,10 @@ from __future__ import annotations
 import html
 import logging
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -36,6 +37,9 @@ from tilth.web import api, chat_api
 from tilth.web.runs import Runs
 from tilth.web.security import Guard
 from tilth.web.state import ServerState, state_of
+
+if TYPE_CHECKING:
+    from tilth.model.base import Model
 
 HERE = Path(__file__).resolve().parent
 log = logging.getLogger("tilth.serve")
@@ -129,9 +133,17 @@ async def session_page(request: Request) -> Response:
     return pages.render("session", state.token, f"tilth · {sid}")
 
 
-def create_app(settings: Settings, token: str, port: int) -> Guard:
-    """The whole server as one ASGI app (``port`` names the token cookie)."""
-    state = ServerState(settings=settings, token=token, port=port, runs=Runs(settings.home))
+def create_app(
+    settings: Settings, token: str, port: int, *, chat_model: Callable[[], Model] | None = None
+) -> Guard:
+    """The whole server as one ASGI app (``port`` names the token cookie).
+
+    ``chat_model`` makes the model a chat session talks to (default: the worker role's
+    configured endpoint); tests and the demo pass a scripted one.
+    """
+    state = ServerState(
+        settings=settings, token=token, port=port, runs=Runs(settings.home), chat_model=chat_model
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -140,6 +152,7 @@ def create_app(settings: Settings, token: str, port: int) -> Guard:
         finally:
             await state.watches.close()
             await run_in_threadpool(state.runs.shutdown)
+            await run_in_threadpool(state.chats.close)
 
     sid = "/api/sessions/{session_id}"
     routes = [

@@ -104,8 +104,16 @@ const Timeline = (() => {
   }
 
   async function fork(cp) {
+    // The fork's plan when the library can plan one; otherwise a plain confirmation.
+    let preview = null;
+    try {
+      preview = await api("POST", apiPath("fork"), { at: cp.id, dry_run: true });
+    } catch (err) {
+      if (err.status !== 501) { showError(err); return; }
+    }
     const ok = await Dialog.open({
       title: "Fork a new session at " + cp.id,
+      response: preview,
       lines: ["A new session (its own id, branch and worktree) starts from " + cp.id + " (" + cp.label + "). This session is left as it is."],
       confirmLabel: "Fork",
     });
