@@ -210,3 +210,32 @@ def wait_for(check: Any, timeout: float = 30, what: str = "condition") -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
+
+
+@contextmanager
+def serve_in_thread(make_app: Any) -> Iterator[str]:
+    """``make_app(port)`` on uvicorn in this process (for objects a subprocess cannot take).
+
+    Yields the base URL; the server is stopped (its lifespan shutdown run) afterwards.
+    """
+    import threading
+
+    import uvicorn
+
+    from tilth.web.server import bind
+
+    sock = bind(0)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        make_app(port), log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, 20, "the in-process server")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(20)
+        sock.close()

@@ -81,13 +81,21 @@ async def _stream_turn(
     def listener(event: Any) -> None:
         loop.call_soon_threadsafe(queue.put_nowait, event.to_dict())
 
+    owner = state.chats.turn_lock(session.id)
+
     def run() -> dict[str, Any]:
-        engine.listener = listener
         try:
-            result: dict[str, Any] = engine.send(text)
-            return result
+            # Only the request whose turn runs may point the engine's listener at itself.
+            if not owner.acquire(blocking=False):
+                raise UsageError("a turn is still running", hint="wait for it to finish")
+            try:
+                engine.listener = listener
+                result: dict[str, Any] = engine.send(text)
+                return result
+            finally:
+                engine.listener = lambda event: None
+                owner.release()
         finally:
-            engine.listener = lambda event: None
             loop.call_soon_threadsafe(queue.put_nowait, None)
 
     turn = asyncio.ensure_future(run_in_threadpool(run))

@@ -21,6 +21,7 @@ class ChatEngines:
         self.model_factory = model_factory
         self._engines: dict[str, ChatEngine] = {}
         self._lock = threading.Lock()
+        self._turns: dict[str, threading.Lock] = {}
 
     def get(self, session: Session) -> ChatEngine:
         """The open engine of ``session``, opening it on first use (blocking: call in a thread)."""
@@ -39,6 +40,11 @@ class ChatEngines:
                 engine = ChatEngine.resume(self.settings, session.id, model)
                 self._engines[session.id] = engine
             return engine
+
+    def turn_lock(self, session_id: str) -> threading.Lock:
+        """Held by the request whose turn is running (it owns the engine's listener)."""
+        with self._lock:
+            return self._turns.setdefault(session_id, threading.Lock())
 
     def opened(self, session_id: str) -> ChatEngine | None:
         with self._lock:

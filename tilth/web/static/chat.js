@@ -216,6 +216,10 @@ const Chat = (() => {
 
   async function update(session) {
     if (!view || !app.root.contains(view.list)) build(session);
+    const status = app.root.querySelector("[data-test=session-status]");
+    status.textContent = session.status;
+    status.className = "status status-" + session.status;
+    app.root.querySelector("[data-test=tokens]").textContent = String((session.checkpoint || {}).tokens_used || 0);
     if (sending) return;
     try {
       const history = await api("GET", apiPath("messages"));
