@@ -52,7 +52,7 @@ def _stream(served_client: httpx.Client, sid: str, last: int | None = None) -> h
 def test_events_follow_the_log_and_a_reconnect_resumes(built: Built) -> None:
     session: Session = built.session
     existing = [e.seq for e in session.events.events()]
-    with serve() as served, served.client(timeout=httpx.Timeout(10, read=10)) as client:
+    with serve() as served, served.client(timeout=httpx.Timeout(30, read=30)) as client:
         response = _stream(client, built.id)
         assert response.headers["content-type"].startswith("text/event-stream")
         stream = messages(response)
