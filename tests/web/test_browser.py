@@ -171,3 +171,26 @@ def _settings() -> Any:
     from tilth.config import load_settings
 
     return load_settings()
+
+
+def test_reset_to_seed_behind_the_plain_warning(browser: Any, built: Built) -> None:
+    from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
+
+    with serve(built.env) as served:
+        page = new_page(browser)
+        open_session(page, served, built.id)
+        page.click("[data-test=reset-seed]")
+        page.wait_for_selector("dialog#dialog[open]")
+        assert page.inner_text("#dialog-warning") == CONFIRM_WARNING
+        assert "delete textkit/words.py" in page.inner_text("[data-test=plan-files]")
+        page.click("[data-test=dialog-cancel]")  # cancelling changes nothing
+        page.wait_for_selector("dialog#dialog", state="hidden")
+        assert (built.worktree / "textkit" / "words.py").exists()
+        page.click("[data-test=reset-seed]")
+        page.wait_for_selector("dialog#dialog[open]")
+        confirm(page)
+        toast(page, "back at its seed")
+        assert git.head(built.worktree) == built.seed_sha
+        assert not (built.worktree / "textkit" / "words.py").exists()
+        page.wait_for_selector("[data-test=session-status]:has-text('prepared')")
+        assert page.errors == []

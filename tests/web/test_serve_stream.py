@@ -98,3 +98,16 @@ def test_a_cut_log_sends_reset_then_the_log_again(built: Built) -> None:
         late = messages(_stream(client, built.id, last=total))
         assert next(late).event == "reset"
         assert [m.data["seq"] for m in take(late, len(now))] == now
+
+
+def test_following_the_events_changes_nothing(built: Built) -> None:
+    from tests.web.test_security import fingerprint
+
+    before = fingerprint(built)
+    total = len(built.session.events.events())
+    with serve() as served, served.client(timeout=httpx.Timeout(30, read=30)) as client:
+        stream = messages(_stream(client, built.id))
+        assert len(take(stream, total)) == total
+        again = messages(_stream(client, built.id, last=3))
+        assert next(again).data["seq"] == 4
+    assert fingerprint(built) == before
