@@ -153,8 +153,14 @@ def test_messages_api_streams_events_and_refuses_what_it_cannot_send(
 ) -> None:
     base, sid, _ = chat_server
     headers = {"Authorization": f"Bearer {TOKEN}"}
+    session_dir = Path(load_settings().sessions_dir) / sid
+    record = (session_dir / "checkpoint.json").read_bytes()
+    log = (session_dir / "events.jsonl").read_bytes()
     with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
         history = client.get(f"/api/sessions/{sid}/messages").json()
+        # reading a chat opens no engine and writes nothing
+        assert (session_dir / "checkpoint.json").read_bytes() == record
+        assert (session_dir / "events.jsonl").read_bytes() == log
         assert [m["role"] for m in history["messages"]][:1] == ["user"]
         assert history["turns"][0]["turn"] == 1
         assert history["turns"][0]["checkpoint"].startswith("cp-")

@@ -25,6 +25,9 @@ from tilth.session.store import Session
 from tilth.web import views
 from tilth.web.state import ServerState, state_of
 
+CHAT_THREAD = "chat"
+"""The chat's conversation thread (``tilth.chat.THREAD_KEY``)."""
+
 if TYPE_CHECKING:
     from tilth.chat import ChatEngine
 
@@ -40,9 +43,32 @@ def _chat_session(request: Request) -> tuple[ServerState, Session]:
     return state, session
 
 
-def turns_of(engine: ChatEngine) -> list[dict[str, Any]]:
-    """Each user turn's checkpoint (the instant before its prompt was sent)."""
-    return [
+def history(session: Session, settings: Any) -> dict[str, Any]:
+    """The transcript and the turns, read without opening an engine (a GET writes nothing).
+
+    The same shape as ``ChatEngine.history()``: ``{id, role, text, turn?, tools?, kind?}``.
+    """
+    from tilth.timeline.controller import TimelineController
+
+    shown: list[dict[str, Any]] = []
+    for stored in session.threads.get(CHAT_THREAD).read():
+        message = stored.message
+        role = str(message.get("role"))
+        if role == "system":
+            continue
+        item: dict[str, Any] = {"id": stored.id, "role": role}
+        item["text"] = str(message.get("content") or "")
+        if "turn" in stored.meta:
+            item["turn"] = stored.meta["turn"]
+        calls = message.get("tool_calls") or []
+        if calls:
+            item["tools"] = [c.get("function", {}).get("name") for c in calls]
+        if stored.meta.get("kind"):
+            item["kind"] = stored.meta["kind"]
+        shown.append(item)
+    found = TimelineController(session, settings).checkpoints().checkpoints
+    chat_turns = [cp for cp in found if cp.kind == "turn" and cp.actor == "chat"]
+    turns = [
         {
             "turn": number,
             "checkpoint": cp.id,
@@ -50,19 +76,16 @@ def turns_of(engine: ChatEngine) -> list[dict[str, Any]]:
             "ts": cp.ts,
             "files_changed": cp.files_changed,
         }
-        for number, cp in enumerate(engine.turns(), 1)
+        for number, cp in enumerate(chat_turns, 1)
     ]
+    return {"messages": shown, "turns": turns}
 
 
 async def messages(request: Request) -> Response:
     state, session = _chat_session(request)
-    engine = await run_in_threadpool(state.chats.get, session)
     if request.method == "GET":
-        return JSONResponse(
-            await run_in_threadpool(
-                lambda: {"messages": engine.history(), "turns": turns_of(engine)}
-            )
-        )
+        return JSONResponse(await run_in_threadpool(history, session, state.settings))
+    engine = await run_in_threadpool(state.chats.get, session)
     from tilth.web.api import BadRequest, read_body
 
     body = await read_body(request)
