@@ -31,6 +31,24 @@ def pytest_configure(config: pytest.Config) -> None:
     home = tempfile.mkdtemp(prefix="tilth-test-home-")
     _SESSION_HOME.append(home)
     os.environ["TILTH_HOME"] = home
+    _project_python_on_path(Path(home))
+
+
+def _project_python_on_path(root: Path) -> None:
+    """Put a project interpreter that has pytest first on PATH (SPEC §5.4, step 5).
+
+    Tilth never runs a project's tests with its own interpreter, and the test projects keep
+    no virtualenv of their own; so, like a developer's machine, the tests' PATH has a
+    ``python3`` (a venv outside Tilth's installation) that can import pytest.
+    """
+    import site
+    import venv
+
+    project = root / "project-python"
+    venv.EnvBuilder(with_pip=False).create(project)
+    (site_dir,) = project.glob("lib/python*/site-packages")
+    (site_dir / "tilth-test-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    os.environ["PATH"] = f"{project / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

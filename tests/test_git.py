@@ -64,6 +64,46 @@ def test_ensure_repo_not_a_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert info.value.hint and "git init" in info.value.hint
 
 
+def test_a_bare_repository_is_a_usage_error_with_a_hint(repo: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare.git"
+    sh(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    with pytest.raises(WorkspaceError) as info:
+        git.ensure_repo(bare)
+    assert info.value.exit_code == 2
+    assert "is a bare repository" in str(info.value)
+    assert info.value.hint and "git clone" in info.value.hint
+
+
+def test_submodules_are_checked_out_or_named(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert git.init_submodules(repo) is None, "no .gitmodules: nothing to do"
+    # Local submodule URLs need file transport allowed (git refuses it by default).
+    for key, value in {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "protocol.file.allow",
+        "GIT_CONFIG_VALUE_0": "always",
+    }.items():
+        monkeypatch.setenv(key, value)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    sh(lib, "init", "-q", "-b", "main")
+    (lib / "lib.py").write_text("X = 1\n")
+    sh(lib, "add", "-A")
+    sh(lib, "commit", "-q", "-m", "lib")
+    sh(repo, "submodule", "add", "-q", str(lib), "lib")
+    sh(repo, "commit", "-q", "-m", "add lib")
+    worktree = git.ensure_worktree(repo, tmp_path / "wt", "session/x")
+    assert not (worktree / "lib" / "lib.py").exists(), "a fresh worktree has it empty"
+    assert git.init_submodules(worktree) is None
+    assert (worktree / "lib" / "lib.py").read_text() == "X = 1\n"
+    shutil.rmtree(lib)
+    other = git.ensure_worktree(repo, tmp_path / "wt2", "session/y")
+    problem = git.init_submodules(other, timeout=30)
+    assert problem is not None and "could not check out the submodules" in problem
+    assert f"git -C {other} submodule update --init" in problem
+
+
 def test_ensure_repo_without_commits(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -250,7 +290,9 @@ def test_reset_soft_keeps_changes_staged(repo: Path) -> None:
 
 
 def test_stash_with_and_without_changes(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert git.stash(repo, "tilth: nothing") is False
+    ref = git.stash_ref("20260101-000000-abcdef")
+    assert ref == "refs/tilth/stash/20260101-000000-abcdef"
+    assert git.stash(repo, "tilth: nothing", ref=ref) is False
     assert sh(repo, "stash", "list") == ""
     (repo / "README.md").write_text("edited\n")
     (repo / "new.txt").write_text("n")
@@ -258,10 +300,18 @@ def test_stash_with_and_without_changes(repo: Path, monkeypatch: pytest.MonkeyPa
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("HOME", str(repo.parent))
-    assert git.stash(repo, "tilth: before rewind") is True
-    assert "tilth: before rewind" in sh(repo, "stash", "list")
+    assert git.stash(repo, "tilth: before rewind", ref=ref) is True
+    assert sh(repo, "stash", "list") == "", "the user's refs/stash is never touched"
+    assert git.subject(ref, repo) == "tilth: before rewind"
     assert not git.is_dirty(repo)
     assert not (repo / "new.txt").exists()
+    (repo / "new.txt").write_text("second")
+    assert git.stash(repo, "tilth: again", ref=ref) is True
+    assert git.subject(ref, repo) == "tilth: again"
+    assert len(sh(repo, "reflog", ref).splitlines()) == 2, "earlier saves stay in the reflog"
+    sh(repo, "cherry-pick", "--no-commit", f"{ref}@{{1}}")
+    assert (repo / "README.md").read_text() == "edited\n"
+    assert (repo / "new.txt").read_text() == "n"
 
 
 # ---- errors and timeouts ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from tilth.errors import ConfigError
 Role = Literal["worker", "evaluator", "prep"]
 ROLES: tuple[Role, ...] = ("worker", "evaluator", "prep")
 TIERS = ("L1", "L2")
+SANDBOX_MODES = ("auto", "required", "off")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Settings:
     """Worker turns per task attempt (``TILTH_MAX_ITERATIONS_PER_TASK``)."""
     max_evaluator_calls_per_task: int = 0
     """Rejections before a task fails with ``evaluator_cap``; 0 turns the cap off."""
+    max_verify_failures_per_task: int = 3
+    """Failed verifying stages before a task fails with ``verify_cap``; 0 turns the cap off."""
     max_wall_clock_minutes: float = 120
     """Wall-clock budget per run/resume invocation; decimals allowed (0.5 = 30 s), 0 = off."""
     max_tokens: int = 2_000_000
@@ -66,13 +69,25 @@ class Settings:
     model_backoff_seconds: float = 1.0
     """First retry delay, doubled each retry (``TILTH_MODEL_BACKOFF_SECONDS``)."""
     model_timeout_seconds: float = 300.0
-    """Time limit for one model request (``TILTH_MODEL_TIMEOUT_SECONDS``)."""
+    """Longest wait for a reply to start, or between two pieces of a streamed reply
+    (``TILTH_MODEL_TIMEOUT_SECONDS``); a stall past it is retried."""
     empty_backoff_seconds: float = 2.0
     """Wait after an empty model response, times the streak (``TILTH_EMPTY_BACKOFF_SECONDS``)."""
     test_timeout_seconds: float = 180.0
     """Time limit for one seed-test or lint run (``TILTH_TEST_TIMEOUT_SECONDS``)."""
     lint_command: str | None = None
     """Shell command the verifying stage runs as a linter (``TILTH_LINT_COMMAND``); None = none."""
+    test_command: str | None = None
+    """Shell line that runs the seed tests, ``{files}`` = the files (``TILTH_TEST_COMMAND``)."""
+    setup_command: str | None = None
+    """Shell line run once in every new worktree (``TILTH_SETUP_COMMAND``); None = none."""
+    setup_timeout_seconds: float = 900.0
+    """Time limit for ``TILTH_SETUP_COMMAND`` (``TILTH_SETUP_TIMEOUT_SECONDS``)."""
+    sandbox: str = "auto"
+    """The worker's ``bash`` sandbox (``TILTH_SANDBOX``): ``auto`` uses bubblewrap when it works
+    and warns loudly when not, ``required`` refuses to run without it, ``off`` never uses it."""
+    sandbox_network: bool = True
+    """Whether sandboxed ``bash`` keeps the network (``TILTH_SANDBOX_NETWORK=on|off``)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
     warnings: tuple[str, ...] = ()
@@ -86,6 +101,7 @@ class Settings:
 _INT_DEFAULTS = {
     "TILTH_MAX_ITERATIONS_PER_TASK": 32,
     "TILTH_MAX_EVALUATOR_CALLS_PER_TASK": 0,
+    "TILTH_MAX_VERIFY_FAILURES_PER_TASK": 3,
     "TILTH_MAX_WALL_CLOCK_MINUTES": 120,
     "TILTH_MAX_TOKENS": 2_000_000,
     "TILTH_CHECKPOINT_MAX_AGE_DAYS": 30,
@@ -98,6 +114,7 @@ _FLOAT_DEFAULTS = {
     "TILTH_MODEL_TIMEOUT_SECONDS": 300.0,
     "TILTH_EMPTY_BACKOFF_SECONDS": 2.0,
     "TILTH_TEST_TIMEOUT_SECONDS": 180.0,
+    "TILTH_SETUP_TIMEOUT_SECONDS": 900.0,
 }
 
 
@@ -234,6 +251,14 @@ def _minutes(env: Mapping[str, str], name: str) -> float:
     return int(value) if value.is_integer() else value
 
 
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    """One of ``allowed`` from ``env[name]`` (case-insensitive; blank = ``default``)."""
+    value = (env.get(name) or default).strip().lower()
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read every setting; raises ``ConfigError`` naming a malformed variable."""
     warnings: list[str] = []
@@ -242,6 +267,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     home = Path(env.get("TILTH_HOME", str(Path.home() / ".tilth"))).expanduser().absolute()
     sessions = Path(env.get("TILTH_SESSIONS_DIR", str(home / "sessions"))).expanduser().absolute()
     files = tuple(f.strip() for f in env.get("TILTH_CONTEXT_FILES", "").split(",") if f.strip())
+    sandbox = _choice(env, "TILTH_SANDBOX", SANDBOX_MODES, "auto")
+    network = _choice(env, "TILTH_SANDBOX_NETWORK", ("on", "off"), "on") == "on"
     tier = env.get("TILTH_DEFAULT_TIER", "L1").upper()
     if tier not in TIERS:
         raise ConfigError(f"TILTH_DEFAULT_TIER must be one of {', '.join(TIERS)}, got {tier!r}")
@@ -250,6 +277,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         sessions_dir=sessions,
         max_iterations_per_task=_int(env, "TILTH_MAX_ITERATIONS_PER_TASK"),
         max_evaluator_calls_per_task=_int(env, "TILTH_MAX_EVALUATOR_CALLS_PER_TASK"),
+        max_verify_failures_per_task=_int(env, "TILTH_MAX_VERIFY_FAILURES_PER_TASK"),
         max_wall_clock_minutes=_minutes(env, "TILTH_MAX_WALL_CLOCK_MINUTES"),
         max_tokens=_int(env, "TILTH_MAX_TOKENS"),
         context_files=files or ("AGENTS.md", "CLAUDE.md"),
@@ -262,6 +290,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         empty_backoff_seconds=_float(env, "TILTH_EMPTY_BACKOFF_SECONDS"),
         test_timeout_seconds=_float(env, "TILTH_TEST_TIMEOUT_SECONDS", positive=True),
         lint_command=env.get("TILTH_LINT_COMMAND") or None,
+        test_command=env.get("TILTH_TEST_COMMAND") or None,
+        setup_command=env.get("TILTH_SETUP_COMMAND") or None,
+        setup_timeout_seconds=_float(env, "TILTH_SETUP_TIMEOUT_SECONDS", positive=True),
+        sandbox=sandbox,
+        sandbox_network=network,
         env=env,
         warnings=tuple(warnings),
     )

@@ -6,6 +6,8 @@ The CLI catches ``TilthError`` at its boundary, prints ``error: <message>``
 
 from __future__ import annotations
 
+import errno
+
 
 class TilthError(Exception):
     """Base class: a failure with a user-facing message and an exit code."""
@@ -49,6 +51,31 @@ class WorkspaceError(UsageError):
     """The workspace is not something Tilth can work in (not a repo, no commits...)."""
 
 
+class StorageError(TilthError):
+    """A file Tilth needs could not be written or read: a full disk, no permission."""
+
+    ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS})
+    """Full disks and missing permissions: what the machine, not Tilth, got wrong."""
+
+    @classmethod
+    def wrap(cls, action: str, path: object, exc: OSError) -> OSError | StorageError:
+        """The ``StorageError`` for ``exc`` when it is about space or permission, else ``exc``."""
+        return cls(action, path, exc) if exc.errno in cls.ERRNOS else exc
+
+    def __init__(self, action: str, path: object, exc: OSError) -> None:
+        reason = exc.strerror or type(exc).__name__
+        hints = {
+            errno.ENOSPC: "free space on that disk (or point TILTH_HOME elsewhere), then retry",
+            errno.EDQUOT: "free space within your disk quota, then retry",
+            errno.EACCES: "check the permissions of that path and its directory",
+            errno.EPERM: "check the permissions of that path and its directory",
+            errno.EROFS: "that file system is read-only; point TILTH_HOME at a writable one",
+        }
+        super().__init__(f"cannot {action} {path}: {reason}", hint=hints.get(exc.errno or 0))
+        self.path = path
+        self.errno = exc.errno
+
+
 class GitError(TilthError):
     """A git command failed; carries the command, exit code and stderr."""
 
@@ -75,3 +102,15 @@ class Interrupted(TilthError):
     """Ctrl-C: the command stopped at the user's request."""
 
     exit_code = 130
+
+
+class ProjectEnvError(UsageError):
+    """The project's Python environment cannot be found or does not start (SPEC §5.4)."""
+
+
+class SetupFailed(UsageError):
+    """``TILTH_SETUP_COMMAND`` failed in a new worktree; ``output`` is what it printed."""
+
+    def __init__(self, message: str, *, output: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.output = output

@@ -19,8 +19,22 @@ FALLBACK_EMAIL = "tilth@localhost"
 DEFAULT_TIMEOUT = 120.0
 
 
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+INERT = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+"""Options on every call: no user hook and no fsmonitor command ever runs from Tilth's git."""
+
+# Variables that would point git at another repository or index than the one asked for.
+_RELOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
+
+
+def inert_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Tilth's environment without secrets (API keys, ``TILTH_*``) or repository overrides."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.upper().endswith("_API_KEY")
+        and not key.upper().startswith("TILTH_")
+        and key not in _RELOCATING
+    }
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
     if extra:
         env.update(extra)
@@ -36,8 +50,9 @@ def git(
     input_text: str | None = None,
 ) -> str:
     """Run ``git <args>`` in ``cwd`` and return stdout; raise ``GitError`` on failure."""
-    cmd = ["git", *args]
-    result = proc.run(cmd, cwd=cwd, timeout=timeout, env=_env(env), input_text=input_text)
+    cmd = ["git", *args]  # as shown in errors; the INERT options are always added
+    run = ["git", *INERT, *args]
+    result = proc.run(run, cwd=cwd, timeout=timeout, env=inert_env(env), input_text=input_text)
     if result.timed_out:
         raise GitError(cmd, -9, f"timed out after {timeout:.0f}s")
     if check and result.returncode != 0:
@@ -47,7 +62,7 @@ def git(
 
 def ok(*args: str, cwd: Path) -> bool:
     """True when ``git <args>`` exits 0."""
-    result = proc.run(["git", *args], cwd=cwd, timeout=DEFAULT_TIMEOUT, env=_env())
+    result = proc.run(["git", *INERT, *args], cwd=cwd, timeout=DEFAULT_TIMEOUT, env=inert_env())
     return result.returncode == 0
 
 
@@ -64,6 +79,11 @@ def ensure_repo(path: Path) -> Path:
         raise WorkspaceError(
             f"{path} is not a git repository",
             hint=f'run `git init -b main && git add -A && git commit -m "initial"` in {path}',
+        )
+    if git("rev-parse", "--is-bare-repository", cwd=path, check=False).strip() == "true":
+        raise WorkspaceError(
+            f"{path} is a bare repository (it has no working tree to build on)",
+            hint=f"clone it and pass the clone: git clone {path} <dir> && tilth prep-feature <dir>",
         )
     top = Path(git("rev-parse", "--show-toplevel", cwd=path).strip()).resolve()
     if top != path:
@@ -87,9 +107,17 @@ def head(cwd: Path) -> str:
 def rev_parse(rev: str, cwd: Path) -> str | None:
     """The full sha of ``rev``, or None when it does not resolve to a commit."""
     out = proc.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=cwd, env=_env()
+        ["git", *INERT, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        cwd=cwd,
+        env=inert_env(),
     )
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def current_branch(cwd: Path) -> str | None:
+    """The branch HEAD is on, or None when HEAD is detached."""
+    out = git("symbolic-ref", "-q", "--short", "HEAD", cwd=cwd, check=False).strip()
+    return out or None
 
 
 def is_ancestor(ancestor: str, descendant: str, cwd: Path) -> bool:
@@ -184,11 +212,40 @@ def clean_fd(cwd: Path) -> None:
     git("clean", "-q", "-fd", cwd=cwd)
 
 
-def stash(cwd: Path, message: str) -> bool:
-    """Stash uncommitted changes (untracked included); False when there was nothing."""
+STASH_REF_PREFIX = "refs/tilth/stash/"
+
+
+def stash_ref(name: str) -> str:
+    """The Tilth-owned ref that keeps stashed changes of ``name`` (a session id)."""
+    return STASH_REF_PREFIX + name
+
+
+def stash(cwd: Path, message: str, *, ref: str) -> bool:
+    """Save uncommitted changes (untracked included) as a commit on ``ref``, then drop them.
+
+    Never ``git stash``: a worktree shares ``refs/stash`` with the user's repository, and
+    Tilth must not touch the user's refs. Each save moves ``ref`` (its reflog keeps the
+    earlier ones); get the changes back with ``git cherry-pick --no-commit <ref>``.
+    False when there was nothing to save.
+    """
     if not is_dirty(cwd):
         return False
-    git(*identity_args(cwd), "stash", "push", "-q", "--include-untracked", "-m", message, cwd=cwd)
+    git_index = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
+    if not git_index.is_absolute():
+        git_index = cwd / git_index
+    with tempfile.TemporaryDirectory(prefix="tilth-stash-") as tmp:
+        index = Path(tmp) / "index"
+        if git_index.exists():
+            shutil.copyfile(git_index, index)
+        env = {"GIT_INDEX_FILE": str(index)}
+        git("add", "-A", cwd=cwd, env=env)
+        tree = git("write-tree", cwd=cwd, env=env).strip()
+    commit = git(
+        *identity_args(cwd), "commit-tree", tree, "-p", "HEAD", "-m", message, cwd=cwd
+    ).strip()
+    git("update-ref", "--create-reflog", "-m", message, ref, commit, cwd=cwd)
+    reset_hard(cwd, "HEAD")
+    clean_fd(cwd)
     return True
 
 
@@ -226,6 +283,25 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     else:
         git("worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
     return path.resolve()
+
+
+def init_submodules(worktree: Path, timeout: float = 600.0) -> str | None:
+    """Check out the worktree's submodules; a sentence saying what failed, or None.
+
+    A fresh worktree has empty submodule directories; code that needs them would fail
+    in ways the worker cannot explain.
+    """
+    if not (worktree / ".gitmodules").is_file():
+        return None
+    try:
+        git("submodule", "update", "--init", "--recursive", cwd=worktree, timeout=timeout)
+    except GitError as exc:
+        why = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
+        return (
+            f"could not check out the submodules in {worktree} ({why}); their directories "
+            f"are empty — run `git -C {worktree} submodule update --init`"
+        )
+    return None
 
 
 def remove_worktree(source: Path, path: Path) -> None:

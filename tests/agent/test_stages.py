@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tilth.agent.pipeline import next_stage, stage_commit_message
-from tilth.agent.seed_tests import child_env, clip, project_python, run_gate, seed_test_files
+from tilth.agent.seed_tests import child_env, clip, run_gate, seed_test_files
 from tilth.agent.stages import SENDS_BACK_TO
+from tilth.project_env import ProjectEnv
+
+# The tests' project interpreter (first python3 on PATH; see tests/conftest.py).
+PYTHON = Path(shutil.which("python3") or "python3")
+ENV = ProjectEnv("python", "python3 on PATH", bin_dir=PYTHON.parent, python=PYTHON)
 
 FAST_INI = "[pytest]\naddopts = -p no:hypothesispytest -p no:timeout -p no:anyio\n"
 
@@ -44,16 +49,17 @@ def test_seed_test_files_match_task_ids_exactly(tmp_path: Path) -> None:
     assert seed_test_files(tmp_path / "missing", ["T-001"]) == []
 
 
-def test_the_worktree_virtualenv_is_preferred(tmp_path: Path) -> None:
-    assert project_python(tmp_path) == sys.executable
-    venv_python = tmp_path / "venv" / "bin" / "python"
-    venv_python.parent.mkdir(parents=True)
-    venv_python.write_text("")
-    assert project_python(tmp_path) == str(venv_python)
-    dot_venv = tmp_path / ".venv" / "bin" / "python"
-    dot_venv.parent.mkdir(parents=True)
-    dot_venv.write_text("")
-    assert project_python(tmp_path) == str(dot_venv)
+def test_the_gate_runs_the_environments_own_test_command(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        {"test_t001_env.py": "def test_env():\n    pass\n"},
+    )
+    marker = ProjectEnv("command", "echo", command="echo RAN {files} && exit 0")
+    gate = run_gate(root, ["T-001"], environment=marker, timeout=60)
+    assert gate.passed and gate.checks[0].output == "RAN tests/test_t001_env.py"
+    assert gate.checks[0].command == "echo RAN tests/test_t001_env.py && exit 0"
+    missing = ProjectEnv("command", "x", command="false")
+    assert not run_gate(root, ["T-001"], environment=missing, timeout=60).passed
 
 
 def test_gate_runs_pytest_and_reports_failures(tmp_path: Path) -> None:
@@ -64,9 +70,11 @@ def test_gate_runs_pytest_and_reports_failures(tmp_path: Path) -> None:
             "test_t002_bad.py": "def test_bad():\n    assert 1 == 2, 'BAD-MARKER'\n",
         },
     )
-    passed = run_gate(root, ["T-001"], timeout=60)
+    passed = run_gate(root, ["T-001"], environment=ENV, timeout=60)
     assert passed.passed and passed.files == ["tests/test_t001_ok.py"]
-    failed = run_gate(root, ["T-001", "T-002"], timeout=60, lint_command="echo linted")
+    failed = run_gate(
+        root, ["T-001", "T-002"], environment=ENV, timeout=60, lint_command="echo linted"
+    )
     assert not failed.passed
     assert [c.name for c in failed.checks] == ["pytest", "lint"]
     assert failed.checks[1].passed and "linted" in failed.checks[1].output
@@ -77,7 +85,7 @@ def test_gate_runs_pytest_and_reports_failures(tmp_path: Path) -> None:
 
 
 def test_gate_with_no_matching_tests_passes_and_says_so(tmp_path: Path) -> None:
-    gate = run_gate(project(tmp_path, {}), ["T-009"], timeout=60)
+    gate = run_gate(project(tmp_path, {}), ["T-009"], environment=ENV, timeout=60)
     assert gate.passed and "no seed tests" in gate.checks[0].output
 
 
@@ -85,7 +93,7 @@ def test_gate_times_out(tmp_path: Path) -> None:
     root = project(
         tmp_path, {"test_t001_slow.py": "import time\n\ndef test_slow():\n    time.sleep(30)\n"}
     )
-    gate = run_gate(root, ["T-001"], timeout=1.5)
+    gate = run_gate(root, ["T-001"], environment=ENV, timeout=1.5)
     assert not gate.passed and "timed out" in gate.checks[0].output
 
 
@@ -115,7 +123,9 @@ def test_stage_order_and_send_back_targets() -> None:
 
 def test_gate_output_hides_the_absolute_workspace_path(tmp_path: Path) -> None:
     root = project(tmp_path, {})
-    gate = run_gate(root, ["T-001"], timeout=60, lint_command="pwd; echo $PWD/src/x.py; exit 1")
+    gate = run_gate(
+        root, ["T-001"], environment=ENV, timeout=60, lint_command="pwd; echo $PWD/src/x.py; exit 1"
+    )
     lint = gate.checks[1].output
     assert str(root) not in lint
     assert lint.splitlines() == [".", "src/x.py"]

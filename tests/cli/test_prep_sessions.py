@@ -135,6 +135,9 @@ def test_picker_discard_then_prep_on_the_terminal(sessions_dir: Path, repo: Path
         term.send("7")
         term.expect("please choose 0-3")
         term.send("2")
+        term.expect("this cannot be undone")
+        term.expect("Discard this session? [y/N]")
+        term.send("y")
         term.expect("Describe the feature or refactor")
         term.send("add a feature")
         term.expect("? Which?")
@@ -205,11 +208,30 @@ def test_picker_with_several_sessions(sessions_dir: Path, repo: Path, choice: st
         term.expect("1) discard all 2 and start a new prep")
         term.expect("2) start a new session")
         term.send(choice)
+        if choice == "1":
+            term.expect("Discard these sessions? [y/N]")
+            term.send("y")
         code, text = term.finish()
     assert code == 0, text
     assert len(new_sessions(sessions_dir, *old)) == 1
     for session in old:
         assert session.dir.exists() == (choice == "2")
+
+
+def test_declining_the_discard_confirmation_changes_nothing(sessions_dir: Path, repo: Path) -> None:
+    old = existing(repo)
+    with FakeServer(quick_script()) as server:
+        term = Terminal(["prep-feature", str(repo), "--brief", "b"], cli_env(server))
+        term.expect("2) discard it and start a new prep")
+        term.send("2")
+        term.expect("Discard this session? [y/N]")
+        term.send("n")
+        code, text = term.finish()
+        assert server.requests == []
+    assert code == 1, text
+    assert "nothing was changed" in text and "error" not in text.lower()
+    assert session_dirs(sessions_dir) == [old.dir]
+    assert checkpoint(old.dir)["status"] == "prepared"
 
 
 def test_a_torn_seed_write_of_an_existing_session_is_rolled_back(

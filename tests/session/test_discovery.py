@@ -83,6 +83,7 @@ def test_describe_counts_tasks_and_last_stop(tmp_path: Path) -> None:
         "id": session.id,
         "source": str(tmp_path / "repo"),
         "status": "failed",
+        "state": "failed",
         "tasks_done": 1,
         "tasks_total": 2,
         "last_stop": "iter_cap",
@@ -99,3 +100,28 @@ def test_a_damaged_session_is_listed_not_fatal(tmp_path: Path) -> None:
     assert rows[good.id].problem is None
     assert rows[bad.id].status == "unreadable"
     assert rows[bad.id].problem and "checkpoint.json" in rows[bad.id].problem
+
+
+def test_state_tells_a_live_owner_from_a_clean_stop_and_a_killed_one(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tilth.session.discovery import state_of
+
+    session = Session.create(tmp_path, tmp_path / "repo")
+    with session.lock():
+        assert state_of(session) == "running", "this process holds it: a live owner"
+    assert state_of(session) == "stopped", "let go cleanly (Ctrl-C, a cap): resumable"
+    # kill -9 leaves the owner's pid behind; the process is gone.
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    (session.dir / ".lock.pid").write_text(dead.stdout.strip())
+    assert state_of(session) == "interrupted"
+    assert describe(session).as_dict()["state"] == "interrupted"
+    assert describe(session).as_dict()["status"] == "running", "the record is left as it is"
+    session.set_status("prepared")
+    assert state_of(session) == "prepared"

@@ -73,13 +73,17 @@ def test_full_restart_stashes_uncommitted_changes_and_resets_to_the_base(
     result = world.cli("restart", session.id, "T-001", "-y")
     assert result.returncode == 0, result.stderr
     assert f"commits rolled back: {commits}" in result.stdout
-    assert "uncommitted changes: will be stashed as 'tilth restart T-001" in result.stdout
+    ref = f"refs/tilth/stash/{session.id}"
+    assert f"2 file(s) will be saved on {ref}" in result.stdout
+    assert f"git -C {worktree} cherry-pick --no-commit {ref}" in result.stdout
     assert git.head(worktree) == base
     assert not git.is_dirty(worktree)
-    stashes = _stash_subjects(world)
-    assert len(stashes) == 1 and "tilth restart T-001 " in stashes[0]
-    show = git.git("stash", "show", "--include-untracked", "--name-only", "stash@{0}", cwd=worktree)
-    assert {"README.md", "new_file.txt"} <= set(show.split())
+    assert _stash_subjects(world) == [], "the user's own refs/stash is never touched"
+    assert git.subject(ref, worktree).startswith("tilth restart T-001 ")
+    # The confirmation's command brings the changes back.
+    git.git("cherry-pick", "--no-commit", ref, cwd=worktree)
+    assert (worktree / "README.md").read_text() == "work in progress\n"
+    assert (worktree / "new_file.txt").read_text() == "untracked\n"
     assert {t["id"]: t["status"] for t in session.load_prd()} == {
         "T-001": "pending",
         "T-002": "pending",

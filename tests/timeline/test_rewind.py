@@ -74,10 +74,17 @@ def test_scope_code_restores_files_only_and_notes_it_in_the_conversation(
     assert result.returncode == 0, result.stderr
     now = observe(session)
     assert now.head == target.head and now.tree == world.sim.seen[target.id].tree
-    assert now.statuses == before.statuses, "task state is untouched"
+    # No done task without its code: the tasks whose stage commits were dropped wind back
+    # (T-001 keeps its planning stage). The simulated run names its threads its own way,
+    # so dropping the redone stages' worker threads is tested with the real run
+    # (tests/timeline/test_code_rewind_tasks.py).
+    assert before.statuses == {"T-001": "done", "T-002": "done"}
+    assert now.statuses == {"T-001": "in_progress", "T-002": "pending"}
+    assert "T-002: the commits of" in result.stdout
     assert now.events == before.events + 1
     assert [c.id for c in list_checkpoints(session)] == checkpoints
-    changed = {k for k, v in thread_heads(session.threads.directory).items() if heads.get(k) != v}
+    after = thread_heads(session.threads.directory)
+    changed = {k for k, v in after.items() if heads.get(k) != v}
     assert len(changed) == 1
     note = session.threads.get(changed.pop()).read()[-1]
     assert target.id in note.message["content"] and note.meta["kind"] == "rewind_note"
@@ -201,11 +208,12 @@ def test_on_a_terminal_without_to_a_numbered_picker_chooses(
     env = {**os.environ, "TILTH_SESSIONS_DIR": str(world.sessions_dir)}
     code, text = run_on_terminal(["rewind", session.id], [(b"> ", b"3"), (b"[y/N]", b"y")], env)
     assert code == 0, text
-    assert "Rewind to which checkpoint?" in text and "0) cancel" in text
-    chosen = newest_first[2]
-    assert f"3) {chosen.id}" in text
+    assert "Rewind to which checkpoint?" in text and "0)  cancel" in text
+    # The number typed is the checkpoint's own number, as `tilth checkpoints` shows it.
+    chosen = resolve_checkpoint(session, "3")
+    assert chosen.id == "cp-0003" and f" 3) {chosen.id}" in text
     # Labels line up (options 1-9 share one prefix width).
-    rows = [next(ln for ln in text.splitlines() if f") {cp.id}" in ln) for cp in newest_first[:9]]
+    rows = [next(ln for ln in text.splitlines() if f") {cp.id} " in ln) for cp in newest_first[:9]]
     starts = {row.rindex(cp.label) for row, cp in zip(rows, newest_first, strict=False)}
     assert len(starts) == 1, rows
     assert list_checkpoints(session)[-1].id == chosen.id
@@ -252,3 +260,16 @@ def run_on_terminal(
             child.wait()
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output.decode("utf-8", "replace"))
     return code, text.replace("\r\n", "\n")
+
+
+def test_declining_the_rewind_says_nothing_was_changed_without_error(
+    world_clone: Callable[..., World],
+) -> None:
+    world = world_clone()
+    session = world.session
+    before = list_checkpoints(session)[-1].id
+    env = {**os.environ, "TILTH_SESSIONS_DIR": str(world.sessions_dir)}
+    code, text = run_on_terminal(["rewind", session.id], [(b"> ", b"2"), (b"[y/N]", b"n")], env)
+    assert code == 1, text
+    assert "nothing was changed" in text and "error" not in text.lower()
+    assert list_checkpoints(session)[-1].id == before

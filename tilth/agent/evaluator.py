@@ -82,6 +82,7 @@ def review(
         task_id=task_id,
         stage=stage,
         scripted=ctx.scripted,
+        on_delta=ctx.on_delta,
     )
     diff = task_diff(ctx, state)
     system = prompts.evaluator_system(stage)

@@ -13,17 +13,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth import git
+from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.pipeline import run_task, set_task_status
 from tilth.agent.records import append_progress, write_summary
 from tilth.agent.resume import failed_subject
 from tilth.agent.run_context import RunContext, StopRun
-from tilth.errors import TilthError
+from tilth.errors import StorageError, TilthError
 from tilth.session.store import Status
 
 RESUMABLE_STOPS = ("wall_clock", "token_cap", "interrupted")
 CAP_SETTINGS = {
     "iter_cap": "TILTH_MAX_ITERATIONS_PER_TASK",
     "evaluator_cap": "TILTH_MAX_EVALUATOR_CALLS_PER_TASK",
+    "verify_cap": "TILTH_MAX_VERIFY_FAILURES_PER_TASK",
     "wall_clock": "TILTH_MAX_WALL_CLOCK_MINUTES",
     "token_cap": "TILTH_MAX_TOKENS",
 }
@@ -73,8 +75,8 @@ def run_loop(ctx: RunContext) -> Stop:
                 return finish(ctx, outcome)
     except StopRun as stop:
         return finish(ctx, Stop(stop.reason, stop.detail))
-    except KeyboardInterrupt:
-        return finish(ctx, Stop("interrupted", "interrupted by the user (Ctrl-C)"))
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP, a closed output pipe
+        return finish(ctx, Stop("interrupted", str(exc) or "interrupted by the user (Ctrl-C)"))
     except TilthError as exc:
         return finish(ctx, Stop("error", str(exc), error=exc))
     except Exception as exc:  # the loop boundary: logged as stop {error}, reported by the CLI
@@ -99,6 +101,7 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
     reason = outcome.reason or "error"
     set_task_status(ctx.session, task_id, "failed")
     append_progress(ctx.session, task_id, f"failed:{reason}", title)
+    require_session_branch(ctx.worktree, ctx.session.branch, ctx.session.id)
     placeholder = git.commit_all(
         ctx.worktree, failed_subject(task_id, reason, title), allow_empty=True
     )
@@ -141,8 +144,11 @@ def finish(ctx: RunContext, stop: Stop) -> Stop:
             payload["task_id"] = stop.task_id
         if stop.error is not None:
             payload["error"] = f"{type(stop.error).__name__}: {stop.error}"
-        ctx.session.log("stop", **payload)
-        ctx.session.set_status(stop.status)
+        try:
+            ctx.session.log("stop", **payload)
+            ctx.session.set_status(stop.status)
+        except StorageError as exc:  # a full disk: the stop cannot be recorded, only shown
+            ctx.progress.note(f"could not record the stop: {exc}", style="red")
         _refresh(ctx)
     return stop
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tilth import git
+from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.run_context import RunContext
 from tilth.agent.stages import StageResult, run_stage
 from tilth.agent.task_state import TaskState
@@ -28,7 +29,7 @@ class TaskOutcome:
 
     status: Literal["done", "failed"]
     reason: str | None = None
-    """failed: iter_cap, evaluator_cap, empty_responses or no_case."""
+    """failed: iter_cap, evaluator_cap, verify_cap, empty_responses or no_case."""
     summary: str = ""
     fields: dict[str, Any] = field(default_factory=dict)
     """failed: the reason's own figures (streak, nudges, evaluator_calls, turns)."""
@@ -54,6 +55,7 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
         # The previous attempt failed and was retried: fresh budgets, progress kept.
         ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
         state.failure, state.turns, state.rejections = None, 0, 0
+        state.verify_failures = 0
         state.save(ctx.session)
     if state.base_commit is None:
         state.base_commit = git.head(ctx.worktree)
@@ -125,6 +127,7 @@ def _commit_finished_stages(ctx: RunContext, state: TaskState) -> None:
     for stage in state.stages_done:
         if stage in state.stage_commits:
             continue
+        require_session_branch(ctx.worktree, ctx.session.branch, ctx.session.id)
         sha = git.commit_all(
             ctx.worktree, stage_commit_message(state.task_id, stage), allow_empty=True
         )
@@ -151,6 +154,8 @@ def _send_back(
     state.current_stage = None  # re-entering back_to is a new pass, not a resumed one
     if result.verdict is not None:
         state.rejections += 1
+    elif stage == "verifying":
+        state.verify_failures += 1
     state.save(ctx.session)
     ctx.session.log(
         "stage_rejected",
@@ -169,6 +174,15 @@ def _send_back(
             label=f"{stage}: {verdict_summary(result.verdict)} → back to {back_to}",
         )
     ctx.progress.note(f"  {state.task_id} {stage} sent the task back to {back_to}")
+    verify_cap = ctx.settings.max_verify_failures_per_task
+    if stage == "verifying" and verify_cap and state.verify_failures >= verify_cap:
+        # Without this a task whose checks never pass loops for ever when the turn cap is off.
+        raise TaskFailed(
+            "verify_cap",
+            f"verifying failed {state.verify_failures} time(s) "
+            f"[TILTH_MAX_VERIFY_FAILURES_PER_TASK={verify_cap}]",
+            verify_failures=state.verify_failures,
+        )
     cap = ctx.settings.max_evaluator_calls_per_task
     if result.verdict is not None and cap and state.rejections >= cap:
         raise TaskFailed(

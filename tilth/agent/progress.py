@@ -1,14 +1,17 @@
 """Live run progress on the terminal: task, stage, turn and tokens.
 
-On a terminal a rich status line is kept up to date below the notes; otherwise
-(CI, pipes) each change is one plain line, so logs stay readable.
+On a terminal a rich status line is kept up to date below the notes, and while a
+reply streams in it counts the reply's tokens live (a model thinking for minutes does
+not look hung); otherwise (CI, pipes) each change is one plain line, so logs stay readable.
 """
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from tilth.model.base import Delta
 from tilth.ui.io import IO
 
 if TYPE_CHECKING:
@@ -27,8 +30,11 @@ class TerminalProgress:
         self.stage: str | None = None
         self.turn: int | None = None
         self.tokens: int | None = None
+        self.streaming: Delta | None = None
+        """The latest piece of the reply arriving now (None between model calls)."""
         self._status: Status | None = None
         self._last_key: tuple[Any, ...] | None = None
+        self._last_draw = 0.0
 
     # ---- Progress protocol -------------------------------------------------------------
     def status(
@@ -40,6 +46,7 @@ class TerminalProgress:
         tokens: int | None = None,
     ) -> None:
         """Update what is shown; a new task or stage clears the turn."""
+        self.out.raise_if_closed()  # nobody reads us any more: stop as on Ctrl-C
         if task is not None and task != self.task:
             self.task, self.stage, self.turn = task, None, None
         if stage is not None and stage != self.stage:
@@ -48,11 +55,21 @@ class TerminalProgress:
             self.turn = turn
         if tokens is not None:
             self.tokens = tokens
+        self.streaming = None  # a status update comes between model calls
         self._render()
+
+    def on_delta(self, delta: Delta) -> None:
+        """A piece of a streamed reply: the live count is redrawn (at most ~10 times a second)."""
+        self.streaming = delta
+        now = time.monotonic()
+        if self._status is not None and now - self._last_draw >= REDRAW_SECONDS:
+            self._last_draw = now
+            self._status.update(self.line())
 
     def note(self, text: str, style: str | None = None) -> None:
         """A notable line, printed above the status line."""
         self.out.say(text, style=style)
+        self.out.raise_if_closed()
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> TerminalProgress:
@@ -89,6 +106,9 @@ class TerminalProgress:
             parts.append(f"turn {self.turn}")
         if self.tokens is not None:
             parts.append(f"{self.tokens:,} tokens")
+        if self.streaming is not None:
+            doing = "thinking" if self.streaming.kind == "reasoning" else "receiving"
+            parts.append(f"{doing} {self.streaming.completion_tokens:,}")
         return " · ".join(parts) or "starting"
 
     def _render(self) -> None:
@@ -102,6 +122,9 @@ class TerminalProgress:
             return
         self._last_key = key
         self.out.say(text, style="dim")
+
+
+REDRAW_SECONDS = 0.1
 
 
 def _is_tty(out: IO) -> bool:

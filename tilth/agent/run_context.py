@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tilth.config import Settings
-from tilth.model.base import Model
+from tilth.model.base import Model, OnDelta
+from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.events import iter_lines
 from tilth.session.store import Session
+from tilth.tools.sandbox import Sandbox
 
 
 class Progress(Protocol):
@@ -51,6 +53,20 @@ def prep_tokens(session: Session) -> int:
     return 0
 
 
+def seed_commit(session: Session) -> str | None:
+    """The sha of the session's seed commit (its ``seed_committed`` event), or None."""
+    for line, _, _, complete in iter_lines(session.events.path):
+        if complete and b'"seed_committed"' in line:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            sha = (record.get("payload") or {}).get("sha")
+            if record.get("type") == "seed_committed" and isinstance(sha, str) and sha:
+                return sha
+    return None
+
+
 @dataclass
 class RunContext:
     """Everything the task pipeline needs; built once per ``run``/``resume``."""
@@ -66,8 +82,29 @@ class RunContext:
     scripted: bool = False
     started: float = 0.0
     """``time.monotonic()`` at the start of this invocation (wall-clock cap is per invocation)."""
+    environment: ProjectEnv | None = None
+    """The project's environment; resolved on first use when not given (``project_env``)."""
+    on_delta: OnDelta | None = None
+    """Told about each piece of a streamed reply (the live token count), when set."""
+    sandbox: Sandbox | None = None
+    """Where the worker's ``bash`` and the gate run confined (None: unsandboxed)."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
+    _seed_sha: str | None = field(default=None, init=False, repr=False)
+
+    def seed_sha(self) -> str | None:
+        """The seed commit, whose copies of the seed tests the gate runs."""
+        if self._seed_sha is None:
+            self._seed_sha = seed_commit(self.session)
+        return self._seed_sha
+
+    def project_env(self) -> ProjectEnv:
+        """The environment seed tests, the linter and ``bash`` run in (resolved once)."""
+        if self.environment is None:
+            self.environment = resolve_project_env(
+                self.worktree, self.session.source, self.settings
+            )
+        return self.environment
 
     def run_tokens(self) -> int:
         """Tokens spent by runs only: the interview's spend does not count toward the cap."""

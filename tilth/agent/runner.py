@@ -15,16 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.loop import CAP_SETTINGS, Stop, run_loop
 from tilth.agent.progress import TerminalProgress
 from tilth.agent.records import task_counts
 from tilth.agent.resume import prepare_resume
-from tilth.agent.run_context import RunContext
+from tilth.agent.run_context import RunContext, prep_tokens
 from tilth.config import Role, Settings
-from tilth.errors import WorkspaceError
+from tilth.errors import SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
+from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
+from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
 from tilth.ui.io import IO
+from tilth.worktree_setup import prepare_worktree
 
 
 def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model, Model]:
@@ -38,8 +42,19 @@ def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model
 
         return on_retry
 
-    worker = model_for(settings, "worker", on_retry=hook("worker"))
-    evaluator = model_for(settings, "evaluator", on_retry=hook("evaluator"))
+    def refused(role: Role) -> Any:
+        def on_stream_refused(reason: str) -> None:
+            session.log("model_stream_refused", role=role, reason=reason)
+            out.warn(f"the {role} endpoint refused streaming ({reason}); calling it without")
+
+        return on_stream_refused
+
+    worker = model_for(
+        settings, "worker", on_retry=hook("worker"), on_stream_refused=refused("worker")
+    )
+    evaluator = model_for(
+        settings, "evaluator", on_retry=hook("evaluator"), on_stream_refused=refused("evaluator")
+    )
     return worker, evaluator
 
 
@@ -48,8 +63,14 @@ def is_scripted(model: Model) -> bool:
     return model.name.lower().startswith("scripted")
 
 
-def ensure_session_worktree(session: Session) -> Path:
-    """The session's worktree, re-created from its branch when it went missing."""
+def ensure_session_worktree(
+    session: Session, settings: Settings | None = None, out: IO | None = None
+) -> Path:
+    """The session's worktree, re-created from its branch when it went missing.
+
+    A re-created worktree is a new worktree (given ``settings``): its submodules are checked
+    out and ``TILTH_SETUP_COMMAND`` runs in it.
+    """
     source = session.source
     if source is None or not (source / ".git").exists():
         raise WorkspaceError(
@@ -61,40 +82,75 @@ def ensure_session_worktree(session: Session) -> Path:
             f"branch {session.branch} no longer exists in {source}",
             hint=f"the session cannot continue; discard it with `tilth reset {session.id}`",
         )
+    had_worktree = session.workspace_dir.is_dir()
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
+    if not had_worktree and settings is not None:
+        for note in prepare_worktree(session, worktree, settings, why="run"):
+            if out is not None:
+                out.warn(note)
     return worktree
 
 
+def choose_environment(session: Session, worktree: Path, settings: Settings) -> ProjectEnv:
+    """Resolve and pre-flight the project's environment; log ``environment``."""
+    environment = resolve_project_env(worktree, session.source, settings)
+    check_project_env(environment, worktree)
+    session.log("environment", **environment.to_dict())
+    return environment
+
+
+def _before_loop(
+    session: Session, settings: Settings, out: IO, *, resume: bool
+) -> tuple[Path, ProjectEnv]:
+    """Everything between taking the lock and the loop; no model call is made here."""
+    from tilth.timeline import recover
+
+    recover(session)
+    had_worktree = session.workspace_dir.is_dir()
+    worktree = ensure_session_worktree(session, settings, out)
+    if not had_worktree:
+        out.warn(f"the worktree was missing; re-created it at {worktree}")
+    require_session_branch(worktree, session.branch, session.id)
+    environment = choose_environment(session, worktree, settings)
+    if resume:
+        plan = prepare_resume(session, worktree)
+        session.log("session_resume", session_id=session.id, **plan.event_payload())
+        out.say(f"resume plan: {plan.text}")
+    else:
+        session.log(
+            "session_start",
+            source=str(session.source),
+            phase="run",
+            worktree=str(worktree),
+            branch=session.branch,
+        )
+    return worktree, environment
+
+
 def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Stop:
-    """Run (or resume) ``session`` to a stop, holding its lock throughout."""
+    """Run (or resume) ``session`` to a stop, holding its lock throughout.
+
+    Nothing before the loop calls a model: a missing setting, a worktree that cannot be
+    made, a failing ``TILTH_SETUP_COMMAND`` or a test environment that does not start
+    ends the command there (logged as ``stop {error}``) without spending a token.
+    """
     started = time.monotonic()
     with session.lock(), _sigterm_as_interrupt():
         # Models before anything else: a missing setting fails here, with nothing changed yet.
         worker, evaluator = models_for_run(settings, session, out)
-        from tilth.timeline import Recorder, recover
+        sandboxed = check_sandbox(settings, out)
+        from tilth.timeline import Recorder
 
-        recover(session)
-        had_worktree = session.workspace_dir.is_dir()
-        worktree = ensure_session_worktree(session)
-        if not had_worktree:
-            out.warn(f"the worktree was missing; re-created it at {worktree}")
-        if resume:
-            plan = prepare_resume(session, worktree)
-            session.log("session_resume", session_id=session.id, **plan.event_payload())
-            out.say(f"resume plan: {plan.text}")
-        else:
-            source = session.source
-            session.log(
-                "session_start",
-                source=str(source),
-                phase="run",
-                worktree=str(worktree),
-                branch=session.branch,
-            )
+        try:
+            worktree, environment = _before_loop(session, settings, out, resume=resume)
+        except TilthError as exc:
+            _log_early_stop(session, exc, resume=resume)
+            raise
+        session.log("sandbox", mode=settings.sandbox, **sandboxed)
         session.set_status("running")
         scripted = is_scripted(worker) or is_scripted(evaluator)
-        _print_header(out, session, worktree, worker, evaluator, scripted)
+        _print_header(out, session, worktree, worker, evaluator, scripted, environment)
         label = "scripted model" if scripted else ""
         recorder = Recorder(session, worktree)
         with TerminalProgress(out, label=label) as progress, _closing(recorder):
@@ -108,6 +164,15 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
                 progress=progress,
                 scripted=scripted,
                 started=started,
+                environment=environment,
+                on_delta=progress.on_delta,
+                sandbox=sandbox_for(
+                    settings,
+                    worktree,
+                    session_dir=session.dir,
+                    source=session.source,
+                    readable=environment.readable_paths(),
+                ),
             )
             stop = run_loop(ctx)
         chat = _write_chat_html(session, out)
@@ -115,22 +180,56 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
     return stop
 
 
+def _log_early_stop(session: Session, exc: TilthError, *, resume: bool) -> None:
+    """``stop {error}`` for a run/resume that failed before its loop (status unchanged)."""
+    payload: dict[str, Any] = {
+        "reason": "error",
+        "phase": "resume" if resume else "run",
+        "detail": exc.message,
+        "error": f"{type(exc).__name__}: {exc.message}",
+    }
+    if isinstance(exc, SetupFailed):
+        payload["output"] = exc.output
+    try:
+        session.log("stop", **payload)
+    except OSError:
+        pass
+
+
+def check_sandbox(settings: Settings, out: IO) -> dict[str, Any]:
+    """Refuse (``required``) or warn once, loudly (``auto``), when bash cannot be sandboxed."""
+    usable, detail = sandbox_status(settings)
+    if not usable and settings.sandbox == "required":
+        sandbox_for(settings, Path("/"))  # raises SandboxUnavailable with the hint
+    if not usable and settings.sandbox == "auto":
+        out.warn(unsandboxed_warning(detail))
+    return {"sandboxed": usable, "detail": detail}
+
+
+_STOP_SIGNALS: dict[int, str] = {
+    signal.SIGTERM: "stopped by SIGTERM",
+    signal.SIGHUP: "the terminal was closed (SIGHUP)",
+}
+
+
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the run like Ctrl-C: state saved, ``stop {interrupted}``, lock released."""
+    """SIGTERM and SIGHUP stop the run like Ctrl-C: state saved, ``stop {interrupted}``,
+    summary, lock released. (A closed output pipe does the same through ``IO``.)"""
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(_STOP_SIGNALS.get(signum, f"signal {signum}"))
 
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
+        previous = {sig: signal.signal(sig, interrupt) for sig in _STOP_SIGNALS}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager
@@ -145,11 +244,18 @@ def _closing(recorder: Any) -> Iterator[None]:
 
 
 def _print_header(
-    out: IO, session: Session, worktree: Path, worker: Model, evaluator: Model, scripted: bool
+    out: IO,
+    session: Session,
+    worktree: Path,
+    worker: Model,
+    evaluator: Model,
+    scripted: bool,
+    environment: ProjectEnv,
 ) -> None:
     out.say(f"session   {session.id}")
     out.say(f"worktree  {worktree}")
     out.say(f"branch    {session.branch}")
+    out.say(f"tests in  {environment.description}")
     out.say(f"worker    {worker.name}")
     out.say(f"evaluator {evaluator.name}")
     if scripted:
@@ -202,9 +308,13 @@ def print_run_summary(
         f"duration  {_duration(seconds)} "
         f"({_share(seconds, wall * 60)} of TILTH_MAX_WALL_CLOCK_MINUTES={wall})"
     )
+    # One rule everywhere: the cap counts the runs' tokens; the interview's are shown apart.
+    interview = min(prep_tokens(session), tokens)
+    runs = tokens - interview
     out.say(
-        f"tokens    {tokens:,} ({_share(tokens, settings.max_tokens)} of "
-        f"TILTH_MAX_TOKENS={settings.max_tokens:,})"
+        f"tokens    {runs:,} by runs ({_share(runs, settings.max_tokens)} of "
+        f"TILTH_MAX_TOKENS={settings.max_tokens:,}); {tokens:,} in all with the interview's "
+        f"{interview:,}"
     )
     other = counts["in_progress"]
     out.say(

@@ -1,20 +1,26 @@
 """Running the seed tests (and an optional linter) in the worktree: the objective gate.
 
-Tests run with the worktree's own virtualenv when it has one, else Tilth's
-interpreter; in their own process group, with a timeout, without API keys in
-their environment and without writing caches the stage commit would pick up.
+Tests and the linter run in the project's environment (``tilth.project_env``, never
+Tilth's own interpreter); in their own process group, with a timeout, without API keys
+in their environment and without writing caches the stage commit would pick up.
+The seed is the contract: given the seed commit, the gate runs that commit's
+copies of the seed tests (materialised in a private directory, inside the
+sandbox when there is one) and refuses a worktree that changed them.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tilth import proc
+from tilth import git, proc
+from tilth.project_env import ProjectEnv
+from tilth.tools.sandbox import Sandbox
 from tilth.tools.shell import scrubbed_env
 
 OUTPUT_CAP = 4_000
@@ -37,6 +43,8 @@ class GateRun:
 
     checks: list[Check] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    tampered: list[str] = field(default_factory=list)
+    """Seed test files the worktree changed (the gate refused to run them)."""
 
     @property
     def passed(self) -> bool:
@@ -54,6 +62,7 @@ class GateRun:
         return {
             "passed": self.passed,
             "files": self.files,
+            "tampered": self.tampered,
             "checks": [
                 {"name": c.name, "passed": c.passed, "command": c.command, "output": clip(c.output)}
                 for c in self.checks
@@ -88,47 +97,171 @@ def seed_test_files(worktree: Path, task_ids: Iterable[str]) -> list[str]:
     return found
 
 
-def project_python(worktree: Path) -> str:
-    """The worktree's own virtualenv interpreter when it has one, else Tilth's."""
-    for name in (".venv", "venv"):
-        candidate = worktree / name / "bin" / "python"
-        if candidate.exists():
-            return str(candidate)
-    return sys.executable
+# Files of the seed commit the seed tests may rely on, materialised beside them.
+_SUPPORT_FILES = ("conftest.py", "tests/conftest.py", "tests/__init__.py")
+_PYTEST_CONFIGS = (
+    ("pytest.ini", ""),
+    ("pyproject.toml", "[tool.pytest.ini_options]"),
+    ("tox.ini", "[pytest]"),
+    ("setup.cfg", "[tool:pytest]"),
+)
 
 
-def child_env(secrets: Sequence[str]) -> dict[str, str]:
-    """Tilth's environment scrubbed as for the worker's ``bash``, with caches turned off."""
-    return {**scrubbed_env(os.environ, secrets), "PYTHONDONTWRITEBYTECODE": "1"}
+@dataclass(frozen=True)
+class SeedCopies:
+    """The seed commit's copies of some seed tests, with what pytest needs beside them."""
+
+    sha: str
+    tests: dict[str, str]
+    """Seed test path → content at the seed commit."""
+    support: dict[str, str] = field(default_factory=dict)
+    """conftest.py / ``tests/__init__.py`` / pytest config at the seed commit."""
+    config: str | None = None
+    """The pytest configuration file among ``support``, if the seed commit has one."""
 
 
-def _output(result: proc.ProcResult, worktree: Path) -> str:
-    """stdout then stderr, with the worktree's absolute path shown as relative."""
+def _at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
+    """Content of each of ``paths`` that exists at ``sha``."""
+    found = {}
+    for path in paths:
+        if git.ok("cat-file", "-e", f"{sha}:{path}", cwd=worktree):
+            found[path] = git.git("show", f"{sha}:{path}", cwd=worktree)
+    return found
+
+
+def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies:
+    """The seed test files of ``task_ids`` as the seed commit ``sha`` has them."""
+    wanted = {slug_of(task_id) for task_id in task_ids}
+    listed = git.git("ls-tree", "--name-only", sha, "tests/", cwd=worktree).splitlines()
+    names = []
+    for path in sorted(listed):
+        match = _TASK_FILE_RE.match(path.removeprefix("tests/"))
+        if match and match.group(1) in wanted:
+            names.append(path)
+    support = _at(sha, _SUPPORT_FILES, worktree)
+    config = None
+    for name, section in _PYTEST_CONFIGS:
+        text = _at(sha, [name], worktree).get(name)
+        if text is not None and section in text:
+            support[name], config = text, name
+            break
+    return SeedCopies(sha, _at(sha, names, worktree), support, config)
+
+
+def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
+    """Seed test files whose worktree copy differs from the seed commit's, or is gone."""
+    paths = sorted(copies.tests)
+    if not paths:
+        return []
+    seed_ids = git.git(*["rev-parse", *(f"{copies.sha}:{p}" for p in paths)], cwd=worktree)
+    present = [p for p in paths if (worktree / p).is_file() and not (worktree / p).is_symlink()]
+    now = git.git("hash-object", "--", *present, cwd=worktree).split() if present else []
+    current = dict(zip(present, now, strict=True))
+    return [p for p, blob in zip(paths, seed_ids.split(), strict=True) if current.get(p) != blob]
+
+
+def tampering_message(changed: Sequence[str], sha: str) -> str:
+    """What the worker reads when its diff changes a seed test."""
+    restore = "; ".join(f"git show {sha[:12]}:{p} > {p}" for p in changed)
+    return (
+        "REFUSED: your changes modify the seed test file(s) "
+        + ", ".join(changed)
+        + ". The seed tests are the contract of this task: the harness always runs the seed "
+        "commit's copies, and a case whose diff changes them is not accepted. Restore them "
+        f"(`{restore}`) and make the code pass them. Write any extra tests you want in new "
+        "files; they are yours to run with bash."
+    )
+
+
+@contextmanager
+def materialised(copies: SeedCopies) -> Iterator[Path]:
+    """A private directory holding the seed copies (and their support files)."""
+    with tempfile.TemporaryDirectory(prefix="tilth-seed-") as tmp:
+        root = Path(tmp).resolve()
+        for path, text in {**copies.support, **copies.tests}.items():
+            target = root / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        yield root
+
+
+def child_env(secrets: Sequence[str], environment: ProjectEnv | None = None) -> dict[str, str]:
+    """The worker ``bash``'s environment (scrubbed, project env active), caches turned off."""
+    env = scrubbed_env(os.environ, secrets)
+    if environment is not None:
+        env = environment.activate(env)
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _output(result: proc.ProcResult, worktree: Path, *others: Path) -> str:
+    """stdout then stderr, with the worktree's (and ``others``') absolute path shown as relative."""
     text = result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")
+    return _output_paths(text, worktree, *others)
+
+
+def _output_paths(text: str, worktree: Path, *others: Path) -> str:
+    """``text`` with the worktree's (and ``others``') absolute paths shown as relative."""
     # Models see workspace-relative paths only; the session's location stays private.
-    for root in dict.fromkeys((str(worktree.resolve()), str(worktree))):
+    roots = (*(str(p) for p in others), str(worktree.resolve()), str(worktree))
+    for root in dict.fromkeys(roots):
         text = text.replace(root + os.sep, "").replace(root, ".")
     return text.strip()
 
 
+def _confined(cmd: list[str], sandbox: Sandbox | None, *readable: Path) -> list[str]:
+    if sandbox is None:
+        return cmd
+    return replace(sandbox, readable=(*sandbox.readable, *readable)).wrap(cmd)
+
+
 def run_pytest(
-    worktree: Path, files: Sequence[str], *, timeout: float, secrets: Sequence[str] = ()
+    worktree: Path,
+    files: Sequence[str],
+    *,
+    environment: ProjectEnv,
+    timeout: float,
+    secrets: Sequence[str] = (),
+    copies: SeedCopies | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Check:
-    """``pytest -x -q <files>`` in the worktree."""
+    """The seed tests ``files`` as ``environment`` runs them; with ``copies``, the seed's files."""
     if not files:
         return Check("pytest", True, "(no seed tests matched; nothing to run)")
-    cmd = [project_python(worktree), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *files]
-    shown = "python -m pytest -x -q " + " ".join(files)
-    result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets))
-    output = _output(result, worktree)
+    name = "tests" if environment.kind == "command" else "pytest"
+    with ExitStack() as stack:
+        others: list[Path] = []
+        if copies is None:
+            run = environment.pytest_invocation(files)
+        else:
+            root = stack.enter_context(materialised(copies))
+            others.append(root)
+            options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
+            if copies.config:
+                options.append(f"--config-file={root / copies.config}")
+            run = environment.pytest_invocation([str(root / f) for f in files], options)
+        argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
+        cmd = _confined(argv, sandbox, *others)
+        env = child_env(secrets, environment)
+        result = proc.run(cmd, cwd=worktree, timeout=timeout, env=env)
+        output = _output(result, worktree, *others)
+    shown = _output_paths(run.shown, worktree, *others)
     if result.timed_out:
-        return Check("pytest", False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
-    return Check("pytest", result.returncode == 0, output, shown)
+        return Check(name, False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
+    return Check(name, result.returncode == 0, output, shown)
 
 
-def run_lint(worktree: Path, command: str, *, timeout: float, secrets: Sequence[str] = ()) -> Check:
-    """The configured lint command (a shell line) in the worktree."""
-    result = proc.run(command, cwd=worktree, timeout=timeout, env=child_env(secrets), shell=True)
+def run_lint(
+    worktree: Path,
+    command: str,
+    *,
+    timeout: float,
+    secrets: Sequence[str] = (),
+    environment: ProjectEnv | None = None,
+    sandbox: Sandbox | None = None,
+) -> Check:
+    """The configured lint command (a shell line) in the worktree, in the project's env."""
+    cmd = _confined(["/bin/sh", "-c", command], sandbox)
+    result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets, environment))
     output = _output(result, worktree)
     if result.timed_out:
         return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)
@@ -139,13 +272,49 @@ def run_gate(
     worktree: Path,
     task_ids: Sequence[str],
     *,
+    environment: ProjectEnv,
     timeout: float,
     lint_command: str | None = None,
     secrets: Sequence[str] = (),
+    seed_sha: str | None = None,
+    sandbox: Sandbox | None = None,
 ) -> GateRun:
-    """The seed tests of ``task_ids``, then the linter when one is configured."""
-    files = seed_test_files(worktree, task_ids)
-    checks = [run_pytest(worktree, files, timeout=timeout, secrets=secrets)]
+    """The seed tests of ``task_ids``, then the linter when one is configured.
+
+    With ``seed_sha`` the tests run are the seed commit's copies, never the worktree's,
+    and a worktree whose seed tests differ from them fails the gate with
+    ``tampered`` naming the files.
+    """
+    copies = None
+    if seed_sha is None:
+        files = seed_test_files(worktree, task_ids)
+    else:
+        copies = seed_copies(worktree, seed_sha, task_ids)
+        files = sorted(copies.tests)
+        changed = changed_seed_tests(worktree, copies)
+        if changed:
+            refusal = Check("seed-tests", False, tampering_message(changed, seed_sha))
+            return GateRun([refusal], files, tampered=changed)
+    checks = [
+        run_pytest(
+            worktree,
+            files,
+            environment=environment,
+            timeout=timeout,
+            secrets=secrets,
+            copies=copies,
+            sandbox=sandbox,
+        )
+    ]
     if lint_command:
-        checks.append(run_lint(worktree, lint_command, timeout=timeout, secrets=secrets))
+        checks.append(
+            run_lint(
+                worktree,
+                lint_command,
+                timeout=timeout,
+                secrets=secrets,
+                environment=environment,
+                sandbox=sandbox,
+            )
+        )
     return GateRun(checks, files)

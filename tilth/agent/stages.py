@@ -91,10 +91,15 @@ def _case_handler(ctx: RunContext, task: dict[str, Any]) -> Callable[[ToolCall, 
         gate = run_gate(
             ctx.worktree,
             [task_id],
+            environment=ctx.project_env(),
             timeout=ctx.settings.test_timeout_seconds,
             secrets=secret_values(ctx.settings.env),
+            seed_sha=ctx.seed_sha(),
+            sandbox=ctx.sandbox,
         )
         log_gate(ctx, task_id, "implementing", gate, turn=number)
+        if gate.tampered:
+            return Submission(False, gate.report(), is_error=True)
         if not gate.passed:
             return Submission(
                 False,
@@ -150,7 +155,11 @@ def worker_spec(
 def log_gate(
     ctx: RunContext, task_id: str, stage: str, gate: GateRun, *, turn: int | None = None
 ) -> None:
-    """Log ``tests_run`` for one gate."""
+    """Log ``tests_run`` for one gate (and ``seed_tests_changed`` when it refused to run)."""
+    if gate.tampered:
+        ctx.session.log(
+            "seed_tests_changed", task_id=task_id, stage=stage, turn=turn, files=gate.tampered
+        )
     ctx.session.log(
         "tests_run",
         task_id=task_id,
@@ -172,6 +181,21 @@ def gate_report(stored: Any) -> str:
         status = "PASS" if check.get("passed") else "FAIL"
         parts.append(f"[{check.get('name')}] {status}\n{check.get('output') or '(no output)'}")
     return "\n\n".join(parts)
+
+
+def tampering_note(ctx: RunContext, task_id: str) -> str:
+    """What the evaluator is told when the worker changed seed tests during this task."""
+    files: dict[str, None] = {}
+    for event in ctx.session.events.events():
+        if event.type == "seed_tests_changed" and event.payload.get("task_id") == task_id:
+            files.update(dict.fromkeys(str(f) for f in event.payload.get("files") or []))
+    if not files:
+        return ""
+    return (
+        "[harness] NOTE: during this task the worker changed the seed test file(s) "
+        f"{', '.join(files)}. The harness refused that case; the tests reported here are the "
+        "seed commit's copies. Weigh this when judging the work."
+    )
 
 
 # ---- the stages -----------------------------------------------------------------------------
@@ -202,6 +226,7 @@ def _review(
         case = implemented.get("case") if isinstance(implemented.get("case"), dict) else None
         work = format_case(case) if case else "(the worker left no case)"
         report = gate_report(implemented.get("tests"))
+        report = "\n\n".join(x for x in (tampering_note(ctx, str(task["id"])), report) if x)
     verdict = evaluator.review(
         ctx, task, state, stage, stages, work=work, gate_report=report, case=case
     )
@@ -222,9 +247,12 @@ def _verify(ctx: RunContext, task: dict[str, Any], state: TaskState) -> StageRes
     gate = run_gate(
         ctx.worktree,
         ids,
+        environment=ctx.project_env(),
         timeout=ctx.settings.test_timeout_seconds,
         lint_command=ctx.settings.lint_command,
         secrets=secret_values(ctx.settings.env),
+        seed_sha=ctx.seed_sha(),
+        sandbox=ctx.sandbox,
     )
     log_gate(ctx, task_id, "verifying", gate)
     if gate.passed:

@@ -32,6 +32,8 @@ class TaskState:
     """stage → sha of its ``task/<T>: complete <stage> stage`` commit."""
     rejections: int = 0
     """Evaluator rejections in this attempt (for the evaluator cap)."""
+    verify_failures: int = 0
+    """Verifying stages that failed in this attempt (for the verify cap)."""
     feedback: str | None = None
     """The latest rejection feedback, waiting for the stage it sends the task back to."""
     turns: int = 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tilth.model.base import AssistantTurn, Model, ToolCall
+from tilth.model.base import AssistantTurn, Model, OnDelta, ToolCall
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 
@@ -37,6 +37,8 @@ class Actor:
     task_id: str | None = None
     stage: str | None = None
     scripted: bool = False
+    on_delta: OnDelta | None = None
+    """Shown each piece of a reply as it streams (a live token count), when set."""
 
     def scope(self) -> dict[str, Any]:
         """The identifying fields every event of this actor carries."""
@@ -71,7 +73,7 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
 
     ``fields`` are added to the ``model_call`` event (the evaluator's ``phase``, ``attempt``).
     """
-    turn = actor.model.complete(actor.thread.messages(), actor.schemas())
+    turn = actor.model.complete(actor.thread.messages(), actor.schemas(), on_delta=actor.on_delta)
     total = actor.session.add_tokens(turn.usage.total)
     payload: dict[str, Any] = {
         **actor.scope(),

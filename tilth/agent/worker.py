@@ -97,6 +97,8 @@ def make_toolbox(ctx: RunContext) -> ToolBox:
         WORKER_TOOL_NAMES,
         observer=getattr(ctx.recorder, "observer", None),
         secrets=secret_values(ctx.settings.env),
+        environment=ctx.project_env(),
+        sandbox=ctx.sandbox,
     )
 
 
@@ -172,6 +174,7 @@ def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: Sta
         task_id=task_id,
         stage=spec.stage,
         scripted=ctx.scripted,
+        on_delta=ctx.on_delta,
     )
     open_thread(ctx, actor, spec, state)
     streaks = _Streaks()

@@ -31,6 +31,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "visualize": ("tilth.cli.visualize", "visualize", "Write a session's chat.html."),
     "chat": ("tilth.cli.chat", "chat", "Work with the model turn by turn in a directory."),
     "serve": ("tilth.cli.serve", "serve", "Open the local web UI."),
+    "doctor": ("tilth.cli.doctor", "doctor", "Check everything a real run needs."),
     "demo": ("tilth.cli.demo", "demo", "Run the scripted end-to-end demo (no network)."),
 }
 
@@ -91,10 +92,14 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    from tilth.errors import Interrupted, TilthError
+    from tilth.errors import Aborted, Interrupted, TilthError
 
     try:
         result: Any = cli.main(args=argv, prog_name="tilth", standalone_mode=False)
+    except Aborted as exc:
+        # Declining is a choice, not a failure: say so plainly (exit 1, no "error:").
+        click.secho(exc.message, fg="yellow", err=True)
+        return exc.exit_code
     except TilthError as exc:
         if isinstance(exc, Interrupted):
             # As click does for Ctrl-C: end the line the user was typing on first.
@@ -112,22 +117,41 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
-    except Exception as exc:  # the CLI boundary: never a bare traceback
-        if os.environ.get("TILTH_DEBUG"):
-            raise
-        click.secho(f"error: unexpected {type(exc).__name__}: {exc}", fg="red", bold=True, err=True)
-        click.secho("hint: set TILTH_DEBUG=1 to see the traceback", fg="yellow", err=True)
+    except OSError as exc:
+        if os.environ.get("TILTH_DEBUG") or not exc.filename:
+            return _unexpected(exc)
+        from tilth.errors import StorageError
+
+        _report(StorageError("use", exc.filename, exc))
         return 1
+    except Exception as exc:  # the CLI boundary: never a bare traceback
+        return _unexpected(exc)
     if isinstance(result, int):
         return result
     return 0
 
 
+def _unexpected(exc: Exception) -> int:
+    if os.environ.get("TILTH_DEBUG"):
+        raise exc
+    from tilth.ui.io import neutralise
+
+    shown = neutralise(f"error: unexpected {type(exc).__name__}: {exc}")
+    click.secho(shown, fg="red", bold=True, err=True)
+    click.secho("hint: set TILTH_DEBUG=1 to see the traceback", fg="yellow", err=True)
+    return 1
+
+
 def _report(exc: Exception) -> None:
     from tilth.errors import TilthError
+    from tilth.ui.io import neutralise
 
-    message = str(exc)
-    hint = exc.hint if isinstance(exc, TilthError) else None
+    message = neutralise(str(exc))
+    hint = neutralise(exc.hint) if isinstance(exc, TilthError) and exc.hint else None
+    output = getattr(exc, "output", "")
+    if isinstance(output, str) and output.strip():
+        # A failing TILTH_SETUP_COMMAND: its own words say what went wrong.
+        click.echo(neutralise(output.rstrip()), err=True)
     click.secho(f"error: {message}", fg="red", bold=True, err=True)
     if hint:
         click.secho(f"hint: {hint}", fg="yellow", err=True)

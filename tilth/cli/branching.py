@@ -36,6 +36,10 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool) -> None:
         target = resolve_fork_target(parent, at_ref)
         result = timeline.fork(target)
     child = result.session
+    from tilth.worktree_setup import prepare_worktree
+
+    for note in prepare_worktree(child, result.worktree, cfg, why="fork"):
+        out.warn(note)
     if as_json:
         out.print_json(
             {

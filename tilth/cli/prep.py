@@ -88,6 +88,8 @@ def prep_feature(
         )
     if prepared.checkpoint_note:
         out.warn(prepared.checkpoint_note)
+    for note in prepared.notes:
+        out.warn(note)
     out.dim(f"seed commit {prepared.sha[:12]}")
     out.ok(f"prepared {prepared.session.dir}/")
     out.say(f"→ next: tilth run {shlex.quote(str(source))}")
@@ -126,7 +128,8 @@ def _existing_sessions(
     out: IO, cfg: Settings, source: Path, brief: str | None, *, force: bool, keep: bool
 ) -> int | None:
     """Deal with sessions already in flight; an exit code when the prep should not go on."""
-    blockers = sessions_for(cfg.sessions_dir, source, pickers.BLOCKING_STATUSES)
+    found = sessions_for(cfg.sessions_dir, source, pickers.BLOCKING_STATUSES)
+    blockers = [session for session in found if pickers.in_flight(session)]
     if not blockers:
         return None
     for session in blockers:
@@ -159,8 +162,20 @@ def _existing_sessions(
     if action == pickers.RESUME:
         return _hand_over(out, ["resume", blockers[0].id])
     if action == pickers.DISCARD:
+        confirm_discard(out, blockers)
         _discard(out, blockers)
     return None
+
+
+def confirm_discard(out: IO, sessions: list[Session]) -> None:
+    """The ``[y/N]`` every destructive choice asks; declining changes nothing (exit 1)."""
+    names = ", ".join(s.id for s in sessions)
+    out.say(
+        f"Discarding deletes the branch, the worktree and the session directory of {names}; "
+        "this cannot be undone."
+    )
+    plural = "these sessions" if len(sessions) > 1 else "this session"
+    out.confirm(f"Discard {plural}?")
 
 
 def _roll_back_torn_seed(session: Session) -> None:

@@ -128,8 +128,10 @@ def _nothing_prepared(cfg: Settings, out: IO, source: Path) -> int:
     if action == pickers.RESUME and prior is not None:
         return resume_session(prior, cfg, out)
     if action == pickers.DISCARD and prior is not None:
+        from tilth.cli.prep import confirm_discard
         from tilth.session.teardown import teardown
 
+        confirm_discard(out, [prior])
         with prior.lock():
             teardown(prior)
         out.dim(f"discarded {prior.id}")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from tilth.cli.common import io, settings
-from tilth.session.discovery import list_sessions
+from tilth.session.discovery import SessionInfo, list_sessions
+from tilth.ui.io import IO
 
 
 @click.command()
@@ -33,16 +36,37 @@ def sessions(as_json: bool, workspace: str | None) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    # Ids must stay whole (people copy them into the next command); long text folds.
+    # Ids must stay whole (people copy them into the next command); status wraps at spaces;
+    # a source path too long for the terminal loses its start, never a word in its middle.
     table.add_column("id", no_wrap=True, min_width=22)
-    table.add_column("status", overflow="fold")
+    table.add_column("status")
     table.add_column("tasks", no_wrap=True)
     table.add_column("last stop", no_wrap=True)
-    table.add_column("source", overflow="fold")
+    table.add_column("source", no_wrap=True)
+    room = _source_room(out, rows)
     for r in rows:
-        status = r.status if not r.parent else f"{r.status} (fork of {r.parent})"
+        state = r.state or r.status
+        status = state if not r.parent else f"{state} (fork of {r.parent})"
         if r.problem:
             status = f"unreadable: {r.problem}"
         tasks = f"{r.tasks_done}/{r.tasks_total}" if r.tasks_total else "-"
-        table.add_row(r.id, status, tasks, r.last_stop or "-", r.source or "?")
+        table.add_row(r.id, status, tasks, r.last_stop or "-", _shorten(r.source or "?", room))
     out.table(table)
+
+
+def _source_room(out: IO, rows: list[SessionInfo]) -> int | None:
+    """Columns left for the source path on a terminal (None: no limit, e.g. piped)."""
+    if not out.console.is_terminal:
+        return None
+    widest_status = max(len(r.state or r.status) for r in rows)
+    used = 22 + min(widest_status, 24) + 5 + 13 + 4 * 2
+    return max(out.console.width - used, 16)
+
+
+def _shorten(path: str, room: int | None) -> str:
+    home = str(Path.home())
+    if path.startswith(home + "/"):
+        path = "~" + path[len(home) :]
+    if room is None or len(path) <= room:
+        return path
+    return "…" + path[-(room - 1) :]

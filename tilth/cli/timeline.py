@@ -7,7 +7,7 @@ from contextlib import ExitStack
 import click
 
 from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
-from tilth.errors import SessionLocked, UsageError
+from tilth.errors import SessionLocked, StorageError, UsageError
 from tilth.session.store import Session
 from tilth.timeline import SCOPES, Checkpoint, recover
 from tilth.timeline.controller import TimelineController
@@ -20,6 +20,9 @@ def _recover_if_free(session: Session, out: IO) -> None:
         with session.lock():
             message = recover(session)
     except SessionLocked:
+        return
+    except StorageError as exc:  # a read-only session directory can still be read
+        out.note(f"{exc.message}; showing the session as it is on disk")
         return
     if message:
         out.warn(message)
@@ -88,16 +91,30 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    # Ids stay whole (people copy them into `rewind --to`); long text folds.
+    # Ids stay whole (people copy them into `rewind --to`); only the label wraps, at spaces.
+    narrow = out.console.is_terminal and out.console.width < WIDE_COLUMNS
     table.add_column("id", no_wrap=True, min_width=7)
     table.add_column("time", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
-    for column in ("where", "label", "files"):
-        table.add_column(column, overflow="fold")
+    if not narrow:
+        table.add_column("kind", no_wrap=True)
+    table.add_column("where", no_wrap=True)
+    table.add_column("label", ratio=1)
+    table.add_column("files", no_wrap=not narrow)
     for cp in timeline.checkpoints:
-        files = _files_text(cp)
-        table.add_row(cp.id, cp.ts.replace("T", " ")[:19], cp.kind, cp.where, cp.label, files)
+        if narrow:
+            # An 80-column terminal: the date, the kind (the place says it) and file names go;
+            # `--json` or a wider window shows them.
+            files = f"{len(cp.files_changed)}" if cp.files_changed else "-"
+            files += " +gaps" if cp.gaps else ""
+            table.add_row(cp.id, cp.ts[11:16], cp.where, cp.label, files)
+        else:
+            stamp = cp.ts.replace("T", " ")[:19]
+            table.add_row(cp.id, stamp, cp.kind, cp.where, cp.label, _files_text(cp))
     out.table(table)
+
+
+WIDE_COLUMNS = 140
+"""Below this terminal width ``checkpoints`` shows its compact table."""
 
 
 def _files_text(cp: Checkpoint) -> str:
@@ -123,23 +140,28 @@ def _pick(timeline: TimelineController, out: IO) -> Checkpoint:
     found = timeline.checkpoints().checkpoints
     if not found:
         raise UsageError(f"session {session.id} has no checkpoints to rewind to")
-    # Pad kind and place so the labels line up under each other.
+    # The number typed is the checkpoint's own number (as in `tilth checkpoints` and --to).
+    by_number = {str(cp.seq): cp for cp in found}
+    num_w = max(len(n) for n in by_number)
     kind_w = max(len(cp.kind) for cp in found)
     where_w = max(len(cp.where) for cp in found)
-    options = [
-        (
-            cp.id,
-            f"{cp.id}  {cp.ts[:19].replace('T', ' ')}  {cp.kind:{kind_w}}  "
-            f"{cp.where:{where_w}}  {cp.label}",
+    out.say("Rewind to which checkpoint? (newest first)")
+    for cp in reversed(found):
+        out.say(
+            f"  {cp.seq:>{num_w}}) {cp.id}  {cp.ts[11:19]}  {cp.kind:{kind_w}}  "
+            f"{cp.where:{where_w}}  {cp.label}"
         )
-        for cp in reversed(found)
-    ]
-    choice = out.choose("Rewind to which checkpoint?", options)
-    if choice == "cancel":
-        from tilth.errors import Aborted
+    out.say(f"  {'0':>{num_w}})  cancel")
+    while True:
+        answer = (out.readline("checkpoint number> ") or "0").strip()
+        if answer == "0":
+            from tilth.errors import Aborted
 
-        raise Aborted("cancelled; nothing was changed")
-    return timeline.resolve(choice)
+            raise Aborted("cancelled; nothing was changed")
+        chosen = by_number.get(answer.removeprefix("cp-").lstrip("0") or "0")
+        if chosen is not None:
+            return chosen
+        out.say(f"type one of the numbers shown (e.g. {found[-1].seq}), or 0 to cancel", "yellow")
 
 
 @click.command()

@@ -7,6 +7,8 @@ and reworked; the second goes through cleanly.
 
 from __future__ import annotations
 
+import shlex
+
 from tilth.demo.script import Interview, Recipe, Team
 
 BRIEF = "Add word counting and URL slugs to textutils."
@@ -77,8 +79,17 @@ TASKS = [
 ]
 
 
-def demo_team() -> Team:
-    """The scripted interviewer, worker and evaluator of the demo."""
+def test_command(python: str = "python3") -> str:
+    """How the demo project's tests run: its stdlib runner, no pytest needed (``{files}``)."""
+    return f"{shlex.quote(python)} run_tests.py {{files}}"
+
+
+def demo_team(python: str = "python3") -> Team:
+    """The scripted interviewer, worker and evaluator of the demo.
+
+    The worker checks its work with the project's own runner, with ``python``.
+    """
+    run = f"{shlex.quote(python)} run_tests.py"
     return Team(
         recipes={
             "T-001": Recipe(
@@ -88,11 +99,11 @@ def demo_team() -> Team:
                 concern="word_count has no docstring; AGENTS.md asks for one on every public "
                 "function, and the acceptance criteria repeat it",
                 next_step="add a one-line docstring saying what counts as a word",
-                test_command="python -m pytest -q tests/test_t001_word_count.py",
+                test_command=f"{run} tests/test_t001_word_count.py",
             ),
             "T-002": Recipe(
                 files={"textutils/slug.py": SLUGIFY},
-                test_command="python -m pytest -q tests/test_t002_slugify.py",
+                test_command=f"{run} tests/test_t002_slugify.py",
             ),
         },
         interview=Interview(

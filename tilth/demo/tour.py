@@ -22,7 +22,7 @@ from pathlib import Path
 from tilth import git
 from tilth.config import find_env_file, load_settings
 from tilth.demo.script import EVALUATOR, INTERVIEWER, WORKER
-from tilth.demo.story import ANSWERS, BRIEF, demo_team
+from tilth.demo.story import ANSWERS, BRIEF, demo_team, test_command
 from tilth.errors import TilthError
 from tilth.model import FakeServer, Script
 from tilth.session.discovery import sessions_for
@@ -82,7 +82,7 @@ class Tour:
         self._make_project()
         try:
             if not self.options.live:
-                self.server = FakeServer(Script(demo_team())).start()
+                self.server = FakeServer(Script(demo_team(sys.executable))).start()
             self._story()
         finally:
             if self.server is not None:
@@ -186,8 +186,10 @@ class Tour:
                 TILTH_MODEL_MAX_RETRIES="0",
                 TILTH_EMPTY_BACKOFF_SECONDS="0",
             )
-        # The project's tests need no pytest plugins; loading whatever is installed is slow.
-        env.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        # The example project has no dependencies and ships a stdlib test runner, so the demo
+        # names it as the test environment: a plain `pip install tilth` (no pytest) can play it.
+        env["TILTH_TEST_COMMAND"] = test_command(sys.executable)
+        env.pop("TILTH_SETUP_COMMAND", None)
         return env
 
     # ---- set-up and reporting --------------------------------------------------------------------

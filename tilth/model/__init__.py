@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilth.config import Role, Settings
@@ -18,6 +19,7 @@ from tilth.model.script import (
     error,
     raw,
     reply,
+    stall,
     tool_call,
     tool_call_raw,
     turn_from_reply,
@@ -54,14 +56,24 @@ __all__ = [
     "model_for",
     "raw",
     "reply",
+    "stall",
     "tool_call",
     "tool_call_raw",
     "turn_from_reply",
 ]
 
 
-def model_for(settings: Settings, role: Role, *, on_retry: RetryHook | None = None) -> Model:
-    """The model for ``role``, at that role's own endpoint, with the configured retry policy."""
+def model_for(
+    settings: Settings,
+    role: Role,
+    *,
+    on_retry: RetryHook | None = None,
+    on_stream_refused: Callable[[str], None] | None = None,
+) -> Model:
+    """The model for ``role``, at that role's own endpoint, with the configured retry policy.
+
+    Replies stream; ``on_stream_refused`` hears (once) that the endpoint refused streaming.
+    """
     from tilth.model.openai_client import OpenAIModel
 
     return OpenAIModel(
@@ -70,6 +82,7 @@ def model_for(settings: Settings, role: Role, *, on_retry: RetryHook | None = No
         backoff_seconds=settings.model_backoff_seconds,
         timeout_seconds=settings.model_timeout_seconds,
         on_retry=on_retry,
+        on_stream_refused=on_stream_refused,
     )
 
 

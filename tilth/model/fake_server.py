@@ -2,7 +2,10 @@
 
 ``POST /v1/chat/completions`` (also without ``/v1``) answers with the script's next reply for the
 request's ``model``, as JSON or, with ``"stream": true``, as server-sent events; ``GET /v1/models``
-lists the scripted models. Every request is recorded in ``.requests``. Run it standalone with
+lists the scripted models. Every request is recorded in ``.requests``. Streamed replies split
+text, reasoning and tool-call arguments into many small chunks (as real providers do); a
+``stall`` reply goes silent mid-stream; ``reject_stream=True`` answers every streamed request
+with HTTP 400, as an endpoint that cannot stream does. Run it standalone with
 ``python -m tilth.model.fake_server --script FILE [--port N]``: the first line printed is the
 base URL to put in ``TILTH_BASE_URL``.
 """
@@ -24,14 +27,29 @@ from tilth.model.script import Reply, Script, arguments_text, finish_reason_of
 _COMPLETIONS_PATHS = ("/v1/chat/completions", "/chat/completions")
 _MODELS_PATHS = ("/v1/models", "/models")
 _CHUNK_CHARS = 16
+_ARGUMENT_PIECES = (1, 3, 7, 2, 5, 11)
+"""Tool-call arguments arrive in pieces of these sizes, in turn (splits land mid-token)."""
 FAKE_API_KEY = "fake-key"
+STREAM_REFUSAL = "stream is not supported by this endpoint"
 
 
 class FakeServer:
     """A scripted OpenAI-compatible endpoint on ``host:port`` (port 0 picks a free one)."""
 
-    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        script: Script,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        reject_stream: bool = False,
+        api_key: str | None = None,
+    ) -> None:
         self.script = script
+        self.reject_stream = reject_stream
+        """Answer ``"stream": true`` requests with HTTP 400 (an endpoint that cannot stream)."""
+        self.api_key = api_key
+        """When set, requests without ``Authorization: Bearer <api_key>`` get HTTP 401."""
         self._host = host
         self._port = port
         self._lock = threading.Lock()
@@ -144,9 +162,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests and the demo do not want access logs on stderr."""
 
+    def _authorized(self) -> bool:
+        wanted = self.fake.api_key
+        if wanted is None or self.headers.get("Authorization") == f"Bearer {wanted}":
+            return True
+        self._send_error(401, "Incorrect API key provided")
+        return False
+
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         self.fake.record(path, self._headers(), None)
+        if not self._authorized():
+            return
         if path not in _MODELS_PATHS:
             self._send_error(404, f"no route for GET {path}")
             return
@@ -172,14 +199,23 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_error(400, "request body must be a JSON object")
             return
+        if not self._authorized():
+            return
+        if body.get("stream") and self.fake.reject_stream:
+            self._send_error(400, STREAM_REFUSAL)
+            return
         model = str(body.get("model", ""))
         try:
             reply = self.fake.script.next(model, body)
         except Exception as exc:  # a script function's bug must reach the test as an answer
             self._send_error(500, f"script failed: {exc}")
             return
-        while reply["type"] == "delay":
-            time.sleep(reply["seconds"])
+        stalls: list[tuple[int, float]] = []
+        while reply["type"] in ("delay", "stall"):
+            if reply["type"] == "stall" and body.get("stream"):
+                stalls.append((reply["after"], reply["seconds"]))
+            else:
+                time.sleep(reply["seconds"])
             reply = reply["then"]
         try:
             if reply["type"] == "error":
@@ -187,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif reply["type"] == "raw":
                 self._send_raw(reply["status"], reply["body"], reply["content_type"])
             elif body.get("stream"):
-                self._send_stream(model, reply, body)
+                self._send_stream(model, reply, body, stalls)
             else:
                 self._send_json(200, _completion(self.fake.next_completion_id(), model, reply))
         except (BrokenPipeError, ConnectionResetError):
@@ -217,14 +253,19 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
         self._send_raw(status, json.dumps(payload), "application/json", headers)
 
-    def _send_stream(self, model: str, reply: Reply, body: dict[str, Any]) -> None:
+    def _send_stream(
+        self, model: str, reply: Reply, body: dict[str, Any], stalls: list[tuple[int, float]]
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         completion_id = self.fake.next_completion_id()
-        for chunk in _stream_chunks(completion_id, model, reply, body):
+        waits = dict(stalls)
+        for number, chunk in enumerate(_stream_chunks(completion_id, model, reply, body)):
+            if number in waits:
+                time.sleep(waits[number])  # silent mid-stream: the client's read timeout fires
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
@@ -278,6 +319,24 @@ def _pieces(text: str) -> list[str]:
     return [text[i : i + _CHUNK_CHARS] for i in range(0, len(text), _CHUNK_CHARS)]
 
 
+def _detail_pieces(detail: Any) -> list[Any]:
+    """A ``reasoning_details`` entry as OpenRouter streams it: its text in several pieces."""
+    if not isinstance(detail, dict) or not isinstance(detail.get("text"), str):
+        return [detail]
+    parts = _pieces(detail["text"]) or [""]
+    return [{**detail, "text": part} for part in parts]
+
+
+def _argument_pieces(text: str) -> list[str]:
+    """``text`` cut into small uneven pieces, as providers stream tool-call arguments."""
+    pieces, start, turn = [], 0, 0
+    while start < len(text):
+        size = _ARGUMENT_PIECES[turn % len(_ARGUMENT_PIECES)]
+        pieces.append(text[start : start + size])
+        start, turn = start + size, turn + 1
+    return pieces
+
+
 def _stream_chunks(
     completion_id: str, model: str, reply: Reply, body: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -295,6 +354,8 @@ def _stream_chunks(
 
     chunks = [chunk({"role": "assistant", "content": ""})]
     chunks += [chunk({"reasoning": piece}) for piece in _pieces(reply.get("reasoning") or "")]
+    for detail in reply.get("reasoning_details") or []:
+        chunks += [chunk({"reasoning_details": [piece]}) for piece in _detail_pieces(detail)]
     chunks += [chunk({"content": piece}) for piece in _pieces(reply["content"] or "")]
     for index, call in enumerate(reply["tool_calls"]):
         opening = {
@@ -306,7 +367,7 @@ def _stream_chunks(
         chunks.append(chunk({"tool_calls": [opening]}))
         chunks += [
             chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-            for piece in _pieces(arguments_text(call))
+            for piece in _argument_pieces(arguments_text(call))
         ]
     chunks.append(chunk({}, finish_reason_of(reply)))
     options = body.get("stream_options") or {}

@@ -4,6 +4,12 @@ The SDK's own retries are off so that every retry is visible: ``on_retry(attempt
 runs before each one, and the run loop logs it. 429, 5xx, timeouts and connection failures are
 retried with exponential backoff and jitter; any other error fails at once. Messages never carry
 the API key.
+
+Replies are streamed (``stream=True`` with usage included) and reassembled by
+``tilth.model.stream``; ``on_delta`` sees each piece as it arrives. The timeout bounds the wait
+for the first byte and between two chunks, so a stalled stream is a retryable failure. An
+endpoint that refuses streaming is called without it from then on (``on_stream_refused`` is
+told once).
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import openai
 from tilth.config import Endpoint
 from tilth.errors import ModelError
 from tilth.model.base import AssistantTurn, OnDelta, ToolCall, Usage
+from tilth.model.stream import StreamAssembler
 
 RetryHook = Callable[[int, str, float], None]
+StreamRefusedHook = Callable[[str], None]
 
 MAX_BACKOFF_SECONDS = 60.0
 _REASON_CHARS = 300
@@ -53,12 +61,17 @@ class OpenAIModel:
         timeout_seconds: float = 300.0,
         on_retry: RetryHook | None = None,
         request_reasoning: bool | None = None,
+        stream: bool = True,
+        on_stream_refused: StreamRefusedHook | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.max_retries = max(0, max_retries)
         self.backoff_seconds = backoff_seconds
         self.timeout_seconds = timeout_seconds
         self.on_retry = on_retry
+        self.stream = stream
+        """False from the start, or once the endpoint refused a streamed request."""
+        self.on_stream_refused = on_stream_refused
         # None: decide from the endpoint (OpenRouter needs the opt-in to return reasoning).
         self.request_reasoning = (
             endpoint.is_openrouter if request_reasoning is None else request_reasoning
@@ -92,12 +105,15 @@ class OpenAIModel:
         *,
         on_delta: OnDelta | None = None,
     ) -> AssistantTurn:
-        """One assistant turn, retrying transient failures; raises ``ModelError``."""
+        """One assistant turn, retrying transient failures; raises ``ModelError``.
+
+        After a retry, ``on_delta`` hears the new reply from its beginning.
+        """
         options = self.request_options(messages, tools)
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                return self._call_once(options)
+                return self._call_once(options, on_delta)
             except _Transient as transient:
                 if attempt == attempts:
                     plural = "attempt" if attempts == 1 else "attempts"
@@ -112,12 +128,81 @@ class OpenAIModel:
                 time.sleep(wait)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _call_once(self, options: dict[str, Any]) -> AssistantTurn:
-        """One request; ``_Transient`` for what a retry may fix, ``ModelError`` for the rest."""
+    def _call_once(self, options: dict[str, Any], on_delta: OnDelta | None) -> AssistantTurn:
+        """One request, streamed unless the endpoint refused streaming before."""
+        if self.stream:
+            try:
+                return self._guarded(lambda: self._streamed(options, on_delta))
+            except _StreamRefused as refused:
+                self.stream = False
+                if self.on_stream_refused is not None:
+                    self.on_stream_refused(self._scrub(refused.reason))
+        return self._guarded(lambda: self._plain(options))
+
+    def _streamed(self, options: dict[str, Any], on_delta: OnDelta | None) -> AssistantTurn:
+        assembler = StreamAssembler(on_delta)
+        chunks: Any = self._client.chat.completions.create(
+            **options, stream=True, stream_options={"include_usage": True}
+        )
         try:
-            response = self._client.chat.completions.create(**options)
+            content_type = str(chunks.response.headers.get("content-type") or "")
+            if "event-stream" not in content_type:
+                # The endpoint ignored ``stream`` and answered in one piece (or sent a page).
+                return self._unstreamed_answer(chunks.response.read())
+            for chunk in chunks:
+                assembler.add(chunk)
+        finally:
+            chunks.close()
+        if assembler.error is not None:
+            reason = f"provider error: {_error_text(assembler.error)}"
+            raise _Transient(reason, f"could not get an answer from the {self._where}: {reason}")
+        if assembler.chunks == 0:
+            # Not an event stream at all (a JSON body, an empty 200): ask again without streaming.
+            raise _StreamRefused("the endpoint answered a streamed request with no events")
+        return assembler.turn()
+
+    def _unstreamed_answer(self, body: bytes) -> AssistantTurn:
+        """A streamed request answered with a whole body: read it as a plain reply."""
+        from openai.types.chat import ChatCompletion
+
+        try:
+            data = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return self._from_completion(body.decode("utf-8", "replace"))
+        if not isinstance(data, dict):
+            return self._from_completion(data)
+        if isinstance(data.get("choices"), list) and data["choices"] and self.stream:
+            # A real completion: this endpoint does not stream, so stop asking it to.
+            self.stream = False
+            if self.on_stream_refused is not None:
+                self.on_stream_refused("the endpoint answered a streamed request in one piece")
+        return self._from_completion(ChatCompletion.construct(**data))
+
+    def _plain(self, options: dict[str, Any]) -> AssistantTurn:
+        return self._from_completion(self._client.chat.completions.create(**options))
+
+    def _from_completion(self, response: Any) -> AssistantTurn:
+        if getattr(response, "choices", None) is None:
+            provider_error = _provider_error(response)
+            if provider_error is not None:
+                # OpenRouter reports upstream failures in a 200 body; they are usually transient.
+                reason = f"provider error: {provider_error}"
+                raise _Transient(
+                    reason, f"could not get an answer from the {self._where}: {reason}"
+                )
+            shown = _one_line(str(response))[:80]
+            message = f"unreadable reply from the {self._where}: not a chat completion ({shown})"
+            raise self._error(message, f"check that {self._variable('BASE_URL')} is the API root")
+        return turn_from_response(response)
+
+    def _guarded(self, call: Callable[[], AssistantTurn]) -> AssistantTurn:
+        """Run one request; ``_Transient`` for what a retry may fix, ``ModelError`` for the rest."""
+        try:
+            return call()
         except openai.APIStatusError as exc:
             reason = self._status_reason(exc)
+            if self.stream and refuses_streaming(exc.status_code, reason):
+                raise _StreamRefused(reason) from None
             if is_retryable_status(exc.status_code):
                 failure = f"could not get an answer from the {self._where}: {reason}"
                 raise _Transient(reason, failure, retry_after(exc.response.headers)) from None
@@ -132,18 +217,6 @@ class OpenAIModel:
         except openai.APIError as exc:
             detail = _one_line(str(exc)) or type(exc).__name__
             raise self._error(f"unreadable reply from the {self._where}: {detail}") from None
-        if getattr(response, "choices", None) is None:
-            provider_error = _provider_error(response)
-            if provider_error is not None:
-                # OpenRouter reports upstream failures in a 200 body; they are usually transient.
-                reason = f"provider error: {provider_error}"
-                raise _Transient(
-                    reason, f"could not get an answer from the {self._where}: {reason}"
-                )
-            shown = _one_line(str(response))[:80]
-            message = f"unreadable reply from the {self._where}: not a chat completion ({shown})"
-            raise self._error(message, f"check that {self._variable('BASE_URL')} is the API root")
-        return turn_from_response(response)
 
     @property
     def _where(self) -> str:
@@ -183,6 +256,19 @@ class OpenAIModel:
         return text.replace(key, "***") if key else text
 
 
+def refuses_streaming(status: int, reason: str) -> bool:
+    """True for a client error that complains about ``stream`` (the endpoint cannot stream)."""
+    return status in (400, 405, 415, 422, 501) and "stream" in reason.lower()
+
+
+class _StreamRefused(Exception):
+    """The endpoint will not stream; ``reason`` says what it answered."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class _Transient(Exception):
     """A failure a retry may fix: ``reason`` for the retry event, ``failure`` for the last error."""
 
@@ -215,6 +301,12 @@ def _provider_error(response: Any) -> str | None:
     if isinstance(found, dict):
         found = found.get("message") or json.dumps(found)
     return _one_line(str(found)) if found else None
+
+
+def _error_text(found: Any) -> str:
+    if isinstance(found, dict):
+        found = found.get("message") or json.dumps(found)
+    return _one_line(str(found))
 
 
 def _one_line(text: str) -> str:

@@ -8,6 +8,8 @@ A script is a queue of *reply dicts*, plain JSON so it can live in a file:
   with a ``Retry-After`` header when given, from the fake server; ``ModelError`` from the
   scripted model);
 - ``{"type": "delay", "seconds", "then"}`` — wait, then answer with ``then``;
+- ``{"type": "stall", "seconds", "after", "then"}`` — a streamed answer stops after ``after``
+  chunks of ``then`` for ``seconds`` before the rest (unstreamed: a delay);
 - ``{"type": "raw", "status", "body", "content_type"}`` — the fake server sends ``body`` as is
   (odd providers: HTML pages, errors inside a 200); the scripted model cannot play it.
 
@@ -33,7 +35,9 @@ Reply = dict[str, Any]
 ReplyFunction = Callable[[str, dict[str, Any]], Reply]
 
 ANY_MODEL = "*"
-_KINDS = ("reply", "error", "delay", "raw")
+_KINDS = ("reply", "error", "delay", "stall", "raw")
+WAITS = ("delay", "stall")
+"""Reply types that wrap another reply (``then``) and add a wait."""
 
 
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -75,6 +79,11 @@ def error(status: int, message: str = "scripted error") -> Reply:
 def delay(seconds: float, then: Reply) -> Reply:
     """Wait ``seconds`` before answering with ``then`` (for timeout and slowness tests)."""
     return {"type": "delay", "seconds": seconds, "then": then}
+
+
+def stall(seconds: float, then: Reply, after: int = 2) -> Reply:
+    """Stream ``after`` chunks of ``then``, go silent for ``seconds``, then send the rest."""
+    return {"type": "stall", "seconds": seconds, "after": after, "then": then}
 
 
 def raw(body: str, status: int = 200, content_type: str = "application/json") -> Reply:
@@ -127,6 +136,14 @@ def check_reply(value: Any, where: str = "reply") -> Reply:
         if not isinstance(seconds, int | float) or seconds < 0:
             raise UsageError(f"{where}: delay seconds must be a non-negative number")
         return {"type": "delay", "seconds": seconds, "then": check_reply(value.get("then"), where)}
+    if kind == "stall":
+        seconds, after = value.get("seconds"), value.get("after", 2)
+        if not isinstance(seconds, int | float) or seconds < 0:
+            raise UsageError(f"{where}: stall seconds must be a non-negative number")
+        if not isinstance(after, int) or after < 0:
+            raise UsageError(f"{where}: stall after must be a non-negative number of chunks")
+        then = check_reply(value.get("then"), where)
+        return {"type": "stall", "seconds": seconds, "after": after, "then": then}
     calls = value.get("tool_calls") or []
     if not isinstance(calls, list):
         raise UsageError(f"{where}: tool_calls must be a list")
@@ -176,7 +193,7 @@ def turn_from_reply(reply_dict: Reply) -> AssistantTurn:
     Delays are unwrapped without waiting; tool calls without an id get ``call_<n>``.
     """
     checked = check_reply(reply_dict)
-    while checked["type"] == "delay":
+    while checked["type"] in WAITS:
         checked = checked["then"]
     if checked["type"] == "error":
         raise ModelError(f"scripted error: HTTP {checked['status']}: {checked['message']}")
@@ -283,7 +300,7 @@ class Script:
 
     def _numbered(self, chosen: Reply) -> Reply:
         inner = chosen
-        while inner["type"] == "delay":
+        while inner["type"] in WAITS:
             inner = inner["then"]
         if inner["type"] == "reply":
             for call in inner["tool_calls"]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from tilth.errors import ModelError
 from tilth.model.base import AssistantTurn, Delta, OnDelta
-from tilth.model.script import Script, turn_from_reply
+from tilth.model.script import WAITS, Script, turn_from_reply
 
 
 class ScriptedModel:
@@ -52,7 +52,7 @@ class ScriptedModel:
         with self._lock:
             self._requests.append(request)
         reply = self.script.next(self.script_key, request)
-        while reply["type"] == "delay":
+        while reply["type"] in WAITS:
             time.sleep(reply["seconds"])
             reply = reply["then"]
         if reply["type"] == "error":

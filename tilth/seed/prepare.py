@@ -9,17 +9,18 @@ throughout, and leaves the session either ``prepared`` (seed committed) or
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilth import git
 from tilth.config import Settings
-from tilth.errors import Interrupted, TilthError
+from tilth.errors import Interrupted, SetupFailed, TilthError
 from tilth.model.base import Model
 from tilth.seed.frontend import InterviewFrontend
 from tilth.seed.interview import InterviewAbort, InterviewResult, run_interview
 from tilth.seed.sink import FileSeedSink
 from tilth.session.store import Session
+from tilth.worktree_setup import prepare_worktree
 
 PHASE = "prep-feature"
 
@@ -34,6 +35,8 @@ class Prepared:
     result: InterviewResult
     checkpoint_note: str | None = None
     """Set when the seed checkpoint could not be recorded (the seed itself is fine)."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings about the worktree (submodules that could not be checked out)."""
 
 
 def seed_commit_message(tasks: int, tests: int) -> str:
@@ -64,6 +67,10 @@ def prepare(
         except InterviewAbort as exc:
             _fail(session, exc.reason, exc.message)
             raise
+        except SetupFailed as exc:
+            _fail(session, "error", exc.message, output=exc.output)
+            _remove_worktree(session, source)
+            raise
         except TilthError as exc:
             _fail(session, "error", exc.message)
             raise
@@ -91,6 +98,8 @@ def _prepare(
         branch=session.branch,
     )
     on_started(session, worktree)
+    # Before the interview's first model call: a project that cannot be set up costs no tokens.
+    notes = prepare_worktree(session, worktree, settings, why="prep")
     result = run_interview(
         session=session,
         source=source,
@@ -113,7 +122,8 @@ def _prepare(
     )
     session.log("seed_committed", sha=sha, branch=session.branch)
     session.set_status("prepared")
-    return Prepared(session, worktree, sha, result, _record_seed_checkpoint(session, worktree))
+    checkpoint_note = _record_seed_checkpoint(session, worktree)
+    return Prepared(session, worktree, sha, result, checkpoint_note, notes)
 
 
 def _record_seed_checkpoint(session: Session, worktree: Path) -> str | None:
@@ -127,10 +137,24 @@ def _record_seed_checkpoint(session: Session, worktree: Path) -> str | None:
     return None
 
 
-def _fail(session: Session, reason: str, message: str) -> None:
+def _fail(session: Session, reason: str, message: str, **extra: str) -> None:
     """Mark the session failed with a ``stop`` event; best effort, never masks the cause."""
     try:
-        session.log("stop", reason=reason, error=message, phase=PHASE)
+        session.log("stop", reason=reason, error=message, phase=PHASE, **extra)
         session.set_status("failed")
+    except (TilthError, OSError):
+        pass
+
+
+def _remove_worktree(session: Session, source: Path) -> None:
+    """Take back the worktree and branch of a prep that never got going.
+
+    The session directory stays as the record (its ``setup`` event holds the output); with
+    no worktree and no seed it is not "in flight", so the next prep does not trip over it.
+    """
+    try:
+        git.remove_worktree(source, session.workspace_dir)
+        git.delete_branch(source, session.branch)
+        session.update_checkpoint(workspace=None)
     except (TilthError, OSError):
         pass

@@ -22,12 +22,15 @@ class SessionInfo:
     parent: str | None = None
     problem: str | None = None
     """Set when the session could not be read fully (corrupt checkpoint...)."""
+    state: str | None = None
+    """What is happening now (``state_of``); the recorded ``status`` when nothing more is known."""
 
     def as_dict(self) -> dict[str, object]:
         return {
             "id": self.id,
             "source": self.source,
             "status": self.status,
+            "state": self.state or self.status,
             "tasks_done": self.tasks_done,
             "tasks_total": self.tasks_total,
             "last_stop": self.last_stop,
@@ -43,6 +46,26 @@ def session_ids(sessions_dir: Path) -> list[str]:
     return sorted(p.name for p in sessions_dir.iterdir() if p.is_dir() and is_session_id(p.name))
 
 
+def state_of(session: Session, status: str | None = None) -> str:
+    """The status a person should see: ``running`` only while a live process drives it.
+
+    A recorded ``running`` whose owner was killed (``kill -9``, a crash: its pid is left
+    behind and the process is gone) is ``interrupted``; one whose owner let go cleanly
+    (Ctrl-C, a wall-clock or token cap: it can be resumed) is ``stopped``.
+    """
+    if status is None:
+        try:
+            status = session.status
+        except (SessionCorrupt, OSError):
+            return "unreadable"
+    if status != "running":
+        return status
+    pid, alive = session.lock().owner()
+    if alive:
+        return "running"
+    return "interrupted" if pid is not None else "stopped"
+
+
 def describe(session: Session) -> SessionInfo:
     """Summarise a session for listings; never raises on a damaged session."""
     try:
@@ -56,10 +79,12 @@ def describe(session: Session) -> SessionInfo:
         done = sum(1 for t in tasks if isinstance(t, dict) and t.get("status") == "done")
     except (SessionCorrupt, OSError):
         pass
+    status = str(cp.get("status", "running"))
     return SessionInfo(
         id=session.id,
         source=cp.get("source"),
-        status=str(cp.get("status", "running")),
+        status=status,
+        state=state_of(session, status),
         tasks_done=done,
         tasks_total=total,
         last_stop=session.last_stop(),

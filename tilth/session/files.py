@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tilth.errors import SessionCorrupt
+from tilth.errors import SessionCorrupt, StorageError
 
 
 def fsync_dir(directory: Path) -> None:
@@ -26,15 +27,25 @@ def fsync_dir(directory: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via temp file + fsync + rename + directory fsync."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write ``data`` to ``path`` via temp file + fsync + rename + directory fsync.
+
+    A full disk or a missing permission is a ``StorageError`` naming ``path``; the
+    old content is then left as it was.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise StorageError.wrap("write", path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise StorageError.wrap("write", path, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -78,13 +89,37 @@ def append_line(path: Path, line: str, *, repair: bool = False) -> int:
     first, so the new line is not glued onto it.
     """
     data = (line + "\n").encode("utf-8")
-    with open(path, "a+b") as handle:
-        if repair:
-            _cut_torn_tail(handle)
-        handle.write(data)
-        handle.flush()
+    try:
+        # Unbuffered: a failed write leaves nothing pending for close() to retry.
+        handle = open(path, "a+b", buffering=0)
+    except OSError as exc:
+        raise StorageError.wrap("write", path, exc) from None
+    with handle:
+        size = 0
+        try:
+            if repair:
+                _cut_torn_tail(handle)
+            size = handle.seek(0, os.SEEK_END)
+            rest = memoryview(data)
+            while rest:
+                written = handle.write(rest)
+                if not written:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                rest = rest[written:]
+            os.fsync(handle.fileno())
+            return size + len(data)
+        except OSError as exc:
+            _undo_append(handle, size)
+            raise StorageError.wrap("write", path, exc) from None
+
+
+def _undo_append(handle: BinaryIO, size: int) -> None:
+    """Cut what a failed append left (a line is written whole or not at all)."""
+    try:
+        os.ftruncate(handle.fileno(), size)
         os.fsync(handle.fileno())
-        return handle.tell()
+    except OSError:
+        pass  # the next append's torn-tail repair cuts it instead
 
 
 def _cut_torn_tail(handle: BinaryIO) -> None:

@@ -8,7 +8,24 @@ from types import TracebackType
 
 from filelock import FileLock, Timeout
 
-from tilth.errors import SessionLocked
+from tilth.errors import SessionLocked, StorageError
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process ``pid`` exists (zombies count as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[:1] != ["Z"]
+    except OSError:
+        return True
 
 
 class SessionLock:
@@ -26,8 +43,27 @@ class SessionLock:
         except (OSError, ValueError):
             return None
 
+    def owner(self) -> tuple[int | None, bool]:
+        """``(pid, alive)`` of the recorded holder, without touching the lock.
+
+        A holder that exits normally removes its pid; one killed (``kill -9``, a crash)
+        leaves it behind, so a recorded pid whose process is gone is a dead owner.
+        """
+        pid = self.holder_pid()
+        if pid is None:
+            return None, False
+        return pid, pid_alive(pid)
+
     def acquire(self) -> SessionLock:
-        """Take the lock or raise ``SessionLocked`` naming the holder."""
+        """Take the lock or raise ``SessionLocked`` naming the holder.
+
+        A session directory Tilth may not write to is a ``StorageError`` naming the
+        lock file, not a lock held by "another process".
+        """
+        try:
+            os.close(os.open(self._lock.lock_file, os.O_RDWR | os.O_CREAT, 0o644))
+        except OSError as exc:
+            raise StorageError.wrap("lock", self._lock.lock_file, exc) from None
         try:
             self._lock.acquire()
         except Timeout:
@@ -37,7 +73,11 @@ class SessionLock:
                 f"session {self.session_id} is in use by {who}",
                 hint="wait for it to finish, or stop it (Ctrl-C) and try again",
             ) from None
-        self._pid_path.write_text(str(os.getpid()))
+        try:
+            self._pid_path.write_text(str(os.getpid()))
+        except OSError as exc:
+            self._lock.release(force=True)
+            raise StorageError.wrap("write", self._pid_path, exc) from None
         return self
 
     def release(self) -> None:

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tilth.errors import TilthError
 
 if TYPE_CHECKING:
+    from tilth.project_env import ProjectEnv
     from tilth.tools.paths import Workspace
+    from tilth.tools.sandbox import Sandbox
 
 
 class ToolError(TilthError):
@@ -52,6 +54,10 @@ class ToolContext:
     workspace: Workspace
     bash_timeout: float
     secrets: tuple[str, ...]
+    environment: ProjectEnv | None = None
+    """The project's environment, active in ``bash`` (None: Tilth's environment, scrubbed)."""
+    sandbox: Sandbox | None = None
+    """Where ``bash`` runs confined (None: unsandboxed)."""
 
 
 @dataclass(frozen=True)

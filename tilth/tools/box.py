@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tilth.project_env import ProjectEnv
 from tilth.tools import files, search, shell
 from tilth.tools.base import Tool, ToolContext, ToolError, ToolObserver, ToolOutcome
 from tilth.tools.guard import check_command
 from tilth.tools.paths import Workspace
+from tilth.tools.sandbox import Sandbox
 
 WORKER_TOOL_NAMES = ("bash", "read_file", "write_file", "edit_file", "glob", "grep")
 READ_ONLY_TOOL_NAMES = ("read_file", "glob", "grep")
@@ -29,7 +31,7 @@ class ToolBox:
     tools, escapes and tool failures all come back as an error ``ToolOutcome``
     the model can act on. Before an edit tool writes, the observer hears the
     resolved path; every shell command is checked by the guard, then bracketed
-    by ``before_bash``/``after_bash``.
+    by ``before_bash``/``after_bash``; with a ``sandbox``, ``bash`` runs inside it.
     """
 
     def __init__(
@@ -40,6 +42,8 @@ class ToolBox:
         observer: ToolObserver | None = None,
         bash_timeout: float = 120.0,
         secrets: Sequence[str] = (),
+        environment: ProjectEnv | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         unknown = [name for name in names if name not in REGISTRY]
         if unknown:
@@ -47,7 +51,13 @@ class ToolBox:
         self.workspace = Workspace(root)
         self.names = tuple(names)
         self.observer = observer
-        self._ctx = ToolContext(self.workspace, bash_timeout, tuple(s for s in secrets if s))
+        self._ctx = ToolContext(
+            self.workspace,
+            bash_timeout,
+            tuple(s for s in secrets if s),
+            environment=environment,
+            sandbox=sandbox,
+        )
 
     @property
     def root(self) -> Path:

@@ -75,12 +75,16 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
     if "\x00" in command:
         raise ToolError("'command' contains a NUL byte")
     env = scrubbed_env(os.environ, ctx.secrets)
+    if ctx.environment is not None:
+        env = ctx.environment.activate(env)
+    argv = ["/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh", "-c", command]
+    if ctx.sandbox is not None:
+        argv = ctx.sandbox.wrap(argv)
     with tempfile.TemporaryFile() as out:
         # Output goes to a file, not a pipe, so a backgrounded grandchild holding the
         # pipe open cannot keep us waiting after the command itself has finished.
         proc = subprocess.Popen(
-            ["/bin/bash", "-c", command] if os.path.exists("/bin/bash") else command,
-            shell=not os.path.exists("/bin/bash"),
+            argv,
             cwd=ctx.workspace.root,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -6,7 +6,10 @@ with stdin not a TTY, in which case prompts refuse instead of hanging.
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tilth.errors import Aborted, UsageError
@@ -15,8 +18,103 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+def _visible(code: int) -> str:
+    return {0x0D: "\\r", 0x1B: "\\x1b"}.get(
+        code, f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    )
+
+
+# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI), and the
+# bidirectional overrides that make text read differently from what it is.
+_CONTROLS = [c for c in range(0x20) if c not in (0x09, 0x0A)] + list(range(0x7F, 0xA0))
+_CONTROLS += [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_NEUTRAL = str.maketrans({chr(c): _visible(c) for c in _CONTROLS})
+
+
+def neutralise(text: str) -> str:
+    """``text`` with control and escape sequences shown (``\\x1b]0;...``), never interpreted."""
+    return text.translate(_NEUTRAL)
+
+
+class OutputClosed(KeyboardInterrupt):
+    """The terminal or pipe we print to went away (SIGPIPE/EPIPE, a hung-up terminal).
+
+    A ``KeyboardInterrupt``, so a run stops exactly as on Ctrl-C: state saved, a
+    ``stop {interrupted}`` event, resumable.
+    """
+
+
+_GONE = (errno.EPIPE, errno.EIO, errno.ENXIO, errno.EBADF)
+
+
+class _Guarded:
+    """A text stream that survives its reader going away: later writes go to ``fallback``."""
+
+    def __init__(self, stream: Any, fallback: Callable[[], Any], name: str) -> None:
+        self._stream: Any = stream
+        self._fallback = fallback
+        self.name = name
+        self.closed_reason: str | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._stream or _devnull(), attr)
+
+    def _broken(self, exc: OSError) -> None:
+        if exc.errno not in _GONE:
+            raise exc
+        stream, self._stream = self._stream, self._fallback()
+        self.closed_reason = (
+            f"the {self.name} pipe was closed (SIGPIPE)"
+            if exc.errno == errno.EPIPE
+            else f"the terminal behind {self.name} went away"
+        )
+        # Python flushes sys.stdout at exit; a dead pipe would print a stray traceback.
+        try:
+            fd = stream.fileno() if stream is not None else -1
+            if fd in (1, 2):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            return len(text)
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self._broken(exc)
+            return self.write(text)
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._broken(exc)
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream is not None and self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+
+_NULL: list[TextIO] = []
+
+
+def _devnull() -> TextIO:
+    if not _NULL:
+        _NULL.append(open(os.devnull, "w"))  # lives as long as the process
+    return _NULL[0]
+
+
 class IO:
-    """Terminal input and output for one command."""
+    """Terminal input and output for one command.
+
+    Every line it prints goes through ``neutralise``: text from a model or a file
+    cannot retitle the terminal, move the cursor or hide what follows.
+    """
 
     def __init__(
         self,
@@ -25,10 +123,26 @@ class IO:
         stderr: TextIO | None = None,
     ) -> None:
         self.stdin = stdin or sys.stdin
-        self.stdout = stdout or sys.stdout
-        self.stderr = stderr or sys.stderr
+        self._err = _Guarded(stderr or sys.stderr, lambda: None, "stderr")
+        self._out = _Guarded(stdout or sys.stdout, lambda: self._err, "stdout")
+        # What the reader no longer reads goes to stderr (stdout) or nowhere (stderr).
+        self.stdout: TextIO = self._out  # type: ignore[assignment]
+        self.stderr: TextIO = self._err  # type: ignore[assignment]
+        self._closed_raised = False
         self._console: Console | None = None
         self._err_console: Console | None = None
+
+    @property
+    def closed_reason(self) -> str | None:
+        """Why output can no longer reach its reader (None while it can)."""
+        return self._out.closed_reason or self._err.closed_reason
+
+    def raise_if_closed(self) -> None:
+        """Raise ``OutputClosed`` once, the first time this is called after output went away."""
+        reason = self.closed_reason
+        if reason and not self._closed_raised:
+            self._closed_raised = True
+            raise OutputClosed(reason)
 
     @property
     def interactive(self) -> bool:
@@ -57,11 +171,11 @@ class IO:
     # ---- output ----------------------------------------------------------------------
     def say(self, text: str = "", style: str | None = None) -> None:
         """Print a line to stdout (``style`` is a rich style name)."""
-        self.console.print(text, style=style, markup=False)
+        self.console.print(neutralise(text), style=style, markup=False)
 
     def markup(self, text: str) -> None:
         """Print a line with rich markup."""
-        self.console.print(text)
+        self.console.print(neutralise(text))
 
     def dim(self, text: str) -> None:
         self.say(text, style="dim")
@@ -71,20 +185,21 @@ class IO:
 
     def note(self, text: str) -> None:
         """A dim informational line on stderr (keeps stdout clean for ``--json``)."""
-        self.err_console.print(text, style="dim", markup=False)
+        self.err_console.print(neutralise(text), style="dim", markup=False)
 
     def warn(self, text: str) -> None:
         """A warning on stderr."""
-        self.err_console.print(f"warning: {text}", style="yellow", markup=False)
+        self.err_console.print(f"warning: {neutralise(text)}", style="yellow", markup=False)
 
     def error(self, text: str, hint: str | None = None) -> None:
         """An error line (and optional hint) on stderr."""
-        self.err_console.print(f"error: {text}", style="bold red", markup=False)
+        self.err_console.print(f"error: {neutralise(text)}", style="bold red", markup=False)
         if hint:
-            self.err_console.print(f"hint: {hint}", style="yellow", markup=False)
+            self.err_console.print(f"hint: {neutralise(hint)}", style="yellow", markup=False)
 
     def table(self, table: Any) -> None:
         """Print a rich table; piped output is never wrapped or cropped to a guessed width."""
+        _neutralise_cells(table)
         if self.console.is_terminal:
             self.console.print(table)
             return
@@ -110,7 +225,7 @@ class IO:
     def readline(self, prompt: str = "> ") -> str | None:
         """One line from stdin (prompt shown on a TTY); None at end of input."""
         if self.interactive:
-            self.stdout.write(prompt)
+            self.stdout.write(neutralise(prompt))
             self.stdout.flush()
         line = self.stdin.readline()
         if not line:
@@ -161,3 +276,18 @@ class IO:
             if answer.isdigit() and 1 <= int(answer) <= len(options):
                 return options[int(answer) - 1][0]
             self.say(f"please choose 0-{len(options)}", style="yellow")
+
+
+def _neutralise_cells(table: Any) -> None:
+    """Neutralise the text cells of a rich ``Table`` in place (styled cells keep their style)."""
+    from rich.text import Text
+
+    for column in getattr(table, "columns", []):
+        cells = getattr(column, "_cells", None)
+        if not isinstance(cells, list):
+            continue
+        for index, cell in enumerate(cells):
+            if isinstance(cell, str):
+                cells[index] = neutralise(cell)
+            elif isinstance(cell, Text):
+                cell.plain = neutralise(cell.plain)

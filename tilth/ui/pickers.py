@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tilth.errors import SessionCorrupt
+from tilth.session.discovery import state_of
 from tilth.session.files import read_json
 from tilth.session.store import Session
 from tilth.ui.io import IO
@@ -30,10 +31,14 @@ LABEL_CHARS = 60
 
 
 def _status(session: Session) -> str:
-    try:
-        return session.status
-    except (SessionCorrupt, OSError):
-        return "(unknown)"
+    """What the session is doing now: ``running`` only with a live owner (``state_of``)."""
+    state = state_of(session)
+    return "(unknown)" if state == "unreadable" else state
+
+
+def in_flight(session: Session) -> bool:
+    """False for a record of a prep that never got going (no seed, worktree taken back)."""
+    return is_seeded(session) or session.workspace_dir.exists()
 
 
 def is_seeded(session: Session) -> bool:
@@ -133,7 +138,7 @@ def choose_without_prepared(io: IO, prior: Session | None) -> str:
     if prior is None:
         return io.choose(
             "No prepared session for this workspace, and no prior session to resume.",
-            [(PREP_NOW, "prep one now (anchored interview)")],
+            [(PREP_NOW, "prep one now (a short interview that writes the tasks and their tests)")],
         )
     if not is_seeded(prior):
         io.say("No prepared session for this workspace; the prior one never finished its prep:")

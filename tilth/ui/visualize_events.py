@@ -73,6 +73,21 @@ def _session_resume(f: Fields) -> Card:
     return Card("lifecycle", "info", "session resumed", body)
 
 
+@renders("sandbox")
+def _sandbox(f: Fields) -> Card:
+    on = bool(f.get("sandboxed"))
+    title = "bash sandboxed" if on else "bash NOT sandboxed"
+    body = kv([("mode", f.get("mode")), ("detail", f.get("detail"))])
+    return Card("lifecycle", "info" if on else "bad", title, body)
+
+
+@renders("seed_tests_changed")
+def _seed_tests_changed(f: Fields) -> Card:
+    files = ", ".join(f.items("files"))
+    body = text_block(f"the worker changed seed test(s) {files}; the case was refused")
+    return Card("lifecycle", "bad", "seed tests changed · refused", body)
+
+
 @renders("stop")
 def _stop(f: Fields) -> Card:
     reason = f.text("reason") or "unknown"

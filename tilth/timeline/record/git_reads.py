@@ -145,12 +145,12 @@ class IgnoreChecker:
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
-                ["git", "check-ignore", "--stdin", "-z", "-v", "-n"],
+                ["git", *git.INERT, "check-ignore", "--stdin", "-z", "-v", "-n"],
                 cwd=self.root,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_FLUSH": "1"},
+                env=git.inert_env({"GIT_FLUSH": "1"}),
                 start_new_session=True,
             )
             self._finalizer = weakref.finalize(self, _stop_helper, self._proc)

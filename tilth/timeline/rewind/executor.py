@@ -81,7 +81,7 @@ def steps_for(plan: RewindPlan) -> list[str]:
 def _stash(session: Session, plan: RewindPlan) -> None:
     assert plan.stash_message is not None
     # Idempotent: once stashed, the worktree is clean and there is nothing left to stash.
-    git.stash(Path(plan.worktree), plan.stash_message)
+    git.stash(Path(plan.worktree), plan.stash_message, ref=git.stash_ref(session.id))
 
 
 def _code(session: Session, plan: RewindPlan) -> None:

@@ -14,6 +14,7 @@ from tilth.timeline.record.checkpoints import Checkpoint, stored_seqs
 from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
+from tilth.timeline.rewind.code_only import wind_back_tasks
 from tilth.timeline.rewind.code_restore import (
     Overlay,
     keep_conflicts,
@@ -109,6 +110,7 @@ def plan_rewind(
         report_threads(plan, session, target.threads)
         report_events(plan, session, target.event_offset, target.event_seq)
     if scope == "code":
+        wind_back_tasks(plan, session, target.head, worktree)
         thread = most_recent_thread(session)
         if thread is not None:
             plan.note = {

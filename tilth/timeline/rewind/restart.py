@@ -248,8 +248,10 @@ def plan_restart(
         + ("" if whole else f" from {target.from_stage}")
         + f" (back to {target.head[:12]})"
     )
+    ref = git.stash_ref(session.id)
     stash_line = (
-        f"will be stashed as '{plan.stash_message}' ({len(plan.conflicts)} file(s))"
+        f"{len(plan.conflicts)} file(s) will be saved on {ref} (your own `git stash` is not "
+        f"touched); get them back with: git -C {worktree} cherry-pick --no-commit {ref}"
         if plan.conflicts
         else "none (nothing to stash)"
     )

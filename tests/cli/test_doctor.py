@@ -1,0 +1,111 @@
+"""``tilth doctor`` against a reachable fake endpoint, a closed port, a 401, and a project
+without an environment."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+
+from agent.support import tilth
+
+from tilth.model import FakeServer, Script
+
+KEY = "sk-doctor-secret-81c4f0"
+
+
+def endpoint_env(base_url: str, key: str = KEY) -> dict[str, str]:
+    return {
+        "TILTH_BASE_URL": base_url,
+        "TILTH_API_KEY": key,
+        "TILTH_WORKER_MODEL": "worker-m",
+        "TILTH_EVALUATOR_MODEL": "judge-m",
+    }
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def rows(result_stdout: str) -> dict[str, dict[str, object]]:
+    data = json.loads(result_stdout)
+    return {str(check["name"]): check for check in data["checks"]}
+
+
+def test_a_reachable_endpoint_and_a_project_with_an_environment_are_ready(
+    repo: Path, tilth_home: Path
+) -> None:
+    (tilth_home / ".env").write_text("TILTH_MAX_TOKENS=5000\n")
+    script = Script({"worker-m": [], "judge-m": []})
+    with FakeServer(script, api_key=KEY) as server:
+        table = tilth("doctor", str(repo), env=endpoint_env(server.base_url))
+        as_json = tilth("doctor", str(repo), "--json", env=endpoint_env(server.base_url))
+        paths = [r["path"] for r in server.requests]
+    assert table.returncode == 0, table.stdout + table.stderr
+    assert KEY not in table.stdout + table.stderr + as_json.stdout
+    assert "ready: a real run could start" in table.stdout
+    assert paths == ["/v1/models", "/v1/models"], "one request per endpoint, not per role"
+    checks = rows(as_json.stdout)
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)["ok"] is True
+    assert "worker-m listed" in str(checks["worker model"]["detail"])
+    assert "judge-m listed" in str(checks["evaluator model"]["detail"])
+    assert checks["TILTH_API_KEY"]["detail"] == "(set, not shown)  [from the environment]"
+    assert checks["TILTH_MAX_TOKENS"]["detail"] == f"5000  [from {tilth_home / '.env'}]"
+    assert checks["repository"]["detail"] == str(repo)
+    assert checks["git identity"]["ok"] is True
+    assert checks["test environment"]["ok"] is True
+    assert "python3 on PATH" in str(checks["test environment"]["detail"])
+    assert checks["sessions disk"]["ok"] is True
+    assert "file watching" in checks
+
+
+def test_an_unreachable_endpoint_fails_with_what_to_do(repo: Path, tilth_home: Path) -> None:
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    result = tilth("doctor", str(repo), env=endpoint_env(base))
+    assert result.returncode == 1
+    assert f"cannot reach {base}/models: Connection refused" in result.stdout
+    assert "→ check TILTH_BASE_URL; is the server up?" in result.stdout
+    assert "not ready: 3 check(s) failed" in result.stdout
+
+
+def test_a_refused_key_is_named_and_never_shown(repo: Path, tilth_home: Path) -> None:
+    with FakeServer(Script([]), api_key="the-right-key") as server:
+        result = tilth("doctor", str(repo), "--json", env=endpoint_env(server.base_url))
+    assert result.returncode == 1
+    assert KEY not in result.stdout + result.stderr
+    worker = rows(result.stdout)["worker model"]
+    assert worker["ok"] is False
+    assert worker["detail"] == f"{server.base_url}/models refused the key (HTTP 401)"
+    assert worker["fix"] == "check TILTH_API_KEY"
+
+
+def test_a_project_without_an_environment_is_not_ready(
+    repo: Path, tilth_home: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "git-only"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    with FakeServer(Script([])) as server:
+        env = {**endpoint_env(server.base_url), "PATH": str(bin_dir)}
+        result = tilth("doctor", str(repo), "--json", env=env)
+        missing = tilth("doctor", str(repo), env={"PATH": str(bin_dir)})
+    assert result.returncode == 1
+    check = rows(result.stdout)["test environment"]
+    assert check["ok"] is False and check["required"] is True
+    assert str(check["detail"]).startswith("no Python environment to run the project's tests")
+    assert "TILTH_TEST_COMMAND" in str(check["fix"])
+    # Without model settings every role says which variables are missing.
+    assert missing.returncode == 1
+    assert "missing required setting(s) for worker model calls" in missing.stdout
+
+
+def test_not_a_repository_is_a_failed_check(tmp_path: Path, tilth_home: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    result = tilth("doctor", str(plain), "--json", env={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
+    assert result.returncode == 1
+    repo_row = rows(result.stdout)["repository"]
+    assert repo_row["ok"] is False and "not a git repository" in str(repo_row["detail"])

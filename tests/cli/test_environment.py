@@ -1,0 +1,152 @@
+"""The project's environment from the command line: the pre-flight spends no token, the chosen
+environment is shown and logged, TILTH_SETUP_COMMAND runs in new worktrees, and a failing
+start is logged as ``stop {error}``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from agent.support import GOOD, TASKS, model_env, recipes, seed_session, team_server, tilth
+from seed.support import cli_env, quick_script, session_dirs
+
+from tilth import git
+from tilth.demo.script import Team
+from tilth.model import FakeServer
+from tilth.session.store import Session
+
+
+def git_only_path(tmp_path: Path) -> str:
+    """A PATH with git and nothing else: no python3 anywhere on it."""
+    bin_dir = tmp_path / "git-only-bin"
+    bin_dir.mkdir()
+    git_path = shutil.which("git")
+    assert git_path is not None
+    (bin_dir / "git").symlink_to(git_path)
+    return str(bin_dir)
+
+
+def events(session: Session) -> list[dict[str, object]]:
+    lines = (session.dir / "events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_a_test_command_naming_a_missing_program_exits_2_before_any_model_call(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    with team_server(Team(recipes())) as server:
+        result = tilth(
+            "run",
+            str(repo),
+            env=model_env(server.base_url, TILTH_TEST_COMMAND="no-such-runner-1f3 -q {files}"),
+        )
+        assert server.requests == [], "the pre-flight spends no token"
+    assert result.returncode == 2, result.stdout + result.stderr
+    error_lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert error_lines == [
+        "error: TILTH_TEST_COMMAND runs `no-such-runner-1f3`, which is not found "
+        "(command: no-such-runner-1f3 -q {files})"
+    ]
+    assert seeded.session.status == "prepared", "a run that never started stays runnable"
+    stop = events(seeded.session)[-1]
+    assert stop["type"] == "stop"
+    assert stop["payload"]["reason"] == "error"  # type: ignore[index]
+    assert stop["payload"]["phase"] == "run"  # type: ignore[index]
+
+
+def test_a_project_without_a_usable_environment_exits_2_with_one_line(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    seed_session(sessions_dir, repo, TASKS[:1])
+    with team_server(Team(recipes())) as server:
+        result = tilth(
+            "run", str(repo), env=model_env(server.base_url, PATH=git_only_path(tmp_path))
+        )
+        assert server.requests == []
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert line.startswith("error: no Python environment to run the project's tests in; tried:")
+    assert "python3 on PATH (none found)" in line
+    assert "hint: set TILTH_TEST_COMMAND" in result.stderr
+    assert "TILTH_SETUP_COMMAND" in result.stderr
+
+
+def test_the_chosen_environment_is_shown_logged_and_used_by_the_gate(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    command = "python3 -m pytest -q -p no:cacheprovider {files} && echo GATE-RAN-HERE"
+    with team_server(Team(recipes())) as server:
+        result = tilth("run", str(repo), env=model_env(server.base_url, TILTH_TEST_COMMAND=command))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"tests in  TILTH_TEST_COMMAND: {command}" in result.stdout
+    logged = [e for e in events(seeded.session) if e["type"] == "environment"]
+    assert [e["payload"]["kind"] for e in logged] == ["command"]  # type: ignore[index]
+    gates = [e for e in events(seeded.session) if e["type"] == "tests_run"]
+    assert gates and "GATE-RAN-HERE" in str(gates[0]["payload"])
+
+
+def test_a_worktree_recreated_by_run_gets_the_setup_command(repo: Path, sessions_dir: Path) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    git.remove_worktree(repo, seeded.worktree)
+    setup = "echo made-by-setup > .setup-marker && echo set up"
+    (repo / ".gitignore").write_text(".setup-marker\n")
+    with team_server(Team(recipes())) as server:
+        result = tilth("run", str(repo), env=model_env(server.base_url, TILTH_SETUP_COMMAND=setup))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (seeded.worktree / ".setup-marker").read_text() == "made-by-setup\n"
+    (logged,) = [e["payload"] for e in events(seeded.session) if e["type"] == "setup"]
+    assert logged["why"] == "run" and logged["ok"] is True  # type: ignore[index]
+    assert logged["output"] == "set up"  # type: ignore[index]
+    assert set(GOOD["T-001"]) <= set(git.git("ls-files", cwd=seeded.worktree).split())
+
+
+def test_a_failing_setup_command_in_prep_stops_cleanly_before_the_interview(
+    repo: Path, sessions_dir: Path
+) -> None:
+    failing = "echo installing deps; echo 'no such package: frobnicate' >&2; exit 3"
+    with FakeServer(quick_script()) as server:
+        env = {**cli_env(server), "TILTH_SETUP_COMMAND": failing}
+        result = tilth("prep-feature", str(repo), "--brief", "add it", env=env)
+        assert server.requests == [], "no interview without a working set-up"
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "installing deps" in result.stderr and "no such package: frobnicate" in result.stderr
+    assert (
+        "error: TILTH_SETUP_COMMAND failed in the worktree (exit 3): no such package: frobnicate"
+        in result.stderr
+    )
+    (record,) = [Session(p.name, p) for p in session_dirs(sessions_dir)]
+    (setup,) = [e["payload"] for e in events(record) if e["type"] == "setup"]
+    assert setup["ok"] is False and setup["exit_code"] == 3  # type: ignore[index]
+    assert "frobnicate" in setup["output"]  # type: ignore[index,operator]
+    assert record.status == "failed"
+    # Nothing half-made: no worktree, no branch; the next prep goes straight ahead.
+    assert not record.workspace_dir.exists()
+    assert not git.branch_exists(repo, record.branch)
+    with FakeServer(quick_script()) as server:
+        again = tilth("prep-feature", str(repo), "--brief", "add it", env=cli_env(server))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "in flight" not in again.stdout + again.stderr
+
+
+def test_a_resume_that_fails_before_the_loop_logs_stop_error(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    seeded.session.set_status("running")
+    git.remove_worktree(repo, seeded.worktree)
+    git.delete_branch(repo, seeded.session.branch)
+    with team_server(Team(recipes())) as server:
+        result = tilth("resume", seeded.session.id, env=model_env(server.base_url))
+        assert server.requests == []
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"branch {seeded.session.branch} no longer exists" in result.stderr
+    stop = events(seeded.session)[-1]
+    assert stop["type"] == "stop"
+    payload = stop["payload"]
+    assert payload["reason"] == "error" and payload["phase"] == "resume"  # type: ignore[index]
+    assert "no longer exists" in payload["error"]  # type: ignore[index,operator]
+    assert os.path.isdir(seeded.session.dir)

@@ -1,0 +1,192 @@
+"""SPEC §5.4 as a new user meets it: ``pip install <checkout>`` (no extras, so no pytest) into a
+fresh virtualenv, then a project whose own environment holds what its tests need.
+
+1. The project keeps a gitignored ``.venv/`` holding pytest and a module that exists nowhere
+   else; ``prep-feature`` then ``run`` finish ``all_done`` with no ``TILTH_TEST_COMMAND``.
+2. A project without one builds a worktree-local ``.venv/`` with ``TILTH_SETUP_COMMAND``.
+
+Slow (it installs packages, from pip's configured index and cache); one module, never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GIT_IDENTITY, make_repo
+from tilth.demo.script import EVALUATOR, INTERVIEWER, WORKER, Interview, Recipe, Team
+from tilth.model import FakeServer, Script
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+HELPER = "zebra_only_here"
+HELPER_SOURCE = "def stripes() -> int:\n    return 42\n"
+TASK = {
+    "id": "T-001",
+    "title": "Count stripes",
+    "description": f"Add zoo.count.stripes() returning {HELPER}.stripes().",
+    "acceptance_criteria": ["zoo.count.stripes() equals the helper's value"],
+}
+TEST = (
+    f"from {HELPER} import stripes as expected\n"
+    "from zoo.count import stripes\n\n\n"
+    "def test_stripes_come_from_the_helper():\n"
+    "    assert stripes() == expected() == 42\n"
+)
+CODE = f"from {HELPER} import stripes as _stripes\n\n\ndef stripes():\n    return _stripes()\n"
+WORKER_CHECK = "python -m pytest -q tests/test_t001_stripes.py"
+
+
+def pip(python: Path, *args: str) -> None:
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def plain_tilth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tilth`` from ``pip install <checkout>`` into a fresh virtualenv: no pytest in it."""
+    root = tmp_path_factory.mktemp("plain-install")
+    venv.EnvBuilder(with_pip=True).create(root / "venv")
+    python = root / "venv" / "bin" / "python"
+    pip(python, str(CHECKOUT))
+    probe = subprocess.run([str(python), "-c", "import pytest"], capture_output=True)
+    assert probe.returncode != 0, "the plain install must not bring pytest"
+    return root / "venv" / "bin" / "tilth"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    team = Team(
+        recipes={"T-001": Recipe(files={"zoo/count.py": CODE}, test_command=WORKER_CHECK)},
+        interview=Interview(
+            question="Should stripes be cached?",
+            options=["no", "yes"],
+            prd_entries=[TASK],
+            test_files={"test_t001_stripes.py": TEST},
+            tldr="- stripes for the zoo",
+        ),
+    )
+    with FakeServer(Script(team)) as fake:
+        yield fake
+
+
+def user_env(server: FakeServer, home: Path, **extra: str) -> dict[str, str]:
+    """A user's shell: no TILTH_TEST_COMMAND, no python3 with pytest on PATH from the tests."""
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if "project-python" not in p]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TILTH_", "VIRTUAL_ENV"))}
+    env.update(GIT_IDENTITY)
+    env.update(
+        PATH=os.pathsep.join(path),
+        TILTH_HOME=str(home),
+        TILTH_BASE_URL=server.base_url,
+        TILTH_API_KEY="sk-e2e-plain-install",
+        TILTH_WORKER_MODEL=WORKER,
+        TILTH_EVALUATOR_MODEL=EVALUATOR,
+        TILTH_PREP_MODEL=INTERVIEWER,
+        TILTH_MODEL_MAX_RETRIES="0",
+        TILTH_EMPTY_BACKOFF_SECONDS="0",
+        **extra,
+    )
+    return env
+
+
+def tilth(exe: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(exe), *args], input="1\n", capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def project(root: Path) -> Path:
+    return make_repo(
+        root,
+        {
+            ".gitignore": ".venv/\n__pycache__/\n",
+            "zoo/__init__.py": "",
+            "vendor/" + HELPER + ".py": HELPER_SOURCE,
+            "README.md": "# zoo\n",
+        },
+    )
+
+
+def events(home: Path) -> list[dict[str, object]]:
+    (session,) = [p for p in (home / "sessions").iterdir() if p.is_dir()]
+    lines = (session / "events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def status(home: Path) -> str:
+    (session,) = [p for p in (home / "sessions").iterdir() if p.is_dir()]
+    return str(json.loads((session / "checkpoint.json").read_text())["status"])
+
+
+def bash_results(found: list[dict[str, object]]) -> list[str]:
+    return [
+        str(e["payload"]["result_preview"])  # type: ignore[index]
+        for e in found
+        if e["type"] == "tool_result" and e["payload"]["tool"] == "bash"  # type: ignore[index]
+    ]
+
+
+@pytest.mark.timeout(900)
+def test_the_projects_own_venv_runs_the_seed_tests(
+    plain_tilth: Path, server: FakeServer, tmp_path: Path
+) -> None:
+    repo = project(tmp_path / "zoo")
+    venv.EnvBuilder(with_pip=True).create(repo / ".venv")
+    pip(repo / ".venv" / "bin" / "python", "pytest")
+    (site,) = (repo / ".venv" / "lib").glob("python*/site-packages")
+    shutil.copy(repo / "vendor" / f"{HELPER}.py", site)  # the helper lives only in .venv
+    home = tmp_path / "home"
+    env = user_env(server, home)
+    prep = tilth(plain_tilth, env, "prep-feature", str(repo), "--brief", "count stripes")
+    assert prep.returncode == 0, prep.stdout + prep.stderr
+    run = tilth(plain_tilth, env, "run", str(repo))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"tests in  source repository's virtualenv {repo}/.venv" in run.stdout
+    assert status(home) == "all_done"
+    found = events(home)
+    (chosen,) = [e["payload"] for e in found if e["type"] == "environment"]
+    assert chosen["kind"] == "source-venv"  # type: ignore[index]
+    gates = [e["payload"] for e in found if e["type"] == "tests_run"]
+    assert gates and all(g["passed"] for g in gates)  # type: ignore[index]
+    # The worker's `python -m pytest` meant what the gate means: the project's venv.
+    assert any("1 passed" in text for text in bash_results(found))
+
+
+@pytest.mark.timeout(900)
+def test_a_setup_command_builds_a_worktree_venv(
+    plain_tilth: Path, server: FakeServer, tmp_path: Path
+) -> None:
+    repo = project(tmp_path / "zoo")
+    base = getattr(sys, "_base_executable", sys.executable)
+    setup = (
+        f"{base} -m venv .venv && .venv/bin/python -m pip install -q "
+        "--disable-pip-version-check pytest && "
+        f"cp vendor/{HELPER}.py .venv/lib/python*/site-packages/"
+    )
+    home = tmp_path / "home"
+    env = user_env(server, home, TILTH_SETUP_COMMAND=setup)
+    prep = tilth(plain_tilth, env, "prep-feature", str(repo), "--brief", "count stripes")
+    assert prep.returncode == 0, prep.stdout + prep.stderr
+    run = tilth(plain_tilth, env, "run", str(repo))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert status(home) == "all_done"
+    found = events(home)
+    (setup_event,) = [e["payload"] for e in found if e["type"] == "setup"]
+    assert setup_event["ok"] is True and setup_event["why"] == "prep"  # type: ignore[index]
+    (chosen,) = [e["payload"] for e in found if e["type"] == "environment"]
+    assert chosen["kind"] == "worktree-venv"  # type: ignore[index]
+    assert not (repo / ".venv").exists(), "the source repository is never touched"
+    assert any("1 passed" in text for text in bash_results(found))

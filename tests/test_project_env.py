@@ -1,0 +1,151 @@
+"""The project's environment (SPEC §5.4): resolution order, the pre-flight, ``bash`` inside it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from tilth.config import Settings
+from tilth.errors import ProjectEnvError
+from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
+from tilth.tools import ToolBox
+
+
+def settings(tmp_path: Path, **fields: object) -> Settings:
+    return Settings(home=tmp_path / "home", sessions_dir=tmp_path / "sessions", **fields)  # type: ignore[arg-type]
+
+
+def make_venv(root: Path, name: str = ".venv") -> Path:
+    """A real (pip-less) virtualenv: it starts, and it has no pytest."""
+    venv.EnvBuilder(with_pip=False).create(root / name)
+    return root / name
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> tuple[Path, Path]:
+    worktree, source = tmp_path / "worktree", tmp_path / "source"
+    worktree.mkdir()
+    source.mkdir()
+    return worktree, source
+
+
+def test_test_command_comes_first_and_takes_the_files(
+    tmp_path: Path, roots: tuple[Path, Path]
+) -> None:
+    worktree, source = roots
+    make_venv(worktree)
+    env = resolve_project_env(worktree, source, settings(tmp_path, test_command="make t F={files}"))
+    assert (env.kind, env.bin_dir, env.venv) == ("command", None, None)
+    run = env.pytest_invocation(["tests/test_t001_a b.py", "tests/test_t002_c.py"])
+    assert run.shell and run.args == "make t F='tests/test_t001_a b.py' tests/test_t002_c.py"
+    appended = ProjectEnv("command", "", command="nox -s tests --")
+    assert appended.pytest_invocation(["t.py"]).args == "nox -s tests -- t.py"
+
+
+def test_the_worktree_venv_beats_the_source_venv(tmp_path: Path, roots: tuple[Path, Path]) -> None:
+    worktree, source = roots
+    source_venv = make_venv(source, "venv")
+    env = resolve_project_env(worktree, source, settings(tmp_path))
+    assert (env.kind, env.venv) == ("source-venv", source_venv)
+    assert env.pytest_invocation(["t.py"]).args[:3] == [
+        str(source_venv / "bin" / "python"),
+        "-m",
+        "pytest",
+    ]
+    worktree_venv = make_venv(worktree)
+    env = resolve_project_env(worktree, source, settings(tmp_path))
+    assert (env.kind, env.venv, env.bin_dir) == (
+        "worktree-venv",
+        worktree_venv,
+        worktree_venv / "bin",
+    )
+
+
+def test_uv_when_the_project_has_a_lock_and_uv_is_on_path(
+    tmp_path: Path, roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worktree, source = roots
+    (worktree / "uv.lock").write_text("version = 1\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "uv").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "uv").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env = resolve_project_env(worktree, source, settings(tmp_path))
+    assert env.kind == "uv"
+    assert env.pytest_invocation(["t.py"]).args[:4] == ["uv", "run", "python", "-m"]
+    check_project_env(env, worktree)
+
+
+def test_a_python3_on_path_with_pytest_is_the_last_resort(
+    tmp_path: Path, roots: tuple[Path, Path]
+) -> None:
+    worktree, source = roots
+    env = resolve_project_env(worktree, source, settings(tmp_path))
+    # The tests' PATH starts with a project interpreter outside Tilth's installation.
+    assert env.kind == "python"
+    assert env.python is not None and not str(env.python).startswith(sys.prefix)
+    check_project_env(env, worktree)
+
+
+def test_tilths_own_interpreter_is_never_chosen(
+    tmp_path: Path, roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worktree, source = roots
+    # Only Tilth's own bin dir on PATH (it has python3 and pytest): still no environment.
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    os.symlink(sys.prefix, source / ".venv")  # a source "venv" that is Tilth's installation
+    with pytest.raises(ProjectEnvError) as caught:
+        resolve_project_env(worktree, source, settings(tmp_path))
+    error = caught.value
+    assert error.exit_code == 2 and "\n" not in error.message
+    assert "Tilth's own installation" in error.message
+    assert "Tilth's own interpreter" in error.message
+    assert error.hint and "TILTH_TEST_COMMAND" in error.hint and "TILTH_SETUP_COMMAND" in error.hint
+
+
+def test_nothing_usable_names_everything_tried(
+    tmp_path: Path, roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worktree, source = roots
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with pytest.raises(ProjectEnvError) as caught:
+        resolve_project_env(worktree, source, settings(tmp_path))
+    message = caught.value.message
+    for tried in ("TILTH_TEST_COMMAND (unset)", str(worktree), str(source), "no uv.lock"):
+        assert tried in message
+    assert "python3 on PATH (none found)" in message
+
+
+def test_the_preflight_names_a_missing_program_and_a_missing_pytest(
+    tmp_path: Path, roots: tuple[Path, Path]
+) -> None:
+    worktree, source = roots
+    missing = ProjectEnv("command", "", command="FOO=1 no-such-runner-xyz {files}")
+    with pytest.raises(ProjectEnvError, match="runs `no-such-runner-xyz`, which is not found"):
+        check_project_env(missing, worktree)
+    check_project_env(ProjectEnv("command", "", command="cd sub && whatever"), worktree)
+    check_project_env(ProjectEnv("command", "", command="python3 -m pytest"), worktree)
+    bare = make_venv(source)
+    env = resolve_project_env(worktree, source, settings(tmp_path))
+    with pytest.raises(ProjectEnvError) as caught:
+        check_project_env(env, worktree)
+    assert "pytest is not installed in source repository's virtualenv" in caught.value.message
+    assert caught.value.hint and f"{bare}/bin/pip install pytest" in caught.value.hint
+
+
+def test_bash_runs_with_the_environment_active(tmp_path: Path, roots: tuple[Path, Path]) -> None:
+    worktree, source = roots
+    project = make_venv(worktree)
+    env = resolve_project_env(worktree, source, settings(tmp_path))
+    box = ToolBox(worktree, environment=env)
+    out = box.dispatch("bash", {"command": 'command -v python; echo "VENV=$VIRTUAL_ENV"'}).result
+    assert f"{project}/bin/python" in out
+    assert f"VENV={project}" in out
+    active = env.activate({"PATH": f"/usr/bin{os.pathsep}{project}/bin", "PYTHONHOME": "/x"})
+    assert active["PATH"] == f"{project}/bin{os.pathsep}/usr/bin"
+    assert "PYTHONHOME" not in active

@@ -1,0 +1,173 @@
+"""``bash`` inside the bubblewrap sandbox: one writable directory, hidden state, no escape."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from security.conftest import require_sandbox
+
+from tilth.config import load_settings
+from tilth.tools import ToolBox
+from tilth.tools.sandbox import SandboxUnavailable, make_sandbox, sandbox_for, sandbox_status
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    """A home with a session dir holding the workspace, and a source repo with a .git dir."""
+    require_sandbox()
+    home = tmp_path / "home"
+    session = home / "sessions" / "s1"
+    ws = session / "workspace"
+    ws.mkdir(parents=True)
+    (session / "prd.json").write_text('[{"id": "T-001", "status": "pending"}]\n')
+    (home / ".env").write_text("TILTH_API_KEY=sk-hidden-in-home\n")
+    source = tmp_path / "source"
+    (source / ".git").mkdir(parents=True)
+    (source / ".git" / "config").write_text("[core]\n")
+    (source / "venv-marker.txt").write_text("project env\n")
+    return {"home": home, "session": session, "ws": ws, "source": source}
+
+
+def _box(world: dict[str, Path], *, network: bool = True, timeout: float = 20) -> ToolBox:
+    sandbox = make_sandbox(
+        world["ws"],
+        hidden=[world["home"], world["session"]],
+        readable=[world["source"], world["source"] / ".git"],
+        network=network,
+    )
+    return ToolBox(world["ws"], sandbox=sandbox, bash_timeout=timeout)
+
+
+def _run(box: ToolBox, command: str) -> str:
+    return box.dispatch("bash", {"command": command}).result
+
+
+def test_the_workspace_is_writable_and_nothing_else(world: dict[str, Path]) -> None:
+    box = _run(_box(world), "echo made > made.txt && cat made.txt; touch /etc/x 2>&1; pwd")
+    assert "made\n" in box
+    assert "Read-only file system" in box
+    assert (world["ws"] / "made.txt").read_text() == "made\n"
+    assert str(world["ws"].resolve()) in box
+
+
+def test_session_state_and_tilth_home_are_invisible(world: dict[str, Path]) -> None:
+    out = _run(_box(world), "cat ../prd.json; ls -a ..; cat " + str(world["home"] / ".env"))
+    assert "No such file" in out
+    assert "T-001" not in out and "sk-hidden-in-home" not in out
+    assert (world["session"] / "prd.json").read_text().startswith("[")
+
+
+def test_the_source_git_dir_is_read_only_but_readable(world: dict[str, Path]) -> None:
+    git_dir = world["source"] / ".git"
+    out = _run(_box(world), f"cat {git_dir}/config && echo x >> {git_dir}/config; echo rc=$?")
+    assert "[core]" in out and "rc=1" in out
+    assert (git_dir / "config").read_text() == "[core]\n"
+    assert "project env" in _run(_box(world), f"cat {world['source']}/venv-marker.txt")
+
+
+def test_tmp_is_private(world: dict[str, Path], tmp_path: Path) -> None:
+    (Path("/tmp") / f"tilth-host-{os.getpid()}.txt").write_text("host tmp\n")
+    try:
+        out = _run(_box(world), f"ls /tmp; cat /tmp/tilth-host-{os.getpid()}.txt; echo t > /tmp/t")
+    finally:
+        (Path("/tmp") / f"tilth-host-{os.getpid()}.txt").unlink()
+    assert "host tmp" not in out and "No such file" in out
+    assert not Path("/tmp/t").exists() or Path("/tmp/t").read_text() != "t\n"
+
+
+def test_own_pid_namespace_hides_the_parent_environment(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TILTH_API_KEY", "sk-parent-key-123456")
+    out = _run(
+        _box(world),
+        "echo ppid=$PPID; tr '\\0' '\\n' < /proc/$PPID/environ | rev; "
+        "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | rev; ps -e -o pid= | wc -l",
+    )
+    assert "ppid=1" in out
+    assert "sk-parent-key" not in out and "654321-yek-tnerap-ks" not in out
+    assert str(os.getpid()) not in out.split("[exit")[0].splitlines()[0]
+
+
+def test_timeout_kills_everything_in_the_sandbox(world: dict[str, Path]) -> None:
+    marker = f"{300 + os.getpid() % 1000}.25"
+    box = _box(world, timeout=1.5)
+    outcome = box.dispatch("bash", {"command": f"sleep {marker} & sleep {marker}"})
+    assert outcome.is_error and "timed out" in outcome.result
+    deadline = time.monotonic() + 10
+    while _sleepers(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _sleepers(marker) == []
+
+
+def _sleepers(marker: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmdline[:2] == [b"sleep", marker.encode()]:
+            found.append(proc.name)
+    return found
+
+
+def test_network_off_cuts_it(world: dict[str, Path]) -> None:
+    out = _run(_box(world, network=False), "cat /proc/net/dev | wc -l; ls /sys/class/net")
+    assert out.split("\n")[0].strip() == "3"  # header lines + loopback only
+
+
+def test_settings_choose_the_sandbox(tmp_path: Path, world: dict[str, Path]) -> None:
+    env = {"TILTH_HOME": str(world["home"])}
+    assert sandbox_for(load_settings({**env, "TILTH_SANDBOX": "off"}), world["ws"]) is None
+    auto = sandbox_for(
+        load_settings(env), world["ws"], session_dir=world["session"], source=world["source"]
+    )
+    assert auto is not None and auto.network
+    assert world["session"].resolve() in auto.hidden and world["home"].resolve() in auto.hidden
+    off = load_settings({**env, "TILTH_SANDBOX_NETWORK": "off"})
+    assert sandbox_for(off, world["ws"]) is not None
+    assert not sandbox_for(off, world["ws"]).network  # type: ignore[union-attr]
+    usable, detail = sandbox_status(load_settings(env))
+    assert usable and "bubblewrap" in detail
+
+
+def test_chat_style_directory_keeps_its_git_read_only(tmp_path: Path) -> None:
+    require_sandbox()
+    work = tmp_path / "dir"
+    (work / ".git").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
+    box = ToolBox(work, sandbox=make_sandbox(work))
+    out = _run(box, "echo a > a.txt; echo x >> .git/config; rm -rf .git; echo rc=$?")
+    assert "rc=1" in out
+    assert (work / "a.txt").read_text() == "a\n"
+    assert (work / ".git" / "config").read_text() == "[core]\n"
+
+
+def test_required_without_bubblewrap_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: no user namespaces here' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    settings = load_settings({"TILTH_HOME": str(tmp_path), "TILTH_SANDBOX": "required"})
+    usable, detail = sandbox_status(settings)
+    assert not usable and "no user namespaces here" in detail
+    with pytest.raises(SandboxUnavailable, match="TILTH_SANDBOX=required"):
+        sandbox_for(settings, tmp_path)
+    auto = load_settings({"TILTH_HOME": str(tmp_path)})
+    assert sandbox_for(auto, tmp_path) is None
+
+
+def test_bad_settings_are_one_line_errors() -> None:
+    from tilth.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="TILTH_SANDBOX must be one of auto, required, off"):
+        load_settings({"TILTH_HOME": "/tmp/x", "TILTH_SANDBOX": "maybe"})
+    with pytest.raises(ConfigError, match="TILTH_SANDBOX_NETWORK must be one of on, off"):
+        load_settings({"TILTH_HOME": "/tmp/x", "TILTH_SANDBOX_NETWORK": "yes"})

@@ -1,0 +1,308 @@
+"""``tilth doctor``'s workspace checks: everything a real run needs, as a list of ``Check`` rows.
+
+Each checker takes a ``DoctorContext`` and returns rows; ``CHECKERS`` is the list ``run_checks``
+goes through (a new check is one more entry). A row that is not ``ok`` carries the one thing
+to do (``fix``). Only ``required`` rows decide whether a real run could start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tilth import git
+from tilth.config import ROLES, Endpoint, Settings, find_env_file, read_env_file
+from tilth.errors import ConfigError, TilthError
+
+ENDPOINT_TIMEOUT = 10.0
+LOW_DISK_BYTES = 1 << 30
+SECRET_SUFFIX = "_API_KEY"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of the doctor's table."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    """The one thing to do when not ok."""
+    required: bool = True
+    """False: a warning; the run can start anyway."""
+
+
+@dataclass
+class DoctorContext:
+    """What the checkers look at: the workspace and the settings (as loaded, or why not)."""
+
+    workspace: Path
+    settings: Settings | None
+    settings_error: ConfigError | None = None
+    source: Path | None = None
+    """The workspace's repository root, once the repository check passed."""
+    _reached: dict[tuple[str, str], tuple[Check, list[str] | None]] = field(default_factory=dict)
+
+
+Checker = Callable[[DoctorContext], Iterable[Check]]
+
+
+# ---- settings ------------------------------------------------------------------------------------
+def check_settings(ctx: DoctorContext) -> Iterable[Check]:
+    """Every TILTH_* value that is set, where it came from; API keys never shown."""
+    if ctx.settings is None:
+        assert ctx.settings_error is not None
+        yield Check("settings", False, ctx.settings_error.message, ctx.settings_error.hint)
+        return
+    origins = setting_origins()
+    if not origins:
+        yield Check("settings", True, "none set; every setting has its default")
+    for name, origin in sorted(origins.items()):
+        value = ctx.settings.env.get(name, "")
+        shown = "(set, not shown)" if name.endswith(SECRET_SUFFIX) else value
+        yield Check(name, True, f"{shown}  [{origin}]")
+
+
+def setting_origins(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``TILTH_*`` name → where its value comes from: the environment or a ``.env`` file."""
+    environ = dict(os.environ) if environ is None else environ
+    origins: dict[str, str] = {}
+    try:
+        env_file = find_env_file(environ)
+        file_values = read_env_file(env_file)[0] if env_file else {}
+    except ConfigError:
+        env_file, file_values = None, {}
+    for name in file_values:
+        if name.startswith("TILTH_"):
+            origins[name] = f"from {env_file}"
+    for name, value in environ.items():
+        if name.startswith("TILTH_") and value.strip():
+            origins[name] = "from the environment"
+    return origins
+
+
+# ---- model endpoints -----------------------------------------------------------------------------
+def check_endpoints(ctx: DoctorContext) -> Iterable[Check]:
+    """Each role's endpoint answers ``GET /models`` with its key (the key is never shown)."""
+    if ctx.settings is None:
+        return
+    for role in ROLES:
+        name = f"{role} model"
+        try:
+            endpoint = ctx.settings.endpoint(role)
+        except ConfigError as exc:
+            yield Check(name, False, exc.message, exc.hint)
+            continue
+        key = (endpoint.base_url, endpoint.api_key)
+        if key not in ctx._reached:
+            ctx._reached[key] = probe_endpoint(endpoint)
+        found, names = ctx._reached[key]
+        detail = found.detail
+        if found.ok:
+            if names is not None:
+                listed = "listed" if endpoint.model in names else "not in its list of models"
+                detail = f"{detail}; {endpoint.model} {listed}"
+            detail = f"{endpoint.model} at {endpoint.base_url}: {detail}"
+        yield Check(name, found.ok, detail, found.fix, found.required)
+
+
+def probe_endpoint(
+    endpoint: Endpoint, timeout: float = ENDPOINT_TIMEOUT
+) -> tuple[Check, list[str] | None]:
+    """``GET <base_url>/models`` with the key: a row saying what came back, and the models."""
+    url = endpoint.base_url.rstrip("/") + "/models"
+    role = endpoint.role.upper()
+    var = "TILTH_BASE_URL" if endpoint.role == "worker" else f"TILTH_{role}_BASE_URL"
+    key_var = var.replace("BASE_URL", "API_KEY")
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {endpoint.api_key}", "Accept": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            detail = f"{url} refused the key (HTTP {exc.code})"
+            return Check("", False, detail, f"check {key_var}"), None
+        if exc.code == 404:
+            detail = f"{url} has no /models route (HTTP 404); the endpoint may still work"
+            fix = f"check {var} (it should be the API root, often ending in /v1)"
+            return Check("", False, detail, fix, required=False), None
+        return Check("", False, f"{url} answered HTTP {exc.code}", f"check {var}"), None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        text = str(reason).removeprefix("[Errno 111] ").strip() or type(exc).__name__
+        fix = f"check {var}; is the server up?"
+        return Check("", False, f"cannot reach {url}: {text}", fix), None
+    names = _model_names(body)
+    if names is None:
+        return Check("", True, "reachable (the model list could not be read)"), None
+    return Check("", True, f"reachable, {len(names)} model(s)"), names
+
+
+def _model_names(body: bytes) -> list[str] | None:
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return None
+    return [str(item.get("id")) for item in items if isinstance(item, dict)]
+
+
+# ---- the repository and git ----------------------------------------------------------------------
+def check_repository(ctx: DoctorContext) -> Iterable[Check]:
+    """The workspace is a repository Tilth can work in; the identity its commits will carry."""
+    try:
+        ctx.source = git.ensure_repo(ctx.workspace)
+    except TilthError as exc:
+        yield Check("repository", False, exc.message, exc.hint)
+        return
+    yield Check("repository", True, str(ctx.source))
+    name = git.git("config", "user.name", cwd=ctx.source, check=False).strip()
+    email = git.git("config", "user.email", cwd=ctx.source, check=False).strip()
+    if name and email:
+        yield Check("git identity", True, f"{name} <{email}>")
+    else:
+        fallback = f"{git.FALLBACK_NAME} <{git.FALLBACK_EMAIL}>"
+        yield Check(
+            "git identity",
+            False,
+            f"none configured; stage commits will be made as {fallback}",
+            'git config --global user.name "Your Name" && '
+            "git config --global user.email you@example.com",
+            required=False,
+        )
+
+
+# ---- the test environment ------------------------------------------------------------------------
+def check_environment(ctx: DoctorContext) -> Iterable[Check]:
+    """The environment the seed tests will run in (SPEC §5.4), and that it starts."""
+    if ctx.settings is None or ctx.source is None:
+        return
+    from tilth.project_env import check_project_env, resolve_project_env
+
+    try:
+        env = resolve_project_env(ctx.source, ctx.source, ctx.settings)
+        check_project_env(env, ctx.source)
+    except TilthError as exc:
+        if ctx.settings.setup_command:
+            yield Check(
+                "test environment",
+                True,
+                "decided in each new worktree after TILTH_SETUP_COMMAND "
+                f"({ctx.settings.setup_command}) has run; here: {exc.message}",
+            )
+            return
+        yield Check("test environment", False, exc.message, exc.hint)
+        return
+    yield Check("test environment", True, env.description)
+    if ctx.settings.setup_command:
+        yield Check(
+            "setup command", True, f"runs in every new worktree: {ctx.settings.setup_command}"
+        )
+
+
+# ---- the machine ---------------------------------------------------------------------------------
+def _read_int(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def check_file_watch(ctx: DoctorContext) -> Iterable[Check]:
+    """inotify limits against the workspace's directories (turn snapshots watch each one)."""
+    watches = _read_int("/proc/sys/fs/inotify/max_user_watches")
+    instances = _read_int("/proc/sys/fs/inotify/max_user_instances")
+    if watches is None or instances is None:
+        yield Check(
+            "file watching",
+            True,
+            "no inotify here: changes made by bash are found by scanning (slower on big trees)",
+        )
+        return
+    dirs = _directory_count(ctx.source) if ctx.source is not None else 0
+    detail = (
+        f"inotify: {watches:,} watches, {instances} instances; the workspace has ~{dirs:,} dirs"
+    )
+    if dirs and dirs > watches // 2:
+        yield Check(
+            "file watching",
+            False,
+            detail + " (too few watches: Tilth falls back to slower scanning)",
+            "sudo sysctl fs.inotify.max_user_watches=524288",
+            required=False,
+        )
+        return
+    yield Check("file watching", True, detail)
+
+
+def _directory_count(source: Path) -> int:
+    try:
+        files = git.git("ls-files", cwd=source).splitlines()
+    except TilthError:
+        return 0
+    return len({str(Path(f).parent) for f in files}) + 1
+
+
+def check_disk(ctx: DoctorContext) -> Iterable[Check]:
+    """The sessions directory: writable, and the disk it is on has room."""
+    if ctx.settings is None:
+        return
+    where = ctx.settings.sessions_dir
+    existing = where
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not os.access(existing, os.W_OK):
+        yield Check(
+            "sessions disk",
+            False,
+            f"{existing} is not writable (sessions go to {where})",
+            "point TILTH_SESSIONS_DIR (or TILTH_HOME) at a directory you can write",
+        )
+        return
+    usage = shutil.disk_usage(existing)
+    free = f"{usage.free / (1 << 30):.1f} GiB free of {usage.total / (1 << 30):.1f} GiB"
+    if usage.free < LOW_DISK_BYTES:
+        yield Check(
+            "sessions disk",
+            False,
+            f"{where}: only {free}",
+            "free some space, or point TILTH_SESSIONS_DIR at a bigger disk",
+            required=False,
+        )
+        return
+    yield Check("sessions disk", True, f"{where}: {free}")
+
+
+CHECKERS: list[Checker] = [
+    check_settings,
+    check_endpoints,
+    check_repository,
+    check_environment,
+    check_file_watch,
+    check_disk,
+]
+"""Run in order; a checker may rely on what an earlier one found (``ctx.source``)."""
+
+
+def run_checks(ctx: DoctorContext, checkers: Iterable[Checker] = CHECKERS) -> list[Check]:
+    """Every row, in order."""
+    return [check for checker in checkers for check in checker(ctx)]
+
+
+def ready(checks: Iterable[Check]) -> bool:
+    """True when a real run could start: every required check passed."""
+    return all(check.ok for check in checks if check.required)
+
+
+def as_dicts(checks: Iterable[Check]) -> list[dict[str, object]]:
+    return [asdict(check) for check in checks]

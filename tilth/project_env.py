@@ -1,0 +1,288 @@
+"""The project's own Python environment: where seed tests, the linter and ``bash`` run.
+
+A ``pip install`` of Tilth has no pytest and none of the project's dependencies, so
+nothing the project runs may fall back to Tilth's interpreter. ``resolve_project_env``
+picks, in SPEC §5.4's order: ``TILTH_TEST_COMMAND``; a virtualenv in the worktree; one
+in the source repository; ``uv run`` when the project has a ``uv.lock``; the first
+``python3`` on PATH outside Tilth's installation that imports pytest. Otherwise it
+raises ``ProjectEnvError`` naming what was tried. ``check_project_env`` is the
+pre-flight: the chosen environment must start before any model call is made.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from tilth import proc
+from tilth.errors import ProjectEnvError
+
+if TYPE_CHECKING:
+    from tilth.config import Settings
+
+Kind = Literal["command", "worktree-venv", "source-venv", "uv", "python"]
+VENV_NAMES = (".venv", "venv")
+PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider")
+PROBE_TIMEOUT = 30.0
+CHOOSE_HINT = (
+    "set TILTH_TEST_COMMAND to the shell line that runs your tests ({files} = the test files), "
+    "or TILTH_SETUP_COMMAND to build a .venv in each worktree (see docs/configuration.md)"
+)
+
+
+@dataclass(frozen=True)
+class TestInvocation:
+    """How to run the seed tests: an argv (or a shell line) and how to show it."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    args: list[str] | str
+    shell: bool
+    shown: str
+
+
+@dataclass(frozen=True)
+class ProjectEnv:
+    """The environment the project's code runs in, as chosen by ``resolve_project_env``."""
+
+    kind: Kind
+    description: str
+    """One line for people: what was chosen and why."""
+    venv: Path | None = None
+    """The virtualenv, for the venv kinds (becomes ``VIRTUAL_ENV``)."""
+    bin_dir: Path | None = None
+    """Put first on ``PATH`` so ``python``/``pytest`` in ``bash`` mean what the gate means."""
+    python: Path | None = None
+    """The interpreter that runs pytest (venv and python kinds)."""
+    command: str | None = None
+    """The ``TILTH_TEST_COMMAND`` template (command kind)."""
+
+    def activate(self, env: Mapping[str, str]) -> dict[str, str]:
+        """A copy of ``env`` with this environment active (bin dir first, ``VIRTUAL_ENV``)."""
+        active = dict(env)
+        if self.bin_dir is not None:
+            rest = [p for p in active.get("PATH", os.defpath).split(os.pathsep) if p]
+            first = str(self.bin_dir)
+            active["PATH"] = os.pathsep.join([first, *[p for p in rest if p != first]])
+        if self.venv is not None:
+            active["VIRTUAL_ENV"] = str(self.venv)
+            active.pop("PYTHONHOME", None)
+        return active
+
+    def pytest_invocation(
+        self, files: Sequence[str], options: Sequence[str] = ()
+    ) -> TestInvocation:
+        """The command that runs ``files`` with pytest in the worktree.
+
+        ``options`` are extra pytest options (ignored by a ``TILTH_TEST_COMMAND``).
+        """
+        quoted = " ".join(shlex.quote(f) for f in files)
+        if self.kind == "command":
+            assert self.command is not None
+            line = (
+                self.command.replace("{files}", quoted)
+                if "{files}" in self.command
+                else f"{self.command} {quoted}".rstrip()
+            )
+            return TestInvocation(line, True, line)
+        tail = [*PYTEST_ARGS, *options, *files]
+        if self.kind == "uv":
+            argv = ["uv", "run", "python", "-m", "pytest", *tail]
+            return TestInvocation(argv, False, shlex.join(argv))
+        assert self.python is not None
+        argv = [str(self.python), "-m", "pytest", *tail]
+        return TestInvocation(argv, False, "python -m pytest " + " ".join([*tail]))
+
+    def readable_paths(self) -> tuple[Path, ...]:
+        """Where this environment lives, for the sandbox to show read-only."""
+        places = [self.venv, self.bin_dir]
+        if self.python is not None:
+            places.append(self.python.parent)
+        return tuple(p for p in places if p is not None)
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``environment`` event's payload."""
+        return {
+            "kind": self.kind,
+            "description": self.description,
+            "venv": str(self.venv) if self.venv else None,
+            "bin_dir": str(self.bin_dir) if self.bin_dir else None,
+            "python": str(self.python) if self.python else None,
+            "command": self.command,
+        }
+
+
+# ---- resolution ---------------------------------------------------------------------------------
+def tilth_prefix() -> Path:
+    """Tilth's own installation (its interpreter's prefix), which is never the project's."""
+    return Path(sys.prefix).resolve()
+
+
+def _venv_in(root: Path) -> Path | None:
+    for name in VENV_NAMES:
+        if (root / name / "bin" / "python").exists():
+            return root / name
+    return None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _venv_env(kind: Kind, venv: Path, where: str) -> ProjectEnv:
+    return ProjectEnv(
+        kind=kind,
+        description=f"{where} virtualenv {venv}",
+        venv=venv,
+        bin_dir=venv / "bin",
+        python=venv / "bin" / "python",
+    )
+
+
+def _probe_python(python: Path) -> tuple[Path | None, bool]:
+    """``(sys.prefix, can import pytest)`` of an interpreter; ``(None, False)`` if it fails."""
+    code = "import sys; print(sys.prefix)\ntry:\n import pytest\nexcept Exception:\n sys.exit(3)"
+    result = proc.run([str(python), "-c", code], timeout=PROBE_TIMEOUT, env=_clean_env())
+    lines = result.stdout.strip().splitlines()
+    if result.timed_out or not lines or result.returncode not in (0, 3):
+        return None, False
+    return Path(lines[0]), result.returncode == 0
+
+
+def _clean_env() -> dict[str, str]:
+    """Tilth's environment without what would make another interpreter look like Tilth's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
+def _python_on_path(tried: list[str]) -> ProjectEnv | None:
+    """The first ``python3`` on PATH, outside Tilth's installation, that can import pytest."""
+    seen: set[Path] = set()
+    own = tilth_prefix()
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(entry or ".") / "python3"
+        if not candidate.is_file() or not os.access(candidate, os.X_OK):
+            continue
+        key = candidate.resolve()
+        if key in seen:
+            continue
+        seen.add(key)
+        prefix, has_pytest = _probe_python(candidate)
+        if prefix is None:
+            tried.append(f"{candidate} (does not start)")
+            continue
+        if _same(prefix, own):
+            tried.append(f"{candidate} (Tilth's own interpreter)")
+            continue
+        if not has_pytest:
+            tried.append(f"{candidate} (no pytest)")
+            continue
+        return ProjectEnv(
+            kind="python",
+            description=f"python3 on PATH: {candidate} (prefix {prefix})",
+            bin_dir=candidate.parent,
+            python=candidate,
+        )
+    if not seen:
+        tried.append("python3 on PATH (none found)")
+    return None
+
+
+def resolve_project_env(worktree: Path, source: Path | None, settings: Settings) -> ProjectEnv:
+    """Choose the project's environment (SPEC §5.4's order); ``ProjectEnvError`` when none.
+
+    ``source`` may equal ``worktree`` (``tilth doctor`` before any session exists); the
+    worktree step is then skipped. Tilth's own interpreter is never chosen.
+    """
+    command = (settings.test_command or "").strip()
+    if command:
+        return ProjectEnv(
+            kind="command", description=f"TILTH_TEST_COMMAND: {command}", command=command
+        )
+    tried = ["TILTH_TEST_COMMAND (unset)"]
+    own = tilth_prefix()
+    roots: list[tuple[Kind, Path, str]] = []
+    if source is None or not _same(source, worktree):
+        roots.append(("worktree-venv", worktree, "worktree"))
+    if source is not None:
+        roots.append(("source-venv", source, "source repository's"))
+    for kind, root, where in roots:
+        venv = _venv_in(root)
+        if venv is None:
+            tried.append(f"{root}/.venv or venv/ ({where.split()[0]}: none)")
+            continue
+        if _same(venv, own):
+            tried.append(f"{venv} (Tilth's own installation)")
+            continue
+        return _venv_env(kind, venv, where)
+    lock_root = next((r for r in (worktree, source) if r and (r / "uv.lock").is_file()), None)
+    if lock_root is not None and shutil.which("uv"):
+        return ProjectEnv(kind="uv", description=f"uv run (the project has {lock_root}/uv.lock)")
+    tried.append("uv run (" + ("uv not on PATH" if lock_root else "no uv.lock") + ")")
+    found = _python_on_path(tried)
+    if found is not None:
+        return found
+    raise ProjectEnvError(
+        "no Python environment to run the project's tests in; tried: " + "; ".join(tried),
+        hint=CHOOSE_HINT,
+    )
+
+
+# ---- the pre-flight ------------------------------------------------------------------------------
+def _program(command: str) -> str | None:
+    """The program a shell line starts (after ``VAR=value`` assignments), if one can be told."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for word in words:
+        if "=" in word.split("/", 1)[0] and not word.startswith(("=", "/")):
+            continue
+        return word
+    return None
+
+
+def check_project_env(env: ProjectEnv, worktree: Path) -> None:
+    """Raise ``ProjectEnvError`` when ``env`` cannot start (pytest missing, program not found)."""
+    if env.kind == "command":
+        assert env.command is not None
+        program = _program(env.command)
+        if program is None or program in _SHELL_WORDS:
+            return
+        if "/" in program:
+            path = Path(program) if Path(program).is_absolute() else worktree / program
+            if path.exists():
+                return
+        elif shutil.which(program, path=env.activate(os.environ).get("PATH")):
+            return
+        raise ProjectEnvError(
+            f"TILTH_TEST_COMMAND runs `{program}`, which is not found (command: {env.command})",
+            hint="fix TILTH_TEST_COMMAND, or unset it to let Tilth find the project's virtualenv",
+        )
+    if env.kind == "uv":
+        if shutil.which("uv") is None:
+            raise ProjectEnvError("uv is not on PATH", hint=CHOOSE_HINT)
+        return
+    assert env.python is not None
+    prefix, has_pytest = _probe_python(env.python)
+    if prefix is None:
+        raise ProjectEnvError(f"{env.python} does not start ({env.description})", hint=CHOOSE_HINT)
+    if not has_pytest:
+        where = f"{env.venv}/bin/pip" if env.venv else f"{env.python} -m pip"
+        raise ProjectEnvError(
+            f"pytest is not installed in {env.description}",
+            hint=f"install it: `{where} install pytest`; or set TILTH_TEST_COMMAND",
+        )
+
+
+_SHELL_WORDS = frozenset({"cd", "exec", "env", "(", "{", "!", "test", "[", "set", "source", "."})

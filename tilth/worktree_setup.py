@@ -1,0 +1,87 @@
+"""``TILTH_SETUP_COMMAND``: a shell line run once in every new worktree, logged as ``setup``.
+
+It runs before any model call (prep, fork, a worktree that ``run`` re-creates), in the
+worktree, without API keys or Tilth's settings in its environment. What it makes must
+be gitignored (a worktree-local ``.venv/`` survives ``reset --to-seed``'s ``git clean -fd``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tilth import git, proc
+from tilth.config import Settings, secret_values
+from tilth.errors import SetupFailed
+from tilth.session.store import Session
+from tilth.tools.shell import scrubbed_env
+
+OUTPUT_CHARS = 8_000
+
+
+def _tail(text: str, limit: int = OUTPUT_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def prepare_worktree(
+    session: Session, worktree: Path, settings: Settings, *, why: str
+) -> list[str]:
+    """Make a new worktree ready: submodules checked out, then the setup command run.
+
+    Returns warnings for the user (a submodule that could not be checked out); raises
+    ``SetupFailed`` when the setup command fails.
+    """
+    notes: list[str] = []
+    problem = git.init_submodules(worktree)
+    if (worktree / ".gitmodules").is_file():
+        session.log("submodules", ok=problem is None, detail=problem)
+    if problem:
+        notes.append(problem)
+    run_setup(session, worktree, settings, why=why)
+    return notes
+
+
+def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str) -> str | None:
+    """Run the setup command in ``worktree`` (``why``: prep, fork, run); its output, or None.
+
+    Logs ``setup {command, why, exit_code, seconds, ok, output}``; raises ``SetupFailed``
+    (with the output) when it exits non-zero or times out.
+    """
+    command = settings.setup_command
+    if not command:
+        return None
+    env = scrubbed_env(os.environ, secret_values(settings.env))
+    env.pop("VIRTUAL_ENV", None)  # Tilth's own venv must not leak into the project's set-up
+    started = time.monotonic()
+    result = proc.run(
+        command, cwd=worktree, timeout=settings.setup_timeout_seconds, env=env, shell=True
+    )
+    output = _tail(result.stdout + ("\n" + result.stderr if result.stderr.strip() else ""))
+    ok = result.returncode == 0 and not result.timed_out
+    session.log(
+        "setup",
+        command=command,
+        why=why,
+        worktree=str(worktree),
+        exit_code=result.returncode,
+        timed_out=result.timed_out,
+        seconds=round(time.monotonic() - started, 2),
+        ok=ok,
+        output=output,
+    )
+    if ok:
+        return output
+    last = next((ln for ln in reversed(output.splitlines()) if ln.strip()), "no output")
+    what = (
+        f"timed out after {settings.setup_timeout_seconds:g}s"
+        if result.timed_out
+        else f"exit {result.returncode}"
+    )
+    raise SetupFailed(
+        f"TILTH_SETUP_COMMAND failed in the worktree ({what}): {last.strip()}",
+        output=output,
+        hint=f"the full output is in the `setup` event of session {session.id}; "
+        "fix the command (or TILTH_SETUP_TIMEOUT_SECONDS) and try again",
+    )
