@@ -67,8 +67,10 @@ def test_rewind_dry_run_changes_nothing_then_the_rewind_restores_the_file(
     assert done.json()["done"] is True
     assert not words.exists()
     assert git.head(built.worktree) == target.head
-    # code only: the conversation and harness state stay
-    assert {t["id"]: t["status"] for t in built.session.load_prd()} == before[2]
+    # the tasks whose commits went are wound back exactly as the plan said
+    promised = {task: new for task, _, new in plan["plan"]["task_changes"]}
+    assert promised == {"T-001": "pending", "T-002": "pending"}
+    assert {t["id"]: t["status"] for t in built.session.load_prd()} == promised
     assert built.session.events.events()[-1].type == "rewind"
 
 
@@ -83,7 +85,8 @@ def test_restart_from_a_stage_shows_the_seed_dialog_facts(client: TestClient, bu
     rolled = len(plan["plan"]["commits_dropped"])
     assert f"commits rolled back: {rolled}" in details
     assert rolled == 6  # T-001 code_review, verifying and all four stages of T-002
-    assert any(line.startswith("uncommitted changes: will be stashed") for line in details)
+    ref = git.stash_ref(built.id)
+    assert f"uncommitted changes: 1 file(s) will be saved on {ref}" in " ".join(details)
     assert plan["plan"]["conflicts"] == ["scratch.txt"]
     assert plan["live_run"] is None
     assert (built.worktree / "scratch.txt").exists()
@@ -96,8 +99,8 @@ def test_restart_from_a_stage_shows_the_seed_dialog_facts(client: TestClient, bu
         "T-002": "pending",
     }
     assert not (built.worktree / "scratch.txt").exists()
-    stash = git.git("stash", "list", cwd=built.worktree)
-    assert "tilth restart T-001" in stash
+    saved = git.git("show", "--name-only", "--format=%s", ref, cwd=built.worktree)
+    assert "scratch.txt" in saved  # the uncommitted change was kept, not lost
     detail = client.get(f"/api/sessions/{built.id}").json()
     assert detail["tasks"][0]["completed_stages"] == ["planning", "implementing"]
 

@@ -113,7 +113,7 @@ def test_rewind_undo_restart_and_fork_through_the_menus(browser: Any, built: Bui
         details = page.inner_text("[data-test=plan-details]")
         assert "stages that will re-run: implementing -> code_review -> verifying" in details
         assert "commits rolled back: 2" in details
-        assert "will be stashed" in details
+        assert f"will be saved on {git.stash_ref(built.id)}" in details
         assert "notes.txt" in page.inner_text("[data-test=plan-stash]")
         commits = page.inner_text("[data-test=plan-commits]")
         assert "task/T-001: complete code_review stage" in commits
@@ -123,7 +123,8 @@ def test_rewind_undo_restart_and_fork_through_the_menus(browser: Any, built: Bui
         toast(page, "T-001 restarted")
         assert git.head(worktree) == resolve_checkpoint(built.session, "T-001/planning").head
         assert not (worktree / "notes.txt").exists()
-        assert "tilth restart T-001" in git.git("stash", "list", cwd=worktree)
+        saved = git.git("show", "--name-only", "--format=%s", git.stash_ref(built.id), cwd=worktree)
+        assert "notes.txt" in saved
         page.wait_for_selector(f"{status}:has-text('pending')")
 
         # ---- fork from the seed: a new session appears in the list

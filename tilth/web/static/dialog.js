@@ -37,7 +37,7 @@ const Dialog = (() => {
     parts.push(section("conversation dropped", dropped.concat((plan.threads_deleted || []).map((k) => k + ": whole thread")), "plan-conversation"));
     if (plan.conflicts && plan.conflicts.length) {
       let title = "uncommitted changes, LOST (not on any checkpoint)";
-      if (plan.stash_message) title = "uncommitted changes, stashed as '" + plan.stash_message + "'";
+      if (plan.stash_message) title = "uncommitted changes, saved before anything changes";
       if (plan.keep && Object.keys(plan.keep).length) title = "files you changed, kept as they are";
       parts.push(section(title, plan.conflicts, "plan-stash"));
     }
