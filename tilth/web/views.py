@@ -150,14 +150,14 @@ def session_detail(session: Session, settings: Settings) -> dict[str, Any]:
 
 
 def lock_holder(session: Session) -> int | None:
-    """The pid driving the session right now, or None (read-only: never takes the lock).
+    """The pid of another process driving the session, or None (read-only: never locks).
 
     Taking the lock to test it, even for an instant, could make a run that starts at
     that moment fail; the holder's pid file (removed on release) is only read.
     """
     pid = session.lock().holder_pid()
-    if pid is None:
-        return None
+    if pid is None or pid == os.getpid():
+        return None  # this server's own operation in flight is not a run
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
