@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tilth import git, proc
 from tilth.config import Settings, secret_values
-from tilth.errors import SetupFailed
+from tilth.errors import SetupFailed, TilthError
 from tilth.session.store import Session
 from tilth.tools.shell import scrubbed_env
 
@@ -31,7 +31,8 @@ def prepare_worktree(
     """Make a new worktree ready: submodules checked out, then the setup command run.
 
     Returns warnings for the user (a submodule that could not be checked out); raises
-    ``SetupFailed`` when the setup command fails.
+    ``SetupFailed`` when the setup command fails, after taking the worktree back (its
+    branch stays), so the next command makes it afresh and runs the setup again.
     """
     notes: list[str] = []
     problem = git.init_submodules(worktree)
@@ -39,7 +40,16 @@ def prepare_worktree(
         session.log("submodules", ok=problem is None, detail=problem)
     if problem:
         notes.append(problem)
-    run_setup(session, worktree, settings, why=why)
+    try:
+        run_setup(session, worktree, settings, why=why)
+    except SetupFailed:
+        source = session.source
+        if source is not None and (source / ".git").exists():
+            try:
+                git.remove_worktree(source, worktree)
+            except (TilthError, OSError):
+                pass
+        raise
     return notes
 
 
@@ -55,8 +65,21 @@ def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str)
     env = scrubbed_env(os.environ, secret_values(settings.env))
     env.pop("VIRTUAL_ENV", None)  # Tilth's own venv must not leak into the project's set-up
     started = time.monotonic()
+    args: list[str] | str = command
+    if why != "prep":
+        # A forked or re-created worktree holds the worker's files (a Makefile, a setup.py
+        # the command runs): then the set-up runs in the worker's sandbox too.
+        from tilth.tools.sandbox import sandbox_for
+
+        sandbox = sandbox_for(settings, worktree, session_dir=session.dir, source=session.source)
+        if sandbox is not None:
+            args = sandbox.wrap(["/bin/sh", "-c", command])
     result = proc.run(
-        command, cwd=worktree, timeout=settings.setup_timeout_seconds, env=env, shell=True
+        args,
+        cwd=worktree,
+        timeout=settings.setup_timeout_seconds,
+        env=env,
+        shell=isinstance(args, str),
     )
     output = _tail(result.stdout + ("\n" + result.stderr if result.stderr.strip() else ""))
     ok = result.returncode == 0 and not result.timed_out

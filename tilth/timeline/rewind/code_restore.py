@@ -182,54 +182,6 @@ def plan_code(
     return plan
 
 
-# ---- sessions without git (chat): code state is file snapshots only ----------------------------
-def is_snapshot_session(session: Session) -> bool:
-    """True when the session's code state is file snapshots only (``kind: "chat"``).
-
-    Such a session has no worktree branch and no seed: ``workspace`` is the user's own
-    directory, never committed to, reset or cleaned; a code restore writes the snapshot
-    files listed by ``snapshot_target`` and nothing else.
-    """
-    try:
-        return session.checkpoint().get("kind") == "chat"
-    except SessionCorrupt:
-        return False
-
-
-def snapshot_target(session: Session, checkpoint: Any) -> Overlay:
-    """The files restoring ``checkpoint`` writes in a snapshot-only session.
-
-    THE SEAM FOR CHAT CAPTURE (issue 12). The answer is ``path → entry`` (``None``: the file
-    must not exist); paths not listed are left alone. Chat capture records, per turn, the
-    preimage of every path first touched in that turn (the third seed's design: snapshot
-    before an edit, ``None`` = did not exist), so going back to turn N writes, for every
-    path touched at or after N, its preimage from the earliest such turn. Until chat
-    capture fills ``checkpoint.overlay`` with that map (or replaces this function), a
-    checkpoint's overlay is taken to be it.
-    """
-    return dict(checkpoint.overlay)
-
-
-def plan_snapshot_code(workspace: Path, wanted: Overlay, *, force: bool = False) -> CodePlan:
-    """Which of ``wanted``'s files differ now (no git: every listed path is compared)."""
-    plan = CodePlan("", dict(wanted), force=force)
-    for rel in sorted(wanted):
-        entry = wanted[rel]
-        if _same(read_state(workspace / rel), entry, None, True):
-            continue
-        (plan.delete if entry is None else plan.restore).append(rel)
-    return plan
-
-
-def apply_snapshot_code(
-    plan_overlay: Overlay, keep: Overlay, workspace: Path, store: BlobStore
-) -> None:
-    """Write the snapshot files (deletions first), then the kept files; safe to run twice."""
-    apply_overlay(workspace, plan_overlay, store)
-    for rel, entry in keep.items():
-        write_entry(store, workspace, rel, entry)
-
-
 def keep_conflicts(plan: CodePlan, worktree: Path, store: BlobStore) -> CodePlan:
     """Store the conflicting files' current contents so ``apply_code`` can put them back."""
     if plan.force:

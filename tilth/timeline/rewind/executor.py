@@ -26,21 +26,17 @@ from tilth.errors import SessionCorrupt
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 from tilth.timeline.faults import fault_point
-from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import (
     checkpoint_path,
     delete_after,
     highest_seq,
     remember_highest,
 )
+from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event
 from tilth.timeline.rewind import fork as forking
 from tilth.timeline.rewind import undo
-from tilth.timeline.rewind.code_restore import (
-    apply_snapshot_code,
-    note_code_state,
-    restore_overlay,
-)
+from tilth.timeline.rewind.code_restore import note_code_state, restore_overlay
 from tilth.timeline.rewind.journal import (
     Journal,
     clear_journal,
@@ -49,6 +45,7 @@ from tilth.timeline.rewind.journal import (
     write_journal,
 )
 from tilth.timeline.rewind.plan import RewindError, RewindPlan
+from tilth.timeline.rewind.snapshot_restore import apply_snapshot_files
 from tilth.timeline.rewind.state_restore import (
     cut_lines,
     remove_path,
@@ -64,10 +61,10 @@ STEP_ORDER = (
     "stash",
     "code",
     "unwind",
-    "note",
     "state",
     "ledger",
     "threads",
+    "note",  # after the threads: a code rewind that drops threads keeps its note
     "paths",
     "events",
     "checkpoints",
@@ -111,10 +108,11 @@ def _before(session: Session, plan: RewindPlan) -> None:
 
 def _code(session: Session, plan: RewindPlan) -> None:
     worktree = Path(plan.worktree)
-    if plan.head is None:
-        # A session without git: the snapshot files and the kept files, nothing else.
-        apply_snapshot_code(plan.overlay, plan.keep, worktree, session_store(session))
+    if plan.snapshot_code or is_manifest_head(plan.head):
+        # No git (a chat): write exactly the planned files (plan.overlay holds the writes).
+        apply_snapshot_files(session, worktree, plan.overlay)
         return
+    assert plan.head is not None
     git.reset_hard(worktree, plan.head)
     git.clean_fd(worktree)
     # Called even with an empty overlay so the restored state is noted; ``keep`` (the

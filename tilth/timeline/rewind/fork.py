@@ -34,6 +34,7 @@ from tilth.timeline.record.checkpoints import (
     timeline_dir,
     write_checkpoint,
 )
+from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event, task_statuses, worktree_of
 from tilth.timeline.rewind.code_restore import apply_overlay
 from tilth.timeline.rewind.plan import RewindPlan, new_op_id
@@ -85,6 +86,23 @@ def _copy_prefix(src: Path, dst: Path, size: int) -> None:
 def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> RewindPlan:
     """What forking ``parent`` at ``target`` makes (no writes): the executor carries it out in
     the parent's journal, so a crash half-way is completed by the parent's next command."""
+    if is_manifest_head(target.head):
+        # A chat: its fork copies the directory (rewind.snapshot_fork); nothing is journaled.
+        return RewindPlan(
+            op="fork",
+            op_id=new_op_id(),
+            session_id=parent.id,
+            target=target.id,
+            target_label=target.label,
+            scope="both",
+            worktree=str(worktree_of(parent)),
+            headline=f"fork chat session {parent.id} at {target.id} ({target.label})",
+            fork={"snapshot": True, "checkpoint": target.to_dict()},
+            details=[
+                "a new chat session with its own copy of the directory as it was then",
+                f"session {parent.id} itself is not changed",
+            ],
+        )
     info = parent.checkpoint()
     source = Path(str(info.get("source") or ""))
     if not info.get("source") or not source.is_dir():

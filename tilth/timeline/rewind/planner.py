@@ -19,20 +19,19 @@ from tilth.errors import UsageError
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, list_checkpoints
+from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
 from tilth.timeline.rewind.code_only import wind_back_tasks
 from tilth.timeline.rewind.code_restore import (
     Overlay,
-    is_snapshot_session,
     keep_conflicts,
     plan_code,
-    plan_snapshot_code,
     recorded_code_state,
-    snapshot_target,
 )
 from tilth.timeline.rewind.plan import SCOPES, RewindError, RewindPlan, new_op_id
+from tilth.timeline.rewind.snapshot_restore import is_snapshot_session, plan_snapshot_files
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,13 @@ def checkpoint_target(
         threads=dict(checkpoint.threads) if history else None,
         event_offset=checkpoint.event_offset if history else None,
         event_seq=checkpoint.event_seq,
-        keep_through_seq=checkpoint.seq if history else None,
+        # A chat checkpoint is the instant before its turn: going back there undoes the turn,
+        # so its checkpoint goes too (the next prompt records a fresh one).
+        keep_through_seq=(
+            checkpoint.seq - 1 if is_manifest_head(checkpoint.head) else checkpoint.seq
+        )
+        if history
+        else None,
         force=force,
         note=scope == "code",
         checkpoint=checkpoint,
@@ -159,19 +164,17 @@ def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
 
 
 def snapshot_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
-    """A session without git (chat): files from snapshots only, no commits, no reset."""
-    assert target.checkpoint is not None
-    wanted = snapshot_target(session, target.checkpoint)
-    code = plan_snapshot_code(worktree, wanted, force=target.force)
-    keep_conflicts(code, worktree, session_store(session))
+    """A session without git (chat): files from snapshots only — no commits, no reset, no
+    clean (``rewind.snapshot_restore``; chat capture records the manifests it reads)."""
+    assert target.head is not None
+    code = plan_snapshot_files(session, worktree, target.head, target.overlay, force=target.force)
     return CodePart(
         files=sorted(
             [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
             key=lambda item: item[1],
         ),
-        conflicts=code.conflicts,
-        keep=code.keep,
-        overlay=wanted,
+        conflicts=list(code.conflicts),
+        overlay=dict(code.overlay),
     )
 
 
@@ -235,11 +238,12 @@ def later_checkpoints(session: Session, keep_through: int) -> list[int]:
 def plan(session: Session, target: Target) -> RewindPlan:
     """The plan for ``target``: actions for the executor and the report a user reads."""
     worktree = worktree_of(session)
-    snapshots = is_snapshot_session(session)
+    snapshots = is_snapshot_session(session) or is_manifest_head(target.head)
     if target.head is not None and not worktree.is_dir():
         raise RewindError(
             f"the worktree of session {session.id} is missing ({worktree})",
-            hint="use --scope conversation, or discard the session with `tilth reset`",
+            hint=f"`tilth doctor {session.id} --repair` re-creates it (so does `tilth resume`); "
+            "or use --scope conversation",
         )
     result = RewindPlan(
         op=target.op,
@@ -266,6 +270,7 @@ def plan(session: Session, target: Target) -> RewindPlan:
         if snapshots:
             code = snapshot_code_part(session, worktree, target)
             result.snapshot_code = True
+            result.head = target.head if is_manifest_head(target.head) else None
         else:
             code = git_code_part(session, worktree, target)
             result.head = target.head
@@ -339,12 +344,15 @@ def next_worker_thread(
     return None
 
 
-def most_recent_thread(session: Session) -> str | None:
-    """The thread written to last (by modification time), or None when there are none."""
+def most_recent_thread(session: Session, among: dict[str, Any] | None = None) -> str | None:
+    """The thread written to last (by modification time), or None when there are none.
+
+    With ``among``, only those threads count (the ones a plan keeps).
+    """
     directory = session.threads.directory
     if not directory.is_dir():
         return None
-    paths = list(directory.glob("*.jsonl"))
+    paths = [p for p in directory.glob("*.jsonl") if among is None or p.stem in among]
     if not paths:
         return None
     return max(paths, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
