@@ -48,7 +48,7 @@ def test_a_session_of_the_previous_schema_opens(world_clone: Callable[..., World
         old["schema"] = 1
         path.write_text(json.dumps(old))
     reopened = Session.open(world.sessions_dir, session.id)
-    assert reopened.checkpoint()["kind"] == "feature"
+    assert reopened.checkpoint()["kind"] == "run"
     assert reopened.checkpoint()["schema"] == 2
     assert all(c.archive is None for c in list_checkpoints(reopened))
     assert resolve_checkpoint(reopened, "T-001/planning").kind == "stage"

@@ -36,8 +36,8 @@ class Migration:
 
 
 def _session_kind(record: Record) -> Record:
-    # Sessions before chat existed were all features built by the run loop.
-    return {**record, "kind": record.get("kind") or "feature"}
+    # Sessions before chat existed were all run by the loop (kind "run").
+    return {**record, "kind": record.get("kind") or "run"}
 
 
 def _checkpoint_archive(record: Record) -> Record:
@@ -63,7 +63,7 @@ def _plan_undo_fields(record: Record) -> Record:
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "session", 2, "checkpoint.json gains kind (feature or chat)", _session_kind),
+    Migration(1, "session", 2, "checkpoint.json gains kind (run or chat)", _session_kind),
     Migration(2, "checkpoint", 2, "checkpoints gain archive (undo points)", _checkpoint_archive),
     Migration(3, "plan", 2, "plans gain the undo, resume and fork fields", _plan_undo_fields),
 )

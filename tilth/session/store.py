@@ -178,7 +178,7 @@ class Session:
                 "status": "running",
                 "tokens_used": 0,
                 "started_at": utc_now(),
-                "kind": "feature",
+                "kind": "run",
                 **extra,
             },
         )

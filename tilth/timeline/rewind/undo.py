@@ -45,6 +45,7 @@ from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.code_restore import recorded_code_state
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.planner import Target
+from tilth.timeline.rewind.snapshot_restore import is_snapshot_session
 from tilth.timeline.rewind.state_restore import remove_path
 
 ARCHIVE_SCHEMA = 1
@@ -99,7 +100,8 @@ def _code_now(session: Session, worktree: Path, plan: RewindPlan) -> tuple[str, 
     # Like a turn capture: tell retention where this session lives, so it keeps the blobs.
     register_root(store, session.dir.parent)
     remember_store(session, store)
-    if plan.snapshot_code:
+    if plan.snapshot_code or is_snapshot_session(session):
+        # No git (a chat): the files this go-back rewrites, as they are now.
         paths = [p for _, p in plan.files] + list(plan.keep)
         head = ""
     else:
