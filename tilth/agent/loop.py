@@ -118,6 +118,11 @@ def finish(ctx: RunContext, stop: Stop) -> Stop:
         except StorageError as exc:  # a full disk: the stop cannot be recorded, only shown
             ctx.progress.note(f"could not record the stop: {exc}", style="red")
         _refresh(ctx)
+        try:
+            # The finished state is a place on the timeline too (fork --at latest = it).
+            ctx.recorder.stop(stop.reason)
+        except (OSError, TilthError) as exc:
+            ctx.progress.note(f"could not record the stop checkpoint: {exc}", style="dim")
     return stop
 
 
