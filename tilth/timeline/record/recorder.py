@@ -66,7 +66,7 @@ class Recorder:
     def stop(self, reason: str) -> Checkpoint:
         """The run stopped (its ``stop`` event and final status are on disk): the latest
         checkpoint is then the finished state itself."""
-        return self._record("stop", f"run stopped: {reason}")
+        return self._record("stop", f"run stopped ({reason})")
 
     def close(self) -> None:
         """Release the turn capture's watcher (inotify handles)."""
