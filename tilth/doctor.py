@@ -299,6 +299,29 @@ def check_disk(ctx: DoctorContext) -> Iterable[Check]:
     yield Check("sessions disk", True, f"{where}: {free}")
 
 
+def check_sandbox(ctx: DoctorContext) -> Iterable[Check]:
+    """The worker's ``bash`` sandbox (``TILTH_SANDBOX``): used, or why not."""
+    if ctx.settings is None:
+        return
+    from tilth.tools.sandbox import INSTALL_HINT, sandbox_status
+
+    usable, detail = sandbox_status(ctx.settings)
+    mode = ctx.settings.sandbox
+    if usable:
+        yield Check("sandbox", True, f"{detail}  [TILTH_SANDBOX={mode}]")
+    elif mode == "off":
+        yield Check("sandbox", False, detail, "set TILTH_SANDBOX=auto", required=False)
+    else:
+        # auto runs unsandboxed (a loud warning at run start); required refuses to run.
+        yield Check(
+            "sandbox",
+            False,
+            f"the worker's bash would run WITHOUT a sandbox: {detail}  [TILTH_SANDBOX={mode}]",
+            INSTALL_HINT,
+            required=mode == "required",
+        )
+
+
 CHECKERS: list[Checker] = [
     check_settings,
     check_endpoints,
@@ -306,6 +329,7 @@ CHECKERS: list[Checker] = [
     check_environment,
     check_file_watch,
     check_disk,
+    check_sandbox,
 ]
 """Run in order; a checker may rely on what an earlier one found (``ctx.source``)."""
 

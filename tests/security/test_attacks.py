@@ -239,3 +239,20 @@ def test_git_run_by_tilth_ignores_a_hooks_path_and_keys(
     env = tilth_git.inert_env()
     assert "TILTH_API_KEY" not in env and "sk-never-in-git-env" not in env.values()
     assert os.environ["TILTH_API_KEY"] == "sk-never-in-git-env"
+
+
+def test_set_up_in_a_re_created_worktree_runs_in_the_sandbox(
+    repo: Path, sessions_dir: Path
+) -> None:
+    """TILTH_SETUP_COMMAND may run the worker's files (a Makefile): outside prep, it is confined."""
+    require_sandbox()
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    git(repo, "worktree", "remove", "--force", str(seeded.worktree))
+    setup = "cat ../prd.json 2>&1 | head -1; echo setup-ran"
+    with team_server(Team(recipes())) as server:
+        env = model_env(server.base_url, TILTH_SETUP_COMMAND=setup)
+        result = tilth("run", str(repo), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (event,) = [e.payload for e in seeded.events() if e.type == "setup"]
+    assert "setup-ran" in event["output"]
+    assert "../prd.json: No such file or directory" in event["output"]

@@ -171,3 +171,18 @@ def test_bad_settings_are_one_line_errors() -> None:
         load_settings({"TILTH_HOME": "/tmp/x", "TILTH_SANDBOX": "maybe"})
     with pytest.raises(ConfigError, match="TILTH_SANDBOX_NETWORK must be one of on, off"):
         load_settings({"TILTH_HOME": "/tmp/x", "TILTH_SANDBOX_NETWORK": "yes"})
+
+
+def test_state_inside_the_writable_directory_stays_hidden(tmp_path: Path) -> None:
+    """``tilth chat ~`` with TILTH_HOME=~/.tilth: the home is inside the writable DIR."""
+    require_sandbox()
+    work = tmp_path / "me"
+    home = work / ".tilth"
+    (home / "sessions").mkdir(parents=True)
+    (home / ".env").write_text("TILTH_API_KEY=sk-inside-dir\n")
+    venv = work / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    box = ToolBox(work, sandbox=make_sandbox(work, hidden=[home], readable=[venv]))
+    out = _run(box, "cat .tilth/.env; ls -a .tilth; touch .venv/bin/new && echo venv-writable")
+    assert "sk-inside-dir" not in out and "No such file" in out
+    assert "venv-writable" in out and (venv / "bin" / "new").exists()

@@ -75,12 +75,14 @@ def ensure_session_worktree(
     if source is None or not (source / ".git").exists():
         raise WorkspaceError(
             f"the source repository of session {session.id} ({source or 'unknown'}) is gone",
-            hint=f"discard the session with `tilth reset {session.id}`",
+            hint=f"if you moved it: `tilth doctor {session.id} --repair --source NEWPATH`; "
+            f"otherwise discard the session with `tilth reset {session.id}`",
         )
     if not git.branch_exists(source, session.branch):
         raise WorkspaceError(
             f"branch {session.branch} no longer exists in {source}",
-            hint=f"the session cannot continue; discard it with `tilth reset {session.id}`",
+            hint=f"`tilth doctor {session.id} --repair` re-points it at the last recorded "
+            f"commit (or `tilth fork {session.id} --at latest` starts over from there)",
         )
     had_worktree = session.workspace_dir.is_dir()
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
@@ -192,7 +194,7 @@ def _log_early_stop(session: Session, exc: TilthError, *, resume: bool) -> None:
         payload["output"] = exc.output
     try:
         session.log("stop", **payload)
-    except OSError:
+    except (OSError, TilthError):  # a full disk, a deleted log: the error itself is shown
         pass
 
 

@@ -78,7 +78,7 @@ def read_json(path: Path, *, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise SessionCorrupt(
             f"{what} at {path} is not valid JSON (line {exc.lineno}: {exc.msg})",
-            hint="restore it from a backup, or discard the session with `tilth reset <id>`",
+            hint="`tilth doctor <id>` says whether it can be restored from a checkpoint",
         ) from None
 
 

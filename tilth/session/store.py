@@ -204,10 +204,12 @@ class Session:
         """The parsed ``checkpoint.json``; raises ``SessionCorrupt`` on garbage."""
         try:
             data = read_json(self.checkpoint_path, what="checkpoint.json")
+        except SessionCorrupt as exc:
+            raise SessionCorrupt(exc.message, hint=self._doctor_hint()) from None
         except FileNotFoundError:
             raise SessionCorrupt(
                 f"session {self.id} has no checkpoint.json",
-                hint=f"discard it with `tilth reset {self.id}`",
+                hint=f"`tilth doctor {self.id} --repair` rebuilds it from what was recorded",
             ) from None
         if not isinstance(data, dict):
             raise SessionCorrupt(f"checkpoint.json of session {self.id} is not a JSON object")
@@ -250,7 +252,17 @@ class Session:
 
     # ---- events -----------------------------------------------------------------------
     def log(self, type_: str, **payload: Any) -> Event:
-        """Append one event to ``events.jsonl``."""
+        """Append one event to ``events.jsonl``.
+
+        The log is created with the session, so a missing one was deleted: appending
+        would silently start the history afresh, so that is refused instead.
+        """
+        if not self.events.path.exists():
+            raise SessionCorrupt(
+                f"events.jsonl of session {self.id} is missing (deleted?); not starting a new "
+                "history silently",
+                hint=f"`tilth doctor {self.id} --repair` starts a new log that records the loss",
+            )
         return self.events.append(type_, payload)
 
     def last_stop(self) -> str | None:
@@ -263,14 +275,25 @@ class Session:
         """The task list; raises ``SessionCorrupt`` if it is missing or not a list."""
         try:
             data = read_json(self.prd_path, what="prd.json")
+        except SessionCorrupt as exc:
+            raise SessionCorrupt(exc.message, hint=self._doctor_hint()) from None
         except FileNotFoundError:
+            if self.events.last("seed_committed") is None:
+                raise SessionCorrupt(
+                    f"session {self.id} has no prd.json (it was never seeded)",
+                    hint=f"discard it with `tilth reset {self.id}` and run `tilth prep-feature`",
+                ) from None
             raise SessionCorrupt(
-                f"session {self.id} has no prd.json (it was never seeded)",
-                hint=f"discard it with `tilth reset {self.id}` and run `tilth prep-feature`",
+                f"session {self.id} has no prd.json (it was deleted)", hint=self._doctor_hint()
             ) from None
         if not isinstance(data, list):
-            raise SessionCorrupt(f"prd.json of session {self.id} is not a JSON list")
+            raise SessionCorrupt(
+                f"prd.json of session {self.id} is not a JSON list", hint=self._doctor_hint()
+            )
         return data
+
+    def _doctor_hint(self) -> str:
+        return f"`tilth doctor {self.id} --repair` restores it from the latest checkpoint"
 
     def save_prd(self, tasks: list[dict[str, Any]]) -> None:
         """Write ``prd.json`` atomically."""

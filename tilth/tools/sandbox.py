@@ -60,10 +60,12 @@ class Sandbox:
     bwrap: str = "bwrap"
 
     def protected(self) -> list[Path]:
-        """Paths inside the writable directory that stay read-only: its ``.git``."""
-        found = [self.writable / ".git"] if (self.writable / ".git").exists() else []
-        found += [p for p in self.readable if p != self.writable and _inside(p, self.writable)]
-        return found
+        """Paths inside the writable directory that stay read-only: its ``.git``.
+
+        (A project environment inside the writable directory, such as the worktree's own
+        ``.venv``, stays writable like the rest of it.)
+        """
+        return [self.writable / ".git"] if (self.writable / ".git").exists() else []
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside the sandbox, its working directory the writable root."""
@@ -84,10 +86,17 @@ class Sandbox:
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(self.writable), str(self.writable)]
+        for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):
+            # Hidden places inside the writable one (`tilth chat ~` with TILTH_HOME=~/.tilth)
+            # were re-exposed by its bind: hide them again.
+            if path != self.writable and _inside(path, self.writable) and path.is_dir():
+                args += ["--tmpfs", str(path)]
         for path in self.protected():
             args += ["--ro-bind", str(path), str(path)]
         if not self.network:
             args.append("--unshare-net")
+        # ~/.cache is read-only in here; caches (pip, uv...) go to the private /tmp instead.
+        args += ["--setenv", "XDG_CACHE_HOME", "/tmp/.cache"]
         args += ["--die-with-parent", "--new-session", "--chdir", str(self.writable), "--"]
         return args + list(argv)
 

@@ -1,0 +1,400 @@
+"""Diagnosing a damaged session, and repairing it from what Tilth recorded.
+
+``diagnose`` is a pure read: a list of ``Problem`` rows, each with the repair
+that fixes it (or, when nothing recorded can, what the user can do). ``repair``
+carries out one problem's fix. Problems depend on each other (the worktree cannot
+be re-created before the branch exists, nor the branch before the source is
+found), so a caller repairs the first repairable problem and diagnoses again.
+
+What the record offers: every checkpoint holds a copy of ``prd.json`` and the
+branch head of its instant; the event log names the source repository and the
+commits of every stage; the seed checkpoint names the seed commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilth import git
+from tilth.errors import GitError, SessionCorrupt, TilthError
+from tilth.session.events import EventLog, utc_now
+from tilth.session.files import atomic_write_json
+from tilth.session.store import CHECKPOINT_SCHEMA, Session
+from tilth.session.teardown import recorded_source
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a session, and how (or whether) it can be put right."""
+
+    key: str
+    """``checkpoint``, ``source``, ``events``, ``prd``, ``branch``, ``worktree``, ``head``."""
+    what: str
+    fix: str | None
+    """What ``repair`` will do; None when the record cannot fix it."""
+    hint: str | None = None
+    """What the user can do when there is no fix."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"problem": self.key, "what": self.what, "fix": self.fix, "hint": self.hint}
+
+
+def _checkpoints(session: Session) -> list[Any]:
+    from tilth.timeline.record.checkpoints import list_checkpoints
+
+    return list_checkpoints(session)
+
+
+def _checkpoint_json(session: Session) -> dict[str, Any] | None:
+    try:
+        return session.checkpoint()
+    except (SessionCorrupt, OSError):
+        return None
+
+
+def source_of(session: Session, given: Path | None = None) -> Path | None:
+    """The source repository to use: ``given`` when it is one, else the recorded one."""
+    if given is not None:
+        return given.expanduser().resolve()
+    return recorded_source(session)
+
+
+def _is_repo(path: Path | None) -> bool:
+    return path is not None and (path / ".git").exists()
+
+
+_SHA_FIELDS = {
+    "stage_completed": "sha",
+    "commit": "sha",
+    "seed_committed": "sha",
+    "task_failed": "placeholder_sha",
+    "branch_restored": "sha",
+}
+
+
+def recorded_commits(session: Session) -> list[tuple[str, str]]:
+    """``(sha, where)`` of every commit Tilth recorded, newest first.
+
+    Events and checkpoints are merged by their place in the log: a checkpoint comes
+    right after the event it was recorded at.
+    """
+    found: list[tuple[float, str, str]] = []
+    for cp in _checkpoints(session):
+        found.append((cp.event_seq + 0.5, cp.head, f"checkpoint {cp.id}, {cp.label}"))
+    for event in session.events.events():
+        sha = event.payload.get(_SHA_FIELDS.get(event.type, ""))
+        if isinstance(sha, str) and sha:
+            found.append((event.seq, sha, f"the {event.type} event #{event.seq}"))
+    return [(sha, where) for _, sha, where in sorted(found, key=lambda f: -f[0])]
+
+
+def last_recorded_commit(session: Session, repo: Path) -> tuple[str, str] | None:
+    """The newest recorded commit that still exists in ``repo``."""
+    for sha, where in recorded_commits(session):
+        if git.rev_parse(sha, repo) is not None:
+            return sha, where
+    return None
+
+
+def _seed_sha(session: Session, repo: Path | None = None) -> str | None:
+    """The seed commit: from the seed checkpoint, the log, or the branch's ``seed:`` commit."""
+    seeds = [cp for cp in _checkpoints(session) if cp.kind == "seed"]
+    if seeds:
+        return str(seeds[0].head)
+    event = session.events.last("seed_committed")
+    if event and event.payload.get("sha"):
+        return str(event.payload["sha"])
+    if repo is not None and git.branch_exists(repo, session.branch):
+        # The seed commit's subject is a contract (`seed: N task(s) + M acceptance test(s)`).
+        out = git.git("log", "--format=%H", "--grep=^seed: ", session.branch, cwd=repo)
+        shas = out.split()
+        return shas[-1] if shas else None
+    return None
+
+
+_RESUMABLE = ("wall_clock", "token_cap", "interrupted")
+_TASK_EVENTS = {
+    "task_done": "done",
+    "task_failed": "failed",
+    "task_start": "in_progress",
+    "task_retry": "in_progress",
+    "stage_started": "in_progress",
+}
+
+
+def replay_statuses(session: Session, prd: list[Any], after_seq: int) -> list[Any]:
+    """``prd`` with task statuses brought forward by the events logged after ``after_seq``."""
+    latest: dict[str, str] = {}
+    for event in session.events.events():
+        status = _TASK_EVENTS.get(event.type)
+        task_id = event.payload.get("task_id")
+        if event.seq > after_seq and status and isinstance(task_id, str):
+            latest[task_id] = status
+    out = []
+    for entry in prd:
+        if isinstance(entry, dict) and entry.get("id") in latest:
+            entry = {**entry, "status": latest[str(entry["id"])]}
+        out.append(entry)
+    return out
+
+
+def _status_now(session: Session, checkpoints: list[Any]) -> str:
+    """The session status the record implies: the last stop, else the latest checkpoint's."""
+    stop = session.events.last("stop")
+    since = checkpoints[-1].event_seq if checkpoints else 0
+    if stop is not None and stop.seq > since:
+        reason = stop.payload.get("reason")
+        if reason == "all_done":
+            return "all_done"
+        return "running" if reason in _RESUMABLE else "failed"
+    if checkpoints and checkpoints[-1].state.get("status"):
+        return str(checkpoints[-1].state["status"])
+    return "prepared" if session.events.last("seed_committed") else "running"
+
+
+# ---- diagnosis --------------------------------------------------------------------------------
+def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
+    """Every problem found, in the order they must be repaired."""
+    problems: list[Problem] = []
+    reset = f"discard the session with `tilth reset {session.id}`"
+    cp = _checkpoint_json(session)
+    if cp is None:
+        problems.append(
+            Problem(
+                "checkpoint",
+                "checkpoint.json is missing or unreadable",
+                "rebuild checkpoint.json from the event log and the latest checkpoint",
+            )
+        )
+    repo = _source_problem(session, source, problems, reset)
+    if not session.events.path.exists():
+        problems.append(
+            Problem(
+                "events",
+                "events.jsonl is missing: a run would silently start its history afresh",
+                "start a new events.jsonl that records the loss, with the seed commit taken "
+                "from the seed checkpoint (the old event history itself is gone)",
+            )
+        )
+    problems += _prd_problems(session, reset)
+    if repo is not None:
+        problems += _git_problems(session, repo, reset)
+    return problems
+
+
+def _source_problem(
+    session: Session, given: Path | None, problems: list[Problem], reset: str
+) -> Path | None:
+    """The usable source repository, or None after adding why there is none."""
+    recorded = recorded_source(session)
+    if given is None and _is_repo(recorded):
+        return recorded
+    if given is None:
+        problems.append(
+            Problem(
+                "source",
+                f"the source repository {recorded or '(unknown)'} is gone",
+                None,
+                f"if you moved it, run `tilth doctor {session.id} --repair --source NEWPATH`; "
+                f"otherwise {reset}",
+            )
+        )
+        return None
+    new = given.expanduser().resolve()
+    holds = _is_repo(new) and (
+        git.branch_exists(new, session.branch)
+        or any(git.rev_parse(sha, new) for sha in filter(None, [_seed_sha(session, new)]))
+    )
+    if not holds:
+        problems.append(
+            Problem(
+                "source",
+                f"{new} does not hold {session.branch} or the seed commit of session {session.id}",
+                None,
+                "pass the repository the session was prepared in (--source PATH)",
+            )
+        )
+        return None
+    if recorded is not None and new == recorded.resolve():
+        return new
+    problems.append(
+        Problem(
+            "source",
+            f"the session is recorded against {recorded or '(unknown)'}, not {new}",
+            f"re-attach the session to {new} (checkpoint.json, and `git worktree repair`)",
+        )
+    )
+    return None
+
+
+def _prd_problems(session: Session, reset: str) -> list[Problem]:
+    try:
+        session.load_prd()
+        return []
+    except SessionCorrupt as exc:
+        what = f"prd.json is damaged: {exc.message}"
+    copies = [cp for cp in _checkpoints(session) if isinstance(cp.state.get("prd"), list)]
+    if not copies:
+        return [Problem("prd", what, None, f"no checkpoint holds a copy; {reset}")]
+    latest = copies[-1]
+    fix = f"restore prd.json from {latest.id} ({latest.label}), with the task statuses logged since"
+    return [Problem("prd", what, fix)]
+
+
+def _git_problems(session: Session, repo: Path, reset: str) -> list[Problem]:
+    branch = session.branch
+    if not git.branch_exists(repo, branch):
+        found = last_recorded_commit(session, repo)
+        if found is None:
+            return [Problem("branch", f"branch {branch} is gone", None, reset)]
+        sha, where = found
+        return [
+            Problem(
+                "branch",
+                f"branch {branch} is gone from {repo}",
+                f"re-point {branch} at {sha[:12]}, the last recorded commit ({where})",
+                f"or start over from it with `tilth fork {session.id} --at latest`",
+            )
+        ]
+    worktree = session.workspace_dir
+    if not worktree.is_dir() or worktree.resolve() not in git.worktrees(repo):
+        if worktree.is_dir() and any(worktree.iterdir()):
+            return [
+                Problem(
+                    "worktree",
+                    f"{worktree} is not a worktree of {repo}",
+                    None,
+                    f"move that directory away, then run `tilth doctor {session.id} --repair`",
+                )
+            ]
+        return [Problem("worktree", f"the worktree {worktree} is missing", _recreate(session))]
+    current = git.current_branch(worktree)
+    if current != branch:
+        where = "a detached HEAD" if current is None else f"branch {current}"
+        tip, head = git.rev_parse(branch, repo), git.head(worktree)
+        keeps = tip is not None and git.is_ancestor(tip, head, worktree)
+        fix = f"check out {branch} in the worktree" + (
+            f" at {head[:12]}, keeping the commits made off it" if keeps and tip != head else ""
+        )
+        return [Problem("head", f"the worktree is on {where}, not {branch}", fix)]
+    return []
+
+
+def _recreate(session: Session) -> str:
+    return f"re-create the worktree at {session.workspace_dir} on {session.branch}"
+
+
+# ---- repairs ----------------------------------------------------------------------------------
+def repair(session: Session, problem: Problem, *, source: Path | None = None) -> str:
+    """Carry out ``problem.fix``; returns what was done. Raises ``TilthError`` when it fails."""
+    if problem.fix is None:
+        raise TilthError(f"{problem.what}: nothing recorded can repair it", hint=problem.hint)
+    action = _REPAIRS[problem.key]
+    try:
+        return action(session, source)
+    except GitError as exc:
+        raise TilthError(f"the repair failed: {exc.message}", hint=problem.hint) from None
+
+
+def _rebuild_checkpoint(session: Session, source: Path | None) -> str:
+    checkpoints = _checkpoints(session)
+    state = checkpoints[-1].state if checkpoints else {}
+    events = session.events.events()
+    started = events[0].ts if events else utc_now()
+    origin = source_of(session, source)
+    worktree = session.workspace_dir
+    atomic_write_json(
+        session.checkpoint_path,
+        {
+            "schema": CHECKPOINT_SCHEMA,
+            "session_id": session.id,
+            "source": str(origin) if origin else None,
+            "workspace": str(worktree) if worktree.is_dir() else None,
+            "branch": session.branch,
+            "status": _status_now(session, checkpoints),
+            "tokens_used": int(state.get("tokens_used") or 0),
+            "started_at": started,
+            "repaired_at": utc_now(),
+        },
+    )
+    return "rebuilt checkpoint.json"
+
+
+def _reattach(session: Session, source: Path | None) -> str:
+    assert source is not None
+    new = source.expanduser().resolve()
+    if session.workspace_dir.is_dir():
+        git.git("worktree", "repair", str(session.workspace_dir), cwd=new)
+    session.update_checkpoint(source=str(new))
+    return f"re-attached the session to {new}"
+
+
+def _restart_log(session: Session, source: Path | None) -> str:
+    checkpoints = _checkpoints(session)
+    log = EventLog(session.events.path)
+    session.events.path.touch()
+    repo = source_of(session, source)
+    log.append("session_start", {"source": str(repo), "phase": "repair"})
+    seed = next((cp for cp in checkpoints if cp.kind == "seed"), None)
+    sha = _seed_sha(session, repo if _is_repo(repo) else None)
+    if sha is not None:
+        tokens = int(seed.state.get("tokens_used") or 0) if seed is not None else 0
+        log.append("session_prepared", {"tokens_used": tokens, "restored": True})
+        log.append("seed_committed", {"sha": sha, "branch": session.branch})
+    log.append(
+        "events_restored",
+        {"reason": "events.jsonl was missing", "checkpoints": len(checkpoints)},
+    )
+    return "started a new events.jsonl (the earlier history is lost)"
+
+
+def _restore_prd(session: Session, source: Path | None) -> str:
+    copies = [cp for cp in _checkpoints(session) if isinstance(cp.state.get("prd"), list)]
+    latest = copies[-1]
+    session.save_prd(replay_statuses(session, latest.state["prd"], latest.event_seq))
+    if session.events.path.exists():
+        session.log("prd_restored", checkpoint=latest.id)
+    return f"restored prd.json from {latest.id}"
+
+
+def _repoint_branch(session: Session, source: Path | None) -> str:
+    repo = source_of(session, source)
+    assert repo is not None
+    found = last_recorded_commit(session, repo)
+    assert found is not None
+    git.git("branch", session.branch, found[0], cwd=repo)
+    if session.events.path.exists():
+        session.log("branch_restored", branch=session.branch, sha=found[0])
+    return f"re-pointed {session.branch} at {found[0][:12]}"
+
+
+def _recreate_worktree(session: Session, source: Path | None) -> str:
+    repo = source_of(session, source)
+    assert repo is not None
+    worktree = git.ensure_worktree(repo, session.workspace_dir, session.branch)
+    session.update_checkpoint(workspace=str(worktree), branch=session.branch)
+    return f"re-created the worktree at {worktree}"
+
+
+def _check_out_branch(session: Session, source: Path | None) -> str:
+    worktree = session.workspace_dir
+    tip, head = git.rev_parse(session.branch, worktree), git.head(worktree)
+    if tip is not None and tip != head and git.is_ancestor(tip, head, worktree):
+        git.git("checkout", "-q", "-B", session.branch, cwd=worktree)
+    else:
+        git.git("checkout", "-q", session.branch, cwd=worktree)
+    return f"checked out {session.branch} in the worktree"
+
+
+_REPAIRS: dict[str, Callable[[Session, Path | None], str]] = {
+    "checkpoint": _rebuild_checkpoint,
+    "source": _reattach,
+    "events": _restart_log,
+    "prd": _restore_prd,
+    "branch": _repoint_branch,
+    "worktree": _recreate_worktree,
+    "head": _check_out_branch,
+}
