@@ -30,8 +30,8 @@ def doctor(
 ) -> int:
     """Check everything a real run needs: settings and where each came from, each role's
     endpoint (GET /models; the key is never shown), the git identity, the test environment,
-    file-watch limits and the sessions disk. TARGET is a workspace (default: the current
-    directory) or a session id (then the session's health is checked).
+    file-watch limits and the sessions disk. WORKSPACE defaults to the current directory;
+    with a SESSION_ID (or --repair) that session's health is checked instead.
 
     \b
     Exit codes: 0 a real run could start; 1 a check failed (each ✗ says what to do).
