@@ -200,13 +200,29 @@ def check_environment(ctx: DoctorContext) -> Iterable[Check]:
                 "decided in each new worktree after TILTH_SETUP_COMMAND "
                 f"({ctx.settings.setup_command}) has run; here: {exc.message}",
             )
+            yield from _worktree_venv_ignored(ctx.source)
             return
         yield Check("test environment", False, exc.message, exc.hint)
         return
     yield Check("test environment", True, env.description)
+    if env.kind == "uv" or ctx.settings.setup_command:
+        yield from _worktree_venv_ignored(ctx.source)
     if ctx.settings.setup_command:
         yield Check(
             "setup command", True, f"runs in every new worktree: {ctx.settings.setup_command}"
+        )
+
+
+def _worktree_venv_ignored(source: Path) -> Iterable[Check]:
+    """A ``.venv/`` made in each worktree must be gitignored, or stage commits would take it."""
+    ignored = git.ok("check-ignore", "-q", "--no-index", ".venv/", cwd=source)
+    if not ignored:
+        yield Check(
+            "worktree .venv",
+            False,
+            ".venv/ is not gitignored: a virtualenv made in the worktree would be committed",
+            "add `.venv/` to the repository's .gitignore",
+            required=False,
         )
 
 

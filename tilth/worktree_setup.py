@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tilth import git, proc
 from tilth.config import Settings, secret_values
-from tilth.errors import SetupFailed
+from tilth.errors import SetupFailed, TilthError
 from tilth.session.store import Session
 from tilth.tools.shell import scrubbed_env
 
@@ -31,7 +31,8 @@ def prepare_worktree(
     """Make a new worktree ready: submodules checked out, then the setup command run.
 
     Returns warnings for the user (a submodule that could not be checked out); raises
-    ``SetupFailed`` when the setup command fails.
+    ``SetupFailed`` when the setup command fails, after taking the worktree back (its
+    branch stays), so the next command makes it afresh and runs the setup again.
     """
     notes: list[str] = []
     problem = git.init_submodules(worktree)
@@ -39,7 +40,16 @@ def prepare_worktree(
         session.log("submodules", ok=problem is None, detail=problem)
     if problem:
         notes.append(problem)
-    run_setup(session, worktree, settings, why=why)
+    try:
+        run_setup(session, worktree, settings, why=why)
+    except SetupFailed:
+        source = session.source
+        if source is not None and (source / ".git").exists():
+            try:
+                git.remove_worktree(source, worktree)
+            except (TilthError, OSError):
+                pass
+        raise
     return notes
 
 

@@ -109,3 +109,25 @@ def test_not_a_repository_is_a_failed_check(tmp_path: Path, tilth_home: Path) ->
     assert result.returncode == 1
     repo_row = rows(result.stdout)["repository"]
     assert repo_row["ok"] is False and "not a git repository" in str(repo_row["detail"])
+
+
+def test_a_setup_command_is_shown_and_its_venv_must_be_gitignored(
+    repo: Path, tilth_home: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "git-only"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    with FakeServer(Script([])) as server:
+        env = {
+            **endpoint_env(server.base_url),
+            "PATH": str(bin_dir),
+            "TILTH_SETUP_COMMAND": "python3 -m venv .venv",
+        }
+        result = tilth("doctor", str(repo), "--json", env=env)
+    checks = rows(result.stdout)
+    assert checks["test environment"]["ok"] is True, "decided after the set-up runs"
+    assert "after TILTH_SETUP_COMMAND" in str(checks["test environment"]["detail"])
+    ignored = checks["worktree .venv"]
+    assert ignored["ok"] is False and ignored["required"] is False
+    assert ignored["fix"] == "add `.venv/` to the repository's .gitignore"
+    assert result.returncode == 0, "a warning does not stop a run"

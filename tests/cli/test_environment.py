@@ -150,3 +150,28 @@ def test_a_resume_that_fails_before_the_loop_logs_stop_error(
     assert payload["reason"] == "error" and payload["phase"] == "resume"  # type: ignore[index]
     assert "no longer exists" in payload["error"]  # type: ignore[index,operator]
     assert os.path.isdir(seeded.session.dir)
+
+
+def test_a_failing_setup_in_a_recreated_worktree_leaves_none_behind(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    git.remove_worktree(repo, seeded.worktree)
+    with team_server(Team(recipes())) as server:
+        broken = tilth(
+            "run",
+            str(repo),
+            env=model_env(server.base_url, TILTH_SETUP_COMMAND="echo cannot build; exit 9"),
+        )
+        assert server.requests == []
+    assert broken.returncode == 2, broken.stdout + broken.stderr
+    assert "cannot build" in broken.stderr
+    assert not seeded.worktree.exists(), "no worktree without its set-up"
+    stop = events(seeded.session)[-1]
+    assert stop["type"] == "stop" and "cannot build" in str(stop["payload"])
+    assert seeded.session.status == "prepared"
+    with team_server(Team(recipes())) as server:
+        fixed = tilth("run", str(repo), env=model_env(server.base_url, TILTH_SETUP_COMMAND="true"))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    setups = [e["payload"]["ok"] for e in events(seeded.session) if e["type"] == "setup"]
+    assert setups == [False, True]

@@ -190,3 +190,23 @@ def test_a_setup_command_builds_a_worktree_venv(
     assert chosen["kind"] == "worktree-venv"  # type: ignore[index]
     assert not (repo / ".venv").exists(), "the source repository is never touched"
     assert any("1 passed" in text for text in bash_results(found))
+
+
+@pytest.mark.timeout(600)
+def test_the_demo_finishes_from_a_plain_install(plain_tilth: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TILTH_", "VIRTUAL_ENV"))}
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if "project-python" not in p
+    )
+    demo = subprocess.run(
+        [str(plain_tilth), "demo", "--home", str(tmp_path / "home")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=540,
+    )
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert "── demo finished ──" in demo.stdout
+    assert "No module named pytest" not in demo.stdout + demo.stderr
+    assert "tests in  TILTH_TEST_COMMAND:" in demo.stdout and "run_tests.py" in demo.stdout

@@ -117,9 +117,11 @@ def test_restart_without_from_restarts_the_whole_task_and_stashes(done: Live) ->
     assert "stash" in (result.stdout + result.stderr).lower()
     assert done.head() == base
     assert done.porcelain() == ""
-    stashes = git(done.worktree(), "stash", "list")
-    assert stashes.strip(), "the uncommitted edit was not stashed"
-    stashed = git(done.worktree(), "stash", "show", "-p", "stash@{0}")
+    # Saved on Tilth's own ref, never in the user's `git stash` (shared by every worktree).
+    assert git(done.worktree(), "stash", "list").strip() == ""
+    ref = f"refs/tilth/stash/{done.sid}"
+    assert ref in result.stdout
+    stashed = git(done.worktree(), "show", "-p", ref)
     assert "# my own edit" in stashed
     assert done.statuses()["T-002"] == "pending"
     assert not _task_state(done, "T-002").get("outputs")

@@ -15,6 +15,7 @@ told once).
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import time
@@ -26,7 +27,7 @@ import openai
 from tilth.config import Endpoint
 from tilth.errors import ModelError
 from tilth.model.base import AssistantTurn, OnDelta, ToolCall, Usage
-from tilth.model.stream import StreamAssembler
+from tilth.model.stream import CHARS_PER_TOKEN, StreamAssembler
 
 RetryHook = Callable[[int, str, float], None]
 StreamRefusedHook = Callable[[str], None]
@@ -159,7 +160,8 @@ class OpenAIModel:
         if assembler.chunks == 0:
             # Not an event stream at all (a JSON body, an empty 200): ask again without streaming.
             raise _StreamRefused("the endpoint answered a streamed request with no events")
-        return assembler.turn()
+        prompt_chars = len(json.dumps(options.get("messages") or [], ensure_ascii=False))
+        return assembler.turn(prompt_estimate=math.ceil(prompt_chars / CHARS_PER_TOKEN))
 
     def _unstreamed_answer(self, body: bytes) -> AssistantTurn:
         """A streamed request answered with a whole body: read it as a plain reply."""

@@ -115,8 +115,12 @@ class StreamAssembler:
         if self.on_delta is not None:
             self.on_delta(Delta(kind, text, self.estimated_tokens))  # type: ignore[arg-type]
 
-    def turn(self) -> AssistantTurn:
-        """The reassembled reply; usage is the endpoint's (zero when it reported none)."""
+    def turn(self, prompt_estimate: int = 0) -> AssistantTurn:
+        """The reassembled reply; usage is the endpoint's.
+
+        An endpoint that ignores ``include_usage`` sends none: the counts are then estimated
+        (``prompt_estimate``, and the streamed text), so the token cap keeps counting.
+        """
         calls = [
             ToolCall(
                 id=partial.id or f"call_{number}",
@@ -125,7 +129,7 @@ class StreamAssembler:
             )
             for number, (_, partial) in enumerate(sorted(self._calls.items()), start=1)
         ]
-        usage = self._usage or Usage()
+        usage = self._usage or Usage(prompt_estimate, self.estimated_tokens)
         text = "".join(self._text)
         reasoning = "".join(self._reasoning)
         return AssistantTurn(

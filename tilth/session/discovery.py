@@ -50,8 +50,9 @@ def state_of(session: Session, status: str | None = None) -> str:
     """The status a person should see: ``running`` only while a live process drives it.
 
     A recorded ``running`` whose owner was killed (``kill -9``, a crash: its pid is left
-    behind and the process is gone) is ``interrupted``; one whose owner let go cleanly
-    (Ctrl-C, a wall-clock or token cap: it can be resumed) is ``stopped``.
+    behind and the process is gone, or a later command found it so and noted it in
+    ``.lock.died``) is ``interrupted``; one whose owner let go cleanly (Ctrl-C, a wall-clock
+    or token cap: it can be resumed) is ``stopped``.
     """
     if status is None:
         try:
@@ -63,7 +64,9 @@ def state_of(session: Session, status: str | None = None) -> str:
     pid, alive = session.lock().owner()
     if alive:
         return "running"
-    return "interrupted" if pid is not None else "stopped"
+    if pid is not None or session.died_path.exists():
+        return "interrupted"
+    return "stopped"
 
 
 def describe(session: Session) -> SessionInfo:

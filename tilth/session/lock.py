@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -31,10 +32,17 @@ def pid_alive(pid: int) -> bool:
 class SessionLock:
     """Holds ``<session>/.lock``; the holder's pid is written beside it for messages."""
 
-    def __init__(self, session_dir: Path, session_id: str) -> None:
+    def __init__(
+        self,
+        session_dir: Path,
+        session_id: str,
+        on_dead_owner: Callable[[int], None] | None = None,
+    ) -> None:
         self.session_id = session_id
         self._lock = FileLock(str(session_dir / ".lock"), timeout=0)
         self._pid_path = session_dir / ".lock.pid"
+        self.on_dead_owner = on_dead_owner
+        """Told the pid of a previous holder that died holding the lock (``kill -9``)."""
 
     def holder_pid(self) -> int | None:
         """The pid recorded by the current holder, if any."""
@@ -73,11 +81,14 @@ class SessionLock:
                 f"session {self.session_id} is in use by {who}",
                 hint="wait for it to finish, or stop it (Ctrl-C) and try again",
             ) from None
+        dead = self.holder_pid()  # we hold the lock: a pid still recorded is a dead owner's
         try:
             self._pid_path.write_text(str(os.getpid()))
         except OSError as exc:
             self._lock.release(force=True)
             raise StorageError.wrap("write", self._pid_path, exc) from None
+        if dead is not None and dead != os.getpid() and self.on_dead_owner is not None:
+            self.on_dead_owner(dead)
         return self
 
     def release(self) -> None:

@@ -127,8 +127,23 @@ class Session:
         return self.dir / "tasks"
 
     def lock(self) -> SessionLock:
-        """The session's exclusive lock (not yet acquired)."""
-        return SessionLock(self.dir, self.id)
+        """The session's exclusive lock (not yet acquired).
+
+        Taking it from an owner that was killed keeps that on record (``.lock.died`` holds
+        the dead pid until the status is next set), so listings can say ``interrupted``.
+        """
+        return SessionLock(self.dir, self.id, on_dead_owner=self._owner_died)
+
+    @property
+    def died_path(self) -> Path:
+        """Holds the pid of an owner that was killed holding the lock (see ``lock``)."""
+        return self.dir / ".lock.died"
+
+    def _owner_died(self, pid: int) -> None:
+        try:
+            self.died_path.write_text(str(pid))
+        except OSError:
+            pass
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -217,6 +232,8 @@ class Session:
         if status not in STATUSES:
             raise ValueError(f"unknown session status {status!r}")
         self.update_checkpoint(status=status)
+        # The session's fate was decided again: an earlier killed owner is history now.
+        self.died_path.unlink(missing_ok=True)
 
     @property
     def source(self) -> Path | None:

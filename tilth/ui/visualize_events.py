@@ -81,6 +81,20 @@ def _sandbox(f: Fields) -> Card:
     return Card("lifecycle", "info" if on else "bad", title, body)
 
 
+@renders("environment")
+def _environment(f: Fields) -> Card:
+    body = kv([("kind", f.get("kind")), ("venv", f.get("venv")), ("command", f.get("command"))])
+    return Card("lifecycle", "info", "test environment", text_block(f.text("description")) + body)
+
+
+@renders("setup")
+def _setup(f: Fields) -> Card:
+    ok = bool(f.get("ok"))
+    body = kv([("command", f.get("command")), ("why", f.get("why")), ("exit", f.get("exit_code"))])
+    body += pre(f.text("output")) if f.text("output") else ""
+    return Card("lifecycle", "info" if ok else "bad", "setup command", body)
+
+
 @renders("seed_tests_changed")
 def _seed_tests_changed(f: Fields) -> Card:
     files = ", ".join(f.items("files"))

@@ -50,7 +50,7 @@ STEP_ORDER = (
     "state",
     "ledger",
     "threads",
-    "note",  # after the threads: a code rewind that drops threads keeps its note
+    "note",  # after threads: a kept thread is cut to its recorded head first
     "paths",
     "events",
     "checkpoints",

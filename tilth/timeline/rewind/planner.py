@@ -74,8 +74,7 @@ def plan_rewind(
     if scope != "conversation" and not worktree.is_dir():
         raise RewindError(
             f"the worktree of session {session.id} is missing ({worktree})",
-            hint=f"`tilth doctor {session.id} --repair` re-creates it (so does `tilth resume`); "
-            "or use --scope conversation",
+            hint="use --scope conversation, or discard the session with `tilth reset`",
         )
     plan = RewindPlan(
         op="rewind",
@@ -112,7 +111,7 @@ def plan_rewind(
         report_events(plan, session, target.event_offset, target.event_seq)
     if scope == "code":
         wind_back_tasks(plan, session, target.head, worktree)
-        thread = most_recent_thread(session, among=plan.threads)
+        thread = most_recent_thread(session, among=plan.threads or None)
         if thread is not None:
             plan.note = {
                 "thread": thread,
@@ -127,10 +126,10 @@ def plan_rewind(
     return plan
 
 
-def most_recent_thread(session: Session, among: dict[str, Any] | None = None) -> str | None:
+def most_recent_thread(session: Session, among: dict[str, str | None] | None = None) -> str | None:
     """The thread written to last (by modification time), or None when there are none.
 
-    With ``among``, only those threads count (the ones a plan keeps).
+    ``among``: only these threads (the ones a plan keeps), when given.
     """
     directory = session.threads.directory
     if not directory.is_dir():

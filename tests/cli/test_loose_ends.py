@@ -1,0 +1,71 @@
+"""Loose ends a real run meets: a prep killed with -9, a task whose verifying never passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
+from seed.support import cli_env, session_dirs
+
+from tilth.demo.script import Team
+from tilth.model import FakeServer, Script, delay, reply
+from tilth.session.store import Session
+
+
+def test_a_prep_killed_with_sigkill_is_reported_interrupted(repo: Path, sessions_dir: Path) -> None:
+    with FakeServer(Script([delay(60, reply("too late"))])) as server:
+        env = {**os.environ, **cli_env(server)}
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tilth", "prep-feature", str(repo), "--brief", "b"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not server.requests:  # the interview is waiting on the model
+            assert time.monotonic() < deadline and child.poll() is None
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    (session_dir,) = session_dirs(sessions_dir)
+    session = Session(session_dir.name, session_dir)
+    assert session.status == "running", "nothing could record the kill"
+    listing = tilth("sessions", "--json")
+    (row,) = json.loads(listing.stdout)
+    assert (row["status"], row["state"]) == ("running", "interrupted")
+    table = tilth("sessions")
+    assert "interrupted" in table.stdout and "running" not in table.stdout
+    with FakeServer(Script([])) as server:
+        again = tilth("prep-feature", str(repo), "--brief", "b", env=cli_env(server))
+    assert again.returncode == 2
+    assert f"sessions/{session.id}/  interrupted  (prep did not finish" in again.stdout
+    assert "--force" in again.stderr, "prep-feature offers to discard it"
+
+
+def test_a_task_whose_verifying_never_passes_ends_with_the_cap_named(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    with team_server(Team(recipes())) as server:
+        result = tilth(
+            "run",
+            str(repo),
+            env=model_env(
+                server.base_url,
+                TILTH_LINT_COMMAND="echo lint says no; exit 1",
+                TILTH_MAX_ITERATIONS_PER_TASK="0",
+            ),
+        )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "T-001 failed (verify_cap) [TILTH_MAX_VERIFY_FAILURES_PER_TASK=3]" in result.stdout
+    assert seeded.stops() == ["verify_cap"]
+    failed = [e.payload for e in seeded.events() if e.type == "task_failed"]
+    assert failed[0]["reason"] == "verify_cap" and failed[0]["verify_failures"] == 3
+    assert seeded.statuses() == {"T-001": "failed"}
