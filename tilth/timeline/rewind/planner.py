@@ -74,7 +74,8 @@ def plan_rewind(
     if scope != "conversation" and not worktree.is_dir():
         raise RewindError(
             f"the worktree of session {session.id} is missing ({worktree})",
-            hint="use --scope conversation, or discard the session with `tilth reset`",
+            hint=f"`tilth doctor {session.id} --repair` re-creates it (so does `tilth resume`); "
+            "or use --scope conversation",
         )
     plan = RewindPlan(
         op="rewind",
