@@ -95,11 +95,11 @@ def test_table_lists_id_source_status_tasks_and_last_stop(
     result = cli("sessions")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["id", "status", "tasks", "last", "stop", "source"]
+    assert lines[0].split() == ["id", "kind", "status", "tasks", "last", "stop", "source"]
     row1 = next(line for line in lines if line.startswith(first.id))
     row2 = next(line for line in lines if line.startswith(second.id))
-    assert row1.split() == [first.id, "failed", "2/3", "iter_cap", str(repo)]
-    assert row2.split() == [second.id, "prepared", "-", "-", str(other_repo(tmp_path))]
+    assert row1.split() == [first.id, "run", "failed", "2/3", "iter_cap", str(repo)]
+    assert row2.split() == [second.id, "run", "prepared", "-", "-", str(other_repo(tmp_path))]
     assert lines.index(row1) < lines.index(row2)  # oldest first
     # Piped output is for scripts: cells are not padded out with trailing blanks.
     assert all(line == line.rstrip() for line in lines), lines
@@ -125,6 +125,7 @@ def test_json_lists_the_same_facts(
     }
     assert rows[1]["status"] == "prepared" and rows[1]["source"] == str(other)
     assert rows[1]["tasks_total"] == 0 and rows[1]["last_stop"] is None
+    assert rows[0]["kind"] == rows[1]["kind"] == "run"
 
 
 def test_workspace_filter(cli: RunCli, sessions_dir: Path, repo: Path, tmp_path: Path) -> None:

@@ -89,6 +89,7 @@ def test_describe_counts_tasks_and_last_stop(tmp_path: Path) -> None:
         "last_stop": "iter_cap",
         "parent": "20260101-000000-aaaaaa",
         "problem": None,
+        "kind": "run",
     }
 
 

@@ -11,7 +11,7 @@ from tilth import git
 from tilth.agent.loop import Stop
 from tilth.cli.common import io, pick_session, session_id_argument, settings, workspace_argument
 from tilth.config import Settings
-from tilth.errors import TilthError
+from tilth.errors import TilthError, UsageError
 from tilth.session.discovery import sessions_for
 from tilth.session.store import Session
 from tilth.ui.io import IO
@@ -67,6 +67,11 @@ def resume(session_id: str | None) -> int:
 
 def resume_session(session: Session, cfg: Settings, out: IO) -> int:
     """Resume ``session`` (shared by ``tilth resume`` and the ``run`` picker)."""
+    if session.checkpoint().get("kind") == "chat":
+        raise UsageError(
+            f"session {session.id} is a chat session",
+            hint=f"continue it with `tilth chat --resume {session.id}`",
+        )
     if session.status == "prepared":
         out.dim(f"session {session.id} is prepared and never ran; running it (as `tilth run`)")
         return _drive(session, cfg, out, resume=False)

@@ -15,7 +15,7 @@ from tilth.ui.io import IO
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--workspace", type=click.Path(), default=None, help="Only sessions of this repo.")
 def sessions(as_json: bool, workspace: str | None) -> None:
-    """List sessions: id, source, status, tasks done/total and last stop."""
+    """List sessions: id, kind (run or chat), status, tasks done/total, last stop, source."""
     from pathlib import Path
 
     cfg = settings()
@@ -39,6 +39,7 @@ def sessions(as_json: bool, workspace: str | None) -> None:
     # Ids must stay whole (people copy them into the next command); status wraps at spaces;
     # a source path too long for the terminal loses its start, never a word in its middle.
     table.add_column("id", no_wrap=True, min_width=22)
+    table.add_column("kind", no_wrap=True)
     table.add_column("status")
     table.add_column("tasks", no_wrap=True)
     table.add_column("last stop", no_wrap=True)
@@ -50,7 +51,8 @@ def sessions(as_json: bool, workspace: str | None) -> None:
         if r.problem:
             status = f"unreadable: {r.problem}"
         tasks = f"{r.tasks_done}/{r.tasks_total}" if r.tasks_total else "-"
-        table.add_row(r.id, status, tasks, r.last_stop or "-", _shorten(r.source or "?", room))
+        source = _shorten(r.source or "?", room)
+        table.add_row(r.id, r.kind, status, tasks, r.last_stop or "-", source)
     out.table(table)
 
 
@@ -59,7 +61,7 @@ def _source_room(out: IO, rows: list[SessionInfo]) -> int | None:
     if not out.console.is_terminal:
         return None
     widest_status = max(len(r.state or r.status) for r in rows)
-    used = 22 + min(widest_status, 24) + 5 + 13 + 4 * 2
+    used = 22 + 4 + min(widest_status, 24) + 5 + 13 + 5 * 2  # id, kind, status, tasks...
     return max(out.console.width - used, 16)
 
 

@@ -21,6 +21,8 @@ class SessionInfo:
     last_stop: str | None
     parent: str | None = None
     problem: str | None = None
+    kind: str = "run"
+    """``run`` (prep-feature and run) or ``chat`` (``tilth chat``)."""
     """Set when the session could not be read fully (corrupt checkpoint...)."""
     state: str | None = None
     """What is happening now (``state_of``); the recorded ``status`` when nothing more is known."""
@@ -36,6 +38,7 @@ class SessionInfo:
             "last_stop": self.last_stop,
             "parent": self.parent,
             "problem": self.problem,
+            "kind": self.kind,
         }
 
 
@@ -92,12 +95,20 @@ def describe(session: Session) -> SessionInfo:
         tasks_total=total,
         last_stop=session.last_stop(),
         parent=cp.get("parent_session"),
+        kind=str(cp.get("kind") or "run"),
     )
 
 
 def list_sessions(sessions_dir: Path) -> list[SessionInfo]:
     """Describe every session, oldest first."""
     return [describe(Session(sid, sessions_dir / sid)) for sid in session_ids(sessions_dir)]
+
+
+def _kind_of(session: Session) -> str:
+    try:
+        return str(session.checkpoint().get("kind") or "run")
+    except (SessionCorrupt, OSError):
+        return "run"
 
 
 def source_of(session: Session) -> str | None:
@@ -109,14 +120,21 @@ def source_of(session: Session) -> str | None:
     return str(raw) if raw else None
 
 
-def sessions_for(sessions_dir: Path, source: Path, statuses: tuple[str, ...] = ()) -> list[Session]:
-    """Sessions whose ``source`` is ``source`` (and status in ``statuses``, when given)."""
+def sessions_for(
+    sessions_dir: Path, source: Path, statuses: tuple[str, ...] = (), *, kind: str = "run"
+) -> list[Session]:
+    """Sessions of ``kind`` whose ``source`` is ``source`` (and status in ``statuses``).
+
+    A chat in a repository is not one of its runs: ``tilth run`` never picks it up.
+    """
     wanted = source.resolve()
     found = []
     for sid in session_ids(sessions_dir):
         session = Session(sid, sessions_dir / sid)
         recorded = source_of(session)
         if recorded is None or Path(recorded).resolve() != wanted:
+            continue
+        if _kind_of(session) != kind:
             continue
         if statuses:
             try:

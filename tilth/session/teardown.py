@@ -19,7 +19,12 @@ def teardown(session: Session) -> list[str]:
     notes: list[str] = []
     source = recorded_source(session)
     worktree = session.workspace_dir
-    if source is not None and (source / ".git").exists():
+    if _is_chat(session):
+        # A chat works in the user's own directory: no worktree, no branch, and git is
+        # never run there. Only the session directory goes (a fork's own copy with it).
+        if source is not None and not source.is_relative_to(session.dir):
+            notes.append(f"chat session: {source} is yours and stays as it is")
+    elif source is not None and (source / ".git").exists():
         if worktree.exists():
             git.remove_worktree(source, worktree)
             notes.append(f"removed worktree {worktree}")
@@ -41,6 +46,16 @@ def teardown(session: Session) -> list[str]:
         shutil.rmtree(session.dir)
         notes.append(f"removed session dir {session.dir}")
     return notes
+
+
+def _is_chat(session: Session) -> bool:
+    try:
+        return session.checkpoint().get("kind") == "chat"
+    except (SessionCorrupt, OSError):
+        return any(
+            event.type == "session_start" and event.payload.get("kind") == "chat"
+            for event in session.events.events()
+        )
 
 
 def recorded_source(session: Session) -> Path | None:

@@ -20,11 +20,13 @@ from tilth.timeline.record.checkpoints import (
     read_timeline,
     resolve_checkpoint,
 )
+from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.rewind.executor import execute_rewind, open_for_writing
 from tilth.timeline.rewind.fork import fork_session
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.planner import plan_rewind
 from tilth.timeline.rewind.restart import plan_restart
+from tilth.timeline.rewind.snapshot_fork import fork_snapshot_session
 from tilth.timeline.rewind.summarize import summarize
 
 if TYPE_CHECKING:
@@ -68,6 +70,9 @@ class TimelineController:
 
     def fork(self, target: Checkpoint) -> ForkResult:
         """A new session whose state equals ``target``; this one is left untouched."""
+        if is_manifest_head(target.head):
+            # A chat: the fork gets a directory of its own (rewind.snapshot_fork).
+            return fork_snapshot_session(self.session, target, self.settings.sessions_dir)
         return fork_session(self.session, target, self.settings.sessions_dir)
 
     def summarize(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ class ToolBox:
     tools, escapes and tool failures all come back as an error ``ToolOutcome``
     the model can act on. Before an edit tool writes, the observer hears the
     resolved path; every shell command is checked by the guard, then bracketed
-    by ``before_bash``/``after_bash``; with a ``sandbox``, ``bash`` runs inside it.
+    by ``before_bash``/``after_bash``; with a ``sandbox``, ``bash`` runs inside it. A
+    command the guard flags runs only when ``confirm`` (when given) approves it.
     """
 
     def __init__(
@@ -44,6 +45,7 @@ class ToolBox:
         secrets: Sequence[str] = (),
         environment: ProjectEnv | None = None,
         sandbox: Sandbox | None = None,
+        confirm: Callable[[str, str], bool] | None = None,
     ) -> None:
         unknown = [name for name in names if name not in REGISTRY]
         if unknown:
@@ -51,6 +53,8 @@ class ToolBox:
         self.workspace = Workspace(root)
         self.names = tuple(names)
         self.observer = observer
+        self.confirm = confirm
+        """``(command, reason) → run anyway?`` for a flagged command (a person in a chat)."""
         self._ctx = ToolContext(
             self.workspace,
             bash_timeout,
@@ -80,7 +84,7 @@ class ToolBox:
         command = tool.command(args) if tool.command else None
         if command is not None:
             reason = check_command(command)
-            if reason:
+            if reason and not (self.confirm is not None and self.confirm(command, reason)):
                 return ToolOutcome(
                     f"BLOCKED by the pre-tool guard ({reason}). Try a safer alternative.",
                     blocked=True,

@@ -28,6 +28,7 @@ from tilth.session.files import append_line
 from tilth.session.store import Session, is_session_id
 from tilth.timeline.record.blob_store import BlobStore, split_entry
 from tilth.timeline.record.checkpoints import Checkpoint, checkpoint_path, list_checkpoints
+from tilth.timeline.record.dir_state import is_manifest_head, manifest_blobs
 
 GRACE_SECONDS = 3600
 AUTO_INTERVAL_SECONDS = 24 * 3600
@@ -98,19 +99,27 @@ def _blobs_in(value: Any, out: set[str]) -> None:
             _blobs_in(item, out)
 
 
-def _side_references(session: Session) -> set[str]:
+def _side_references(session: Session, store: BlobStore) -> set[str]:
     """Blobs named by an in-flight journal or the recorded restore state."""
     out: set[str] = set()
     for name in ("journal.json", "code-state.json"):
         try:
-            _blobs_in(json.loads((session.dir / "timeline" / name).read_text("utf-8")), out)
+            value = json.loads((session.dir / "timeline" / name).read_text("utf-8"))
         except (OSError, ValueError):
             continue
+        _blobs_in(value, out)
+        head = value.get("head") if isinstance(value, dict) else None
+        if is_manifest_head(head):
+            out |= manifest_blobs(store, str(head))
     return out
 
 
-def _refs(checkpoint: Checkpoint) -> set[str]:
-    return {split_entry(e)[0] for e in checkpoint.overlay.values() if e}
+def _refs(checkpoint: Checkpoint, store: BlobStore) -> set[str]:
+    found = {split_entry(e)[0] for e in checkpoint.overlay.values() if e}
+    if is_manifest_head(checkpoint.head):
+        # A session without git (chat): the manifest and every file it lists.
+        found |= manifest_blobs(store, checkpoint.head)
+    return found
 
 
 def _age_days(ts: str, now: datetime) -> float:
@@ -136,7 +145,7 @@ def collect(
     timelines = {s.id: list_checkpoints(s) for s in sessions}
     pinned: set[str] = set()
     for session in sessions:
-        pinned |= _side_references(session)
+        pinned |= _side_references(session, store)
     sizes = {blob: path.stat().st_size for blob, path in store.iter_blobs()}
     # Candidates for pruning: turn checkpoints that are not their session's newest.
     prunable: list[tuple[str, Session, Checkpoint]] = []
@@ -144,7 +153,7 @@ def collect(
     by_id = {s.id: s for s in sessions}
     for sid, checkpoints in timelines.items():
         for index, cp in enumerate(checkpoints):
-            for blob in _refs(cp):
+            for blob in _refs(cp, store):
                 refcount[blob] = refcount.get(blob, 0) + 1
             if cp.kind == "turn" and index < len(checkpoints) - 1:
                 prunable.append((cp.ts, by_id[sid], cp))
@@ -156,7 +165,7 @@ def collect(
         if not too_old and live <= settings.checkpoint_max_bytes:
             continue
         doomed.append((session, cp))
-        for blob in _refs(cp):
+        for blob in _refs(cp, store):
             refcount[blob] -= 1
             if refcount[blob] == 0:
                 live -= sizes.get(blob, 0)

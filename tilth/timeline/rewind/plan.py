@@ -117,7 +117,10 @@ class RewindPlan:
         """The plan in words: the ``--dry-run`` output and the confirmation text."""
         lines = [self.headline or f"{self.op} session {self.session_id} to {self.target}"]
         lines += [f"  {d}" for d in self.details]
-        if self.head is not None:
+        if self.head is not None and self.head.startswith("manifest:"):
+            lines.append("code: files written back from snapshots (no git)")
+            lines += _listing("  files", [f"{a:7} {p}" for a, p in self.files], "unchanged")
+        elif self.head is not None:
             lines.append(
                 f"code: reset the worktree to {self.head[:12]} (git reset --hard + clean -fd)"
             )
@@ -152,7 +155,8 @@ class RewindPlan:
             lines.append(f"checkpoints: {self.checkpoints_dropped} later checkpoint(s) deleted")
         if self.delete_paths:
             lines.append("deleted: " + ", ".join(self.delete_paths))
-        if self.conflicts and (self.keep or self.force):
+        snapshots = (self.head or "").startswith("manifest:")
+        if self.conflicts and (self.keep or self.force or snapshots):
             # Turn snapshots: conflicts are files edited since the latest recorded state.
             verb = (
                 "OVERWRITTEN (--force)"

@@ -1,0 +1,62 @@
+"""Shared pieces of the chat tests: settings in a temp home, directory hashes, a recorder."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from tilth.chat import ChatEngine, ChatEvent
+from tilth.config import Settings, load_settings
+from tilth.model import Script, ScriptedModel
+
+
+def chat_settings(root: Path) -> Settings:
+    """Settings whose home and sessions live under ``root``."""
+    return load_settings({"TILTH_HOME": str(root / "home")})
+
+
+def tree_hash(directory: Path) -> dict[str, str]:
+    """``relative path → sha256`` of every file under ``directory`` (links by target)."""
+    out: dict[str, str] = {}
+    for current, _dirs, names in os.walk(directory):
+        for name in names:
+            path = Path(current) / name
+            rel = path.relative_to(directory).as_posix()
+            if path.is_symlink():
+                out[rel] = "link:" + os.readlink(path)
+            else:
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+class Recorder:
+    """A listener that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[ChatEvent] = []
+
+    def __call__(self, event: ChatEvent) -> None:
+        self.events.append(event)
+
+    def types(self) -> list[str]:
+        return [e.type for e in self.events]
+
+    def of(self, type_: str) -> list[dict[str, Any]]:
+        return [e.data for e in self.events if e.type == type_]
+
+    def text(self) -> str:
+        return "".join(e.data["text"] for e in self.events if e.type == "text")
+
+
+def start(
+    root: Path, directory: Path, replies: list[Any], **options: Any
+) -> tuple[ChatEngine, Recorder]:
+    """A chat engine on a scripted model in ``directory``, recording its events."""
+    events = Recorder()
+    model = ScriptedModel(Script({"*": replies}), name="chat")
+    engine = ChatEngine.start(
+        chat_settings(root), directory, model, listener=events, index_in_background=False, **options
+    )
+    return engine, events

@@ -1,0 +1,233 @@
+"""Going back in a chat: rewind, fork and summarize through the timeline controller."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.chat.support import chat_settings, start, tree_hash
+from tests.conftest import make_repo, run_cli
+from tilth.chat import ChatEngine
+from tilth.errors import Aborted, UsageError
+from tilth.model import Script, ScriptedModel, reply, tool_call
+
+WRITE = tool_call("write_file", path="hello.py", content="print('hi')\n")
+BASH = tool_call("bash", command="echo made > made.txt")
+
+
+def story(tmp_path: Path, directory: Path | None = None, extra: list | None = None):  # type: ignore[no-untyped-def]
+    """Turn 1 writes hello.py with write_file, turn 2 makes made.txt with bash."""
+    work = directory or tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    (work / "keep.txt").write_text("mine\n")
+    replies = [reply("writing", WRITE), reply("wrote it"), reply(None, BASH), reply("made it")]
+    engine, events = start(tmp_path, work, replies + (extra or []))
+    engine.send("write hello")
+    engine.send("make a file")
+    return engine, events, work
+
+
+def test_code_rewind_to_the_first_turn_removes_both_files_and_keeps_the_talk(
+    tmp_path: Path,
+) -> None:
+    engine, events, work = story(tmp_path)
+    before = len(engine.history())
+    plan = engine.plan_rewind(1, "code")
+    assert plan.files == [("delete", "hello.py"), ("delete", "made.txt")]
+    assert "no git" in plan.render()
+    result = engine.rewind(1, "code")
+    assert sorted(os.listdir(work)) == ["keep.txt"]
+    assert result["prompt"] is None
+    history = engine.history()
+    assert len(history) == before + 1 and history[-1]["kind"] == "rewind_note"
+    assert len(engine.turns()) == 2  # code only: the turns stay
+    assert events.of("rewound")[-1]["scope"] == "code"
+
+
+def test_conversation_rewind_gives_the_prompt_back_and_keeps_the_files(tmp_path: Path) -> None:
+    engine, _, work = story(tmp_path)
+    result = engine.rewind(2, "conversation")
+    assert result["prompt"] == "make a file"
+    assert (work / "made.txt").exists() and (work / "hello.py").exists()
+    assert [t.label for t in engine.turns()] == ["write hello"]
+    assert [h["role"] for h in engine.history()] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_both_returns_to_the_instant_before_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
+    engine, _, work = story(tmp_path, extra=[reply("again")])
+    result = engine.rewind(1, "both")
+    assert result["prompt"] == "write hello"
+    assert sorted(os.listdir(work)) == ["keep.txt"]
+    assert engine.history() == [] and engine.turns() == []
+    assert engine.send("a new first turn")["turn"] == 1
+
+
+def test_a_file_edited_outside_the_chat_is_kept_unless_forced(tmp_path: Path) -> None:
+    engine, _, work = story(tmp_path)
+    (work / "hello.py").write_text("print('my own edit')\n")
+    plan = engine.plan_rewind(1, "code")
+    assert plan.conflicts == ["hello.py"]
+    assert plan.files == [("delete", "made.txt")]
+    assert "kept as they are" in plan.render()
+    engine.rewind(1, "code")
+    assert (work / "hello.py").read_text() == "print('my own edit')\n"
+    assert not (work / "made.txt").exists()
+    forced = engine.plan_rewind(1, "code", force=True)
+    assert forced.files == [("delete", "hello.py")]
+
+
+def test_a_declined_plan_changes_nothing(tmp_path: Path) -> None:
+    engine, _, work = story(tmp_path)
+    with pytest.raises(Aborted):
+        engine.rewind(1, "both", show=lambda plan: False)
+    assert (work / "hello.py").exists() and len(engine.turns()) == 2
+
+
+def test_a_turn_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> None:
+    engine, _, _ = story(tmp_path)
+    with pytest.raises(UsageError, match="there is no turn 99; the turns are 1-2"):
+        engine.plan_rewind(99)
+    with pytest.raises(UsageError, match="scope"):
+        engine.plan_rewind(1, "everything")
+
+
+def test_fork_from_a_turn_makes_a_chat_in_its_own_directory(tmp_path: Path) -> None:
+    engine, events, work = story(tmp_path)
+    result = engine.fork(2)
+    child_dir = Path(result["directory"])
+    assert sorted(os.listdir(child_dir)) == ["hello.py", "keep.txt"]
+    assert sorted(os.listdir(work)) == ["hello.py", "keep.txt", "made.txt"]  # untouched
+    record = json.loads((child_dir.parent / "checkpoint.json").read_text())
+    assert record["kind"] == "chat" and record["workspace"] == str(child_dir)
+    assert record["parent_session"] == engine.id
+    model = ScriptedModel(Script({"*": [reply("in the fork")]}))
+    child = ChatEngine.resume(
+        engine.settings, result["session_id"], model, index_in_background=False
+    )
+    assert [t.label for t in child.turns()] == ["write hello"]
+    assert child.send("go on")["turn"] == 2
+    assert [m["role"] for m in model.requests[0]["messages"]] == [
+        "system", "user", "assistant", "tool", "assistant", "user",
+    ]  # fmt: skip
+    assert events.of("forked")[0]["session_id"] == child.id
+
+
+def test_summarize_up_to_a_turn_then_rewinding_still_works(tmp_path: Path) -> None:
+    engine, _, work = story(tmp_path, extra=[reply("They wrote hello.py."), reply("ok")])
+    result = engine.summarize(2, "up-to")
+    assert result["replaced"] == 4
+    roles = [h["role"] for h in engine.history()]
+    assert roles[0] == "user" and engine.history()[0]["kind"] == "summary"
+    assert roles[1:] == ["user", "assistant", "tool", "assistant"]
+    with pytest.raises(UsageError, match="nothing to summarize"):
+        engine.summarize(1, "up-to")  # only the system prompt comes before turn 1
+    engine.send("third")
+    back = engine.rewind(1, "both")
+    assert back["prompt"] == "write hello"
+    assert sorted(os.listdir(work)) == ["keep.txt"]
+
+
+def test_rewinds_in_a_git_repository_leave_git_byte_identical(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"README.md": "# r\n"})
+    before = tree_hash(repo / ".git")
+    engine, _, _ = story(tmp_path, directory=repo)
+    engine.rewind(1, "code")
+    engine.rewind(2, "conversation")
+    engine.fork(1)
+    engine.close()
+    assert tree_hash(repo / ".git") == before
+    assert sorted(os.listdir(repo)) == [".git", "README.md", "keep.txt"]
+
+
+def test_retention_keeps_what_a_chat_checkpoint_needs(tmp_path: Path) -> None:
+    from tilth.timeline.record.retention import collect
+
+    engine, _, work = story(tmp_path)
+    report = collect(engine.settings, grace_seconds=0)
+    assert report.blobs_kept > 0
+    engine.rewind(1, "code")
+    assert sorted(os.listdir(work)) == ["keep.txt"]
+    engine.rewind(2, "code")  # back to the state before turn 2: hello.py again
+    assert (work / "hello.py").read_text() == "print('hi')\n"
+
+
+def test_the_command_line_verbs_work_on_a_chat_session(tmp_path: Path) -> None:
+    engine, _, work = story(tmp_path)
+    engine.close()
+    env = {"TILTH_HOME": str(engine.settings.home)}
+    listed = run_cli("checkpoints", engine.id, "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["label"], r["files_changed"]) for r in rows] == [
+        ("write hello", ["hello.py"]),
+        ("make a file", ["made.txt"]),
+    ]
+    dry = run_cli(
+        "rewind", engine.id, "--to", rows[0]["id"], "--scope", "code", "--dry-run", env=env
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert "delete  hello.py" in dry.stdout and (work / "hello.py").exists()
+    done = run_cli("rewind", engine.id, "--to", rows[0]["id"], "--scope", "code", "-y", env=env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(work)) == ["keep.txt"]
+    fork = run_cli("fork", engine.id, "--at", rows[1]["id"], "--json", env=env)
+    assert fork.returncode == 0, fork.stderr
+    child = json.loads(fork.stdout)
+    assert sorted(os.listdir(child["workspace"])) == ["hello.py", "keep.txt"]
+
+
+def test_an_interrupted_chat_rewind_is_finished_on_the_next_start(tmp_path: Path) -> None:
+    engine, _, work = story(tmp_path)
+    engine.close()
+    env = {"TILTH_HOME": str(engine.settings.home), "TILTH_FAULT_AT": "code+"}
+    ref = engine.turns()[0].id
+    killed = run_cli("rewind", engine.id, "--to", ref, "--scope", "both", "-y", env=env)
+    assert killed.returncode != 0
+    again = ChatEngine.resume(
+        chat_settings(tmp_path),
+        engine.id,
+        ScriptedModel(Script({"*": [reply("fresh")]})),
+        index_in_background=False,
+    )
+    result = again.send("after the crash")  # recovery runs first, under the lock
+    assert result["turn"] == 1
+    assert sorted(os.listdir(work)) == ["keep.txt"]
+
+
+def test_reset_deletes_a_chat_session_but_never_its_directory_or_git(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"README.md": "# r\n"})
+    engine, _, _ = story(tmp_path, directory=repo)
+    engine.close()
+    before = tree_hash(repo / ".git")
+    env = {"TILTH_HOME": str(engine.settings.home)}
+    resumed = run_cli("resume", engine.id, env=env)
+    assert resumed.returncode == 2
+    assert f"tilth chat --resume {engine.id}" in resumed.stderr
+    to_seed = run_cli("reset", "--to-seed", engine.id, "-y", env=env)
+    assert to_seed.returncode != 0 and "Traceback" not in to_seed.stderr
+    done = run_cli("reset", engine.id, "-y", env=env)
+    assert done.returncode == 0, done.stderr
+    assert not engine.session.dir.exists()
+    assert sorted(os.listdir(repo)) == [".git", "README.md", "hello.py", "keep.txt", "made.txt"]
+    assert tree_hash(repo / ".git") == before
+
+
+def test_summarize_from_the_command_line_on_a_chat_session(tmp_path: Path) -> None:
+    from tests.chat.tty import chat_env, server_for
+
+    engine, _, _ = story(tmp_path)
+    engine.close()
+    ref = engine.turns()[1].id
+    server = server_for([reply("Earlier, hello.py was written.")])
+    try:
+        env = chat_env(engine.settings.home, server)
+        done = run_cli("summarize", engine.id, "--at", ref, "--direction", "up-to", env=env)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert "summarized 4 message(s) up-to" in done.stdout
+    history = engine.history()
+    assert history[0]["kind"] == "summary" and "hello.py was written" in history[0]["text"]

@@ -1,0 +1,91 @@
+"""Driving ``tilth chat`` through a real pseudo-terminal (pexpect) against the fake server."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pexpect
+
+from tilth.model import FakeServer, Script
+
+PROMPT = "›"
+
+
+def chat_env(home: Path, server: FakeServer, **extra: str) -> dict[str, str]:
+    """The child's environment: an isolated home, every role aimed at the fake server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
+    env.update(server.tilth_env())
+    env.update(
+        {
+            "TILTH_HOME": str(home),
+            "TILTH_MODEL_MAX_RETRIES": "0",
+            "PROMPT_TOOLKIT_NO_CPR": "1",
+            "TERM": "xterm-256color",
+            "NO_COLOR": "",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+class TtyChat:
+    """One ``tilth chat`` process on a pseudo-terminal."""
+
+    def __init__(
+        self, args: list[str], env: dict[str, str], cwd: Path, log: Path | None = None
+    ) -> None:
+        self.child = pexpect.spawn(
+            sys.executable,
+            ["-m", "tilth", "chat", *args],
+            env=env,
+            cwd=str(cwd),
+            dimensions=(50, 140),
+            encoding="utf-8",
+            timeout=30,
+        )
+        self._log = open(log, "w", encoding="utf-8") if log else None
+        if self._log is not None:
+            self.child.logfile_read = self._log
+
+    def prompt(self) -> None:
+        """Wait until the input prompt is ready."""
+        self.child.expect_exact(PROMPT)
+
+    def send(self, text: str) -> None:
+        self.child.send(text + "\r")
+
+    def expect(self, pattern: str, timeout: float = 30) -> Any:
+        self.child.expect(pattern, timeout=timeout)
+        return self.child.match
+
+    def expect_exact(self, text: str, timeout: float = 30) -> None:
+        self.child.expect_exact(text, timeout=timeout)
+
+    def esc_esc(self) -> None:
+        self.child.send("\x1b\x1b")
+
+    def answer(self, question: str, reply: str) -> None:
+        self.expect_exact(question.rstrip())
+        self.send(reply)
+
+    def leave(self) -> int:
+        """Ctrl-D at the prompt; returns the exit status."""
+        self.child.send("\x04")
+        self.child.expect(pexpect.EOF, timeout=30)
+        self.child.close()
+        if self._log is not None:
+            self._log.close()
+        return int(self.child.exitstatus if self.child.exitstatus is not None else -1)
+
+    def close(self) -> None:
+        if self.child.isalive():
+            self.child.terminate(force=True)
+        if self._log is not None and not self._log.closed:
+            self._log.close()
+
+
+def server_for(replies: list[dict[str, Any]]) -> FakeServer:
+    return FakeServer(Script({"worker": replies})).start()

@@ -1,0 +1,115 @@
+"""Background runs: resume starts a child, stop interrupts it, a crashing run leaves the server."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent.support import recipes
+from tests.web.support import Served, build_session, fake_model, serve, wait_for
+from tilth.demo.script import Team
+from tilth.model.script import Reply, delay
+from tilth.session.store import Session
+
+
+class SlowTeam:
+    """The working team, but every worker answer takes a while (so a run can be caught live)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.team = Team(recipes())
+        self.seconds = seconds
+
+    def __call__(self, model: str, request: dict[str, Any]) -> Reply:
+        answer = self.team(model, request)
+        return delay(self.seconds, answer) if model.endswith("worker") else answer
+
+
+def types(session: Session) -> list[str]:
+    return [e.type for e in session.events.events()]
+
+
+def run_state(served: Served, sid: str) -> dict[str, Any]:
+    detail = served.api("GET", f"/api/sessions/{sid}").json()
+    return {**(detail["run"] or {}), "status": detail["status"], "locked_by": detail["locked_by"]}
+
+
+def test_stop_interrupts_a_background_run_and_resume_finishes_it(
+    tmp_path: Path, tilth_home: Path
+) -> None:
+    with fake_model(SlowTeam(0.4)) as model:
+        built = build_session(tmp_path, model, run=False)
+        with serve(built.env) as served:
+            started = served.api("POST", f"/api/sessions/{built.id}/resume", {})
+            assert started.status_code == 202, started.text
+            pid = started.json()["pid"]
+            assert started.json()["running"] is True
+            wait_for(lambda: run_state(served, built.id)["locked_by"] == pid, 30, "the child lock")
+            wait_for(lambda: "model_call" in types(built.session), 30, "the first model call")
+            twice = served.api("POST", f"/api/sessions/{built.id}/resume", {})
+            assert twice.status_code == 409
+            assert "already running" in twice.json()["error"]
+
+            stopped = served.api("POST", f"/api/sessions/{built.id}/stop", {})
+            assert stopped.status_code == 200, stopped.text
+            assert stopped.json()["stopped"] == pid
+            state = wait_for(
+                lambda: (s := run_state(served, built.id))["running"] is False and s, 30, "exit"
+            )
+            assert state["exit_code"] == 130
+            assert built.session.last_stop() == "interrupted"
+            assert served.api("POST", f"/api/sessions/{built.id}/stop", {}).json() == {
+                "stopped": None
+            }
+
+            again = served.api("POST", f"/api/sessions/{built.id}/resume", {})
+            assert again.status_code == 202
+            done = wait_for(
+                lambda: (s := run_state(served, built.id))["exit_code"] is not None and s, 90
+            )
+            assert done["exit_code"] == 0, done
+            assert done["status"] == "all_done"
+
+
+def test_the_server_survives_a_crashing_run(tmp_path: Path, tilth_home: Path) -> None:
+    with fake_model(SlowTeam(0.5)) as model:
+        built = build_session(tmp_path, model, run=False)
+        with serve(built.env) as served:
+            pid = served.api("POST", f"/api/sessions/{built.id}/resume", {}).json()["pid"]
+            wait_for(lambda: "model_call" in types(built.session), 30, "the first model call")
+            os.kill(pid, signal.SIGKILL)
+            state = wait_for(
+                lambda: (s := run_state(served, built.id))["running"] is False and s, 30, "exit"
+            )
+            assert state["exit_code"] == -signal.SIGKILL
+            assert state["locked_by"] is None  # a dead holder's pid file does not count
+            detail = served.api("GET", f"/api/sessions/{built.id}").json()
+            assert "tilth resume" in detail["run"]["output"]
+            assert served.api("GET", "/api/sessions").status_code == 200
+            # the session is still resumable after the crash
+            assert served.api("POST", f"/api/sessions/{built.id}/resume", {}).status_code == 202
+            done = wait_for(
+                lambda: (s := run_state(served, built.id))["exit_code"] is not None and s, 90
+            )
+            assert done["exit_code"] == 0, detail
+            assert done["status"] == "all_done"
+
+
+def test_stopping_the_server_interrupts_its_runs_which_stay_resumable(
+    tmp_path: Path, tilth_home: Path
+) -> None:
+    with fake_model(SlowTeam(0.4)) as model:
+        built = build_session(tmp_path, model, run=False)
+        with serve(built.env) as served:
+            pid = served.api("POST", f"/api/sessions/{built.id}/resume", {}).json()["pid"]
+            wait_for(lambda: "model_call" in types(built.session), 30, "the first model call")
+            os.killpg(served.process.pid, signal.SIGINT)  # Ctrl-C in the server's terminal
+            assert served.process.wait(30) == 0
+        assert built.session.last_stop() == "interrupted"
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        with built.session.lock():  # nothing holds the session any more
+            pass

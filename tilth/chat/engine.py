@@ -1,0 +1,373 @@
+"""The chat engine: a conversation with the worker tools, working directly in a directory.
+
+UI-independent: the terminal (``tilth chat``) and the web UI drive the same engine. A
+front end calls ``send(prompt)`` and hears what happens through one listener callback
+(``tilth.chat.events``); it goes back through the ``ChatTimeline`` methods (``rewind``,
+``fork``, ``summarize``, ``undo``), which plan and execute through the timeline
+controller, so a chat session can equally be rewound from the command line.
+
+Each user turn records one checkpoint before its prompt is sent (file snapshots of the
+directory, the thread and the harness state of that instant), labelled with the prompt.
+No git command ever runs in the directory.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tilth.agent.prompts import CONTEXT_FILES_CAP, context_files
+from tilth.agent.turn import Actor, answer, log_call
+from tilth.chat.events import CancelToken, ChatEvent, Confirm, Listener, TurnCancelled
+from tilth.chat.goback import ChatTimeline
+from tilth.chat.session import (
+    THREAD_KEY,
+    chat_directory,
+    chat_workspace,
+    create_chat_session,
+    open_chat_session,
+)
+from tilth.chat.toolview import describe_call, edit_diff, read_before
+from tilth.config import Settings
+from tilth.errors import ModelError, ProjectEnvError, SessionLocked, TilthError, UsageError
+from tilth.model.base import Delta, Model, ToolCall
+from tilth.project_env import ProjectEnv, resolve_project_env
+from tilth.session.store import Session
+from tilth.timeline.controller import TimelineController
+from tilth.timeline.record.blob_store import BlobStore, remember_store
+from tilth.timeline.record.checkpoints import Checkpoint
+from tilth.timeline.record.dir_capture import DirCapture
+from tilth.timeline.record.dir_recorder import DirRecorder
+from tilth.tools import ToolBox
+from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
+
+MAX_STEPS_PER_TURN = 40
+"""Model calls in one user turn before the engine stops and hands back to the person."""
+MAX_PROMPT_CHARS = 200_000
+"""Longer prompts are refused before anything is recorded (put long text in a file)."""
+RESULT_PREVIEW = 2_000
+
+
+def system_prompt(directory: Path, settings: Settings) -> str:
+    """The chat's system message: how to work, plus the project's context files."""
+    text = (resources.files("tilth.chat") / "system.md").read_text("utf-8").strip()
+    context, names = context_files(directory, settings.context_files)
+    if context:
+        text += f"\n\n## Project context ({', '.join(names)})\n\n{context}"
+    return text[: CONTEXT_FILES_CAP * 4]
+
+
+class ChatEngine(ChatTimeline):
+    """One chat session: send prompts, hear events, go back to any turn."""
+
+    def __init__(
+        self,
+        session: Session,
+        settings: Settings,
+        model: Model,
+        *,
+        listener: Listener | None = None,
+        confirm: Confirm | None = None,
+        index_in_background: bool = True,
+    ) -> None:
+        self.session = session
+        self.settings = settings
+        self.model = model
+        self.directory = chat_workspace(session)
+        self.listener: Listener = listener or (lambda event: None)
+        self.confirm = confirm
+        self.controller = TimelineController(session, settings)
+        self.store = BlobStore.for_home(settings.home)
+        self.capture = DirCapture(self.directory, self.store).start(background=index_in_background)
+        self.recorder = DirRecorder(session, self.capture)
+        self.environment = _project_env(session, self.directory, settings)
+        # The autonomous worker's sandbox (SPEC 5.5), with the directory as the one
+        # writable place (its .git stays read-only); None runs unsandboxed (auto).
+        self.sandbox = sandbox_for(
+            settings,
+            self.directory,
+            session_dir=session.dir,
+            readable=self.environment.readable_paths() if self.environment else (),
+        )
+        self.toolbox = ToolBox(
+            self.directory,
+            observer=self.capture,
+            confirm=self._approve,
+            environment=self.environment,
+            sandbox=self.sandbox,
+        )
+        self.thread = session.threads.get(THREAD_KEY)
+        self._busy = threading.Lock()
+        self._first_use = True
+
+    # ---- opening ------------------------------------------------------------------------------
+    @classmethod
+    def start(
+        cls, settings: Settings, directory: Path | str, model: Model, **options: Any
+    ) -> ChatEngine:
+        """A new chat session working in ``directory`` (checked: exists, is writable)."""
+        where = chat_directory(directory)
+        session = create_chat_session(settings, where)
+        session.threads.get(THREAD_KEY).append(
+            {"role": "system", "content": system_prompt(where, settings)}, kind="system"
+        )
+        return cls(session, settings, model, **options)
+
+    @classmethod
+    def resume(
+        cls, settings: Settings, session_id: str, model: Model, **options: Any
+    ) -> ChatEngine:
+        """Continue the chat session ``session_id`` with its thread and checkpoints."""
+        session = open_chat_session(settings, session_id)
+        engine = cls(session, settings, model, **options)
+        session.update_checkpoint(status="running")
+        session.log("session_resume", kind="chat", turns=len(engine.turns()))
+        return engine
+
+    def close(self, *, status: str = "all_done") -> None:
+        """Stop watching the directory and record how the chat ended."""
+        self.capture.close()
+        try:
+            with self.session.lock():
+                self.session.update_checkpoint(status=status)
+                self.session.log("stop", reason=status if status != "failed" else "error")
+        except SessionLocked:
+            pass  # another front end holds it; it records its own ending
+
+    # ---- facts a front end shows ----------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    def sandbox_warning(self) -> str | None:
+        """The one line to show when ``bash`` runs without the sandbox (None when sandboxed)."""
+        if self.sandbox is not None:
+            return None
+        return unsandboxed_warning(sandbox_status(self.settings)[1])
+
+    @property
+    def tokens_used(self) -> int:
+        return self.session.tokens_used
+
+    def emit(self, type_: str, **data: Any) -> None:
+        self.listener(ChatEvent(type_, data))
+
+    def history(self) -> list[dict[str, Any]]:
+        """The conversation as a front end shows it: ``{role, text, turn?, tools?}`` items."""
+        shown: list[dict[str, Any]] = []
+        for stored in self.thread.read():
+            message = stored.message
+            role = str(message.get("role"))
+            if role == "system":
+                continue
+            item: dict[str, Any] = {"id": stored.id, "role": role}
+            item["text"] = str(message.get("content") or "")
+            if "turn" in stored.meta:
+                item["turn"] = stored.meta["turn"]
+            calls = message.get("tool_calls") or []
+            if calls:
+                item["tools"] = [c.get("function", {}).get("name") for c in calls]
+            if stored.meta.get("kind"):
+                item["kind"] = stored.meta["kind"]
+            shown.append(item)
+        return shown
+
+    # ---- one user turn -------------------------------------------------------------------------
+    def send(self, prompt: str, cancel: CancelToken | None = None) -> dict[str, Any]:
+        """Run one user turn; returns the ``turn_finished`` data. Model errors end the turn only.
+
+        Raises ``UsageError`` for a blank or oversized prompt and when another turn is in
+        flight, ``SessionLocked`` when another process holds the session.
+        """
+        if not prompt.strip():
+            raise UsageError("the prompt is empty; nothing was sent")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise UsageError(
+                f"the prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}. "
+                "Nothing was sent",
+                hint="put long text in a file in the directory and ask the model to read it",
+            )
+        if not self._busy.acquire(blocking=False):
+            raise UsageError("a turn is still running", hint="wait for it, or cancel it first")
+        try:
+            with self.controller.writing(lambda text: self.emit("notice", text=text)):
+                return self._turn(prompt, cancel or CancelToken())
+        finally:
+            self._busy.release()
+
+    def _turn(self, prompt: str, cancel: CancelToken) -> dict[str, Any]:
+        if self._first_use:
+            self._first_use = False
+            self._register_store()
+        number = len(self.turns()) + 1
+        checkpoint = self.recorder.turn_start(number, prompt)
+        self.session.log("user_message", actor="chat", turn=number, checkpoint=checkpoint.id)
+        self.thread.append({"role": "user", "content": prompt}, turn=number)
+        self.emit("turn_started", turn=number, checkpoint=checkpoint.id, prompt=prompt)
+        before = self.session.tokens_used
+        outcome, error = "done", None
+        try:
+            self._steps(number, cancel)
+        except TurnCancelled:
+            outcome = "cancelled"
+            self.thread.append(
+                {"role": "user", "content": "[tilth] The person interrupted this turn."},
+                kind="interrupted",
+                turn=number,
+            )
+        except (ModelError, TilthError) as exc:
+            outcome, error = "error", str(exc)
+            self.session.log("chat_error", actor="chat", turn=number, error=error)
+        finally:
+            checkpoint = self.recorder.turn_end(checkpoint)
+        result = {
+            "turn": number,
+            "checkpoint": checkpoint.id,
+            "outcome": outcome,
+            "error": error,
+            "files_changed": checkpoint.files_changed,
+            "gaps": checkpoint.gaps,
+            "tokens_used": self.session.tokens_used,
+            "turn_tokens": self.session.tokens_used - before,
+        }
+        self.emit("turn_finished", **result)
+        return result
+
+    def _register_store(self) -> None:
+        from tilth.timeline.record import retention as gc
+
+        remember_store(self.session, self.store)
+        gc.register_root(self.store, self.session.dir.parent)
+        gc.collect_in_background(self.settings)
+
+    def _actor(self) -> Actor:
+        return Actor(self.session, "chat", self.model, self.thread, self.toolbox)
+
+    def _steps(self, number: int, cancel: CancelToken) -> None:
+        actor = self._actor()
+        for step in range(1, MAX_STEPS_PER_TURN + 1):
+            if cancel.cancelled:
+                raise TurnCancelled
+            streamed: list[str] = []
+            turn = self.model.complete(
+                self.thread.messages(),
+                self.toolbox.schemas(),
+                on_delta=self._relay(cancel, streamed),
+            )
+            if cancel.cancelled:
+                raise TurnCancelled  # a reply that arrived after the cancel is dropped
+            if turn.content and not streamed:
+                # A model that cannot stream: show the whole reply at once.
+                self.emit("text", text=turn.content, tokens=turn.usage.completion_tokens)
+            total = self.session.add_tokens(turn.usage.total)
+            self.session.log(
+                "model_call",
+                actor="chat",
+                turn=number,
+                step=step,
+                model=self.model.name,
+                prompt_tokens=turn.usage.prompt_tokens,
+                completion_tokens=turn.usage.completion_tokens,
+                tokens_used_total=total,
+                finish_reason=turn.finish_reason,
+                tool_calls=[call.name for call in turn.tool_calls],
+                **({"content": turn.content} if turn.content else {}),
+            )
+            if turn.is_empty:
+                self.emit("notice", text="the model sent an empty reply")
+                return
+            self.thread.append(turn.history_message(), turn=number)
+            if not turn.tool_calls:
+                return
+            for index, call in enumerate(turn.tool_calls):
+                if cancel.cancelled:
+                    for skipped in turn.tool_calls[index:]:
+                        answer(
+                            actor, number, skipped, "ERROR: cancelled by the person", is_error=True
+                        )
+                    raise TurnCancelled
+                self._tool(actor, number, call)
+        self.emit(
+            "notice",
+            text=f"stopped after {MAX_STEPS_PER_TURN} model calls in one turn; "
+            "send a message to let it continue",
+        )
+
+    def _relay(self, cancel: CancelToken, streamed: list[str]) -> Any:
+        def on_delta(delta: Delta) -> None:
+            if cancel.cancelled:
+                raise TurnCancelled
+            if delta.kind == "text":
+                streamed.append(delta.text)
+            if delta.kind in ("text", "reasoning"):
+                self.emit(delta.kind, text=delta.text, tokens=delta.completion_tokens)
+
+        return on_delta
+
+    def _tool(self, actor: Actor, number: int, call: ToolCall) -> None:
+        try:
+            args = call.parse_arguments()
+        except ValueError:
+            args = {}
+        log_call(actor, number, call)
+        self.emit(
+            "tool_started",
+            call_id=call.id,
+            name=call.name,
+            args=_shown_args(args),
+            summary=describe_call(call.name, args),
+        )
+        before = read_before(self.toolbox, call.name, args)
+        outcome = self.toolbox.dispatch(call.name, call.arguments)
+        answer(
+            actor, number, call, outcome.result, is_error=outcome.is_error, blocked=outcome.blocked
+        )
+        diff = ""
+        if before is not None and not outcome.is_error:
+            diff = edit_diff(self.toolbox, args, before)
+        self.emit(
+            "tool_finished",
+            call_id=call.id,
+            name=call.name,
+            ok=not (outcome.is_error or outcome.blocked),
+            blocked=outcome.blocked,
+            result=outcome.result[:RESULT_PREVIEW],
+            diff=diff,
+        )
+
+    def _approve(self, command: str, reason: str) -> bool:
+        """The ToolBox asks before running a command the guard flags."""
+        approved = bool(self.confirm is not None and self.confirm(command, reason))
+        self.session.log("bash_confirm", command=command[:2000], reason=reason, approved=approved)
+        self.emit("confirm_asked", command=command, reason=reason, approved=approved)
+        return approved
+
+    # ---- turns on the timeline -------------------------------------------------------------
+    def turns(self) -> list[Checkpoint]:
+        """The chat's turn checkpoints, oldest first: turn N is ``turns()[N - 1]``."""
+        found = self.controller.checkpoints().checkpoints
+        return [cp for cp in found if cp.kind == "turn" and cp.actor == "chat"]
+
+
+def _project_env(session: Session, directory: Path, settings: Settings) -> ProjectEnv | None:
+    """The directory's own Python environment for ``bash`` (SPEC §5.4), when it has one.
+
+    A chat may work anywhere, not only in a Python project: without one, ``bash`` runs
+    with the plain environment (minus secrets), as any shell would.
+    """
+    try:
+        environment = resolve_project_env(directory, directory, settings)
+    except ProjectEnvError:
+        return None
+    session.log("environment", **environment.to_dict())
+    return environment
+
+
+def _shown_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments for display: long strings (file contents) cut short."""
+    return {
+        key: (value[:300] + "..." if isinstance(value, str) and len(value) > 300 else value)
+        for key, value in args.items()
+    }

@@ -1,0 +1,79 @@
+"""Chat sessions on disk: a session directory like any other, working directly in a directory.
+
+``checkpoint.json`` carries ``kind: "chat"``, ``source`` and ``workspace`` = the chat's
+directory, no branch and no seed. Status: ``running`` while a chat has it open,
+``all_done`` once the user left it normally, ``failed`` when the chat stopped on an
+error. The conversation is the thread ``threads/chat.jsonl``; its checkpoints are file
+snapshots (see ``tilth.timeline.record.dir_recorder``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tilth.config import Settings
+from tilth.errors import SessionCorrupt, UsageError
+from tilth.session.store import Session
+
+CHAT_KIND = "chat"
+THREAD_KEY = "chat"
+
+
+def chat_directory(raw: Path | str) -> Path:
+    """``raw`` resolved, or a ``UsageError`` saying why a chat cannot work there."""
+    path = Path(raw).expanduser()
+    if not path.exists():
+        raise UsageError(
+            f"{path} does not exist", hint="give an existing directory: tilth chat [DIR]"
+        )
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory", hint="give a directory: tilth chat [DIR]")
+    resolved = path.resolve()
+    if not os.access(resolved, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"{resolved} is not writable, so the chat could not change files there",
+            hint="choose a directory you can write to, or fix its permissions",
+        )
+    return resolved
+
+
+def is_chat(session: Session) -> bool:
+    """True when ``session`` is a chat session (``kind: "chat"`` in checkpoint.json)."""
+    try:
+        return session.checkpoint().get("kind") == CHAT_KIND
+    except (SessionCorrupt, OSError):
+        return False
+
+
+def create_chat_session(settings: Settings, directory: Path) -> Session:
+    """A new chat session working in ``directory`` (already checked)."""
+    session = Session.create(
+        settings.sessions_dir,
+        directory,
+        kind=CHAT_KIND,
+        workspace=str(directory),
+        branch=None,
+        status="running",
+    )
+    session.log("session_start", kind=CHAT_KIND, workspace=str(directory))
+    return session
+
+
+def open_chat_session(settings: Settings, session_id: str) -> Session:
+    """The existing chat session ``session_id``; refuses other kinds of session."""
+    session = Session.open(settings.sessions_dir, session_id)
+    if not is_chat(session):
+        raise UsageError(
+            f"session {session_id} is not a chat session",
+            hint="`tilth sessions` shows each session's kind; continue a run with `tilth resume`",
+        )
+    return session
+
+
+def chat_workspace(session: Session) -> Path:
+    """The directory the chat works in, checked again (it may have moved since)."""
+    raw = session.checkpoint().get("workspace")
+    if not raw:
+        raise SessionCorrupt(f"chat session {session.id} names no directory")
+    return chat_directory(Path(str(raw)))

@@ -1,0 +1,82 @@
+"""How a tool call looks to a person: a one-line summary and, for edit tools, a small diff."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from tilth.tools import ToolBox, ToolError
+
+EDIT_TOOLS = ("write_file", "edit_file")
+DIFF_LINES = 16
+_READ_CAP = 512 * 1024
+
+
+def describe_call(name: str, args: dict[str, Any]) -> str:
+    """``bash: pytest -q``, ``write_file hello.py (12 lines)``, ``grep 'TODO' in *.py``..."""
+    if name == "bash":
+        command = str(args.get("command", "")).strip().replace("\n", " ⏎ ")
+        return f"bash: {command[:160]}" + ("..." if len(command) > 160 else "")
+    if name == "write_file":
+        content = args.get("content")
+        lines = content.count("\n") + (0 if content.endswith("\n") else 1) if content else 0
+        return f"write_file {args.get('path', '?')} ({lines} line{'s' if lines != 1 else ''})"
+    if name in ("read_file", "edit_file"):
+        return f"{name} {args.get('path', '?')}"
+    if name == "glob":
+        return f"glob {args.get('pattern', '?')}"
+    if name == "grep":
+        where = f" in {args['path_glob']}" if args.get("path_glob") else ""
+        return f"grep {args.get('pattern', '?')!r}{where}"
+    return name
+
+
+def _target(toolbox: ToolBox, args: dict[str, Any]) -> Path | None:
+    try:
+        return toolbox.workspace.resolve(args.get("path"))
+    except ToolError:
+        return None
+
+
+def _text(path: Path) -> str:
+    try:
+        if path.stat().st_size > _READ_CAP:
+            return ""
+        return path.read_text("utf-8", errors="replace")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return ""
+    except OSError:
+        return ""
+
+
+def read_before(toolbox: ToolBox, name: str, args: dict[str, Any]) -> str | None:
+    """The text an edit tool is about to replace ("" for a new file); None for other tools."""
+    if name not in EDIT_TOOLS:
+        return None
+    path = _target(toolbox, args)
+    return None if path is None else _text(path)
+
+
+def edit_diff(toolbox: ToolBox, args: dict[str, Any], before: str) -> str:
+    """A unified diff of what the edit did, cut to ``DIFF_LINES`` changed lines."""
+    path = _target(toolbox, args)
+    if path is None:
+        return ""
+    after = _text(path)
+    shown = toolbox.workspace.relative(path)
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(),
+            after.splitlines(),
+            f"a/{shown}" if before else "/dev/null",
+            f"b/{shown}",
+            n=1,
+            lineterm="",
+        )
+    )
+    body = lines[2:]
+    if len(body) > DIFF_LINES:
+        more = len(body) - DIFF_LINES
+        body = [*body[:DIFF_LINES], f"... {more} more diff line{'s' if more != 1 else ''}"]
+    return "\n".join(body)

@@ -1,0 +1,314 @@
+"""Capturing a plain directory's files per turn, without git: the chat's ``ToolObserver``.
+
+The third seed's design (snapshot before an edit tool writes, first touch per path per
+turn, ``None`` meaning "did not exist") needs the content a file had before it changed.
+Edit tools announce their writes, but ``bash`` does not, so the directory is indexed once
+when capture starts: every captured file is stored (content-addressed, so an unchanged
+file costs one hash on later starts) and listed in a *manifest*. From then on a turn's
+state is that manifest plus an overlay of the files that differ from it, and what a turn
+re-examines is only what changed: the paths edit tools announced and what the watcher
+(inotify, or a stat scan after ``bash``) saw. Nothing here runs git.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilth.timeline.record.blob_store import (
+    BlobStore,
+    Entry,
+    max_file_bytes,
+    read_state,
+    store_state,
+)
+from tilth.timeline.record.change_feed import (
+    InotifyWatcher,
+    StatScanner,
+    Watcher,
+    WatchUnavailable,
+    start_watcher,
+)
+from tilth.timeline.record.dir_state import (
+    Files,
+    IgnoreRules,
+    entry_of,
+    store_manifest,
+    walk_files,
+)
+from tilth.timeline.record.turn_capture import BASH_GAP
+
+Overlay = dict[str, Entry | None]
+
+
+@dataclass
+class DirTurn:
+    """The captured state at one instant and what changed since the previous one."""
+
+    head: str
+    """``manifest:<blob>``: the directory as indexed when capture started."""
+    overlay: Overlay
+    files_changed: list[str]
+    gaps: list[str]
+
+
+class DirCapture:
+    """Turn capture for a directory that may or may not be a git repository (never asked)."""
+
+    def __init__(
+        self, root: Path, store: BlobStore, *, cap: int | None = None, watch: bool = True
+    ) -> None:
+        self.root = root.resolve()
+        self.store = store
+        self.cap = max_file_bytes() if cap is None else cap
+        self.rules = IgnoreRules.for_root(self.root)
+        self.head = ""
+        self.manifest: Files = {}
+        self.overlay: Overlay = {}
+        self.start_gaps: list[str] = []
+        """What the initial index could not store (files over the size cap)."""
+        self.indexed_files = 0
+        self._watch = watch
+        self._watcher: Watcher | None = None
+        self._touched: set[str] = set()
+        self._seen: set[str] = set()
+        self._bash: list[str] = []
+        self._full_scan = False
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self._lock = threading.Lock()
+
+    # ---- set-up -----------------------------------------------------------------------------
+    def start(self, *, background: bool = False) -> DirCapture:
+        """Index the directory (in a thread with ``background``; every hook waits for it)."""
+        if background:
+            self._thread = threading.Thread(target=self._index_safely, name="tilth-index")
+            self._thread.daemon = True
+            self._thread.start()
+        else:
+            self._index()
+        return self
+
+    def _index_safely(self) -> None:
+        try:
+            self._index()
+        except BaseException as exc:  # a thread's boundary: re-raised by wait_ready
+            self._failure = exc
+
+    def _index(self) -> None:
+        files, skipped = walk_files(self.root, self.rules)
+        if self._watch:
+            # Watch before reading contents, so a change during the read is seen.
+            self._watcher = start_watcher(self.root, set(skipped), self._weak_ignored_dir())
+        manifest: Files = {}
+        gaps: list[str] = []
+        for rel in files:
+            try:
+                state = read_state(self.root / rel)
+            except OSError as exc:
+                gaps.append(f"unreadable, not captured: {rel} ({exc.strerror or exc})")
+                continue
+            if state is None:
+                continue
+            stored = store_state(self.store, rel, state, self.cap)
+            if stored.entry is None:
+                gaps.append(stored.gap or f"not captured: {rel}")
+                continue
+            manifest[rel] = stored.entry
+        self.head = store_manifest(self.store, manifest)
+        self.manifest = manifest
+        self.overlay = {}
+        self.start_gaps = gaps
+        self.indexed_files = len(manifest)
+        self.store.sync()
+
+    def wait_ready(self) -> None:
+        """Block until the initial index is done; re-raise what stopped it."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+            self._thread = None
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+        if not self.head:
+            self._index()
+
+    @property
+    def watcher_kind(self) -> str:
+        """``inotify``, ``scan`` or ``none``."""
+        if isinstance(self._watcher, InotifyWatcher):
+            return "inotify"
+        return "scan" if isinstance(self._watcher, StatScanner) else "none"
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+    # ---- the ToolObserver seam ----------------------------------------------------------------
+    def before_write(self, path: Path) -> None:
+        """An edit tool is about to write ``path``: its state before is already recorded."""
+        self.wait_ready()
+        rel = self._relative(path)
+        if rel is not None:
+            self._touched.add(rel)
+
+    def before_bash(self, command: str) -> None:
+        self.wait_ready()
+        self._drain()
+
+    def after_bash(self, command: str) -> None:
+        self._bash.append(command)
+        self._drain(after_bash=True)
+
+    # ---- turn boundaries ----------------------------------------------------------------------
+    def finish_turn(self) -> DirTurn:
+        """The state now (manifest + overlay), the files changed since the last call, gaps."""
+        self.wait_ready()
+        with self._lock:
+            self._drain()
+            candidates = self._touched | self._seen
+            if self._full_scan or not self._watch:
+                files, _ = walk_files(self.root, self.rules)
+                candidates |= set(files) | set(self.manifest) | set(self.overlay)
+            turn = self._evaluate(candidates)
+            if self._bash:
+                turn.gaps.append(BASH_GAP)
+            self._touched.clear()
+            self._seen.clear()
+            self._bash.clear()
+            self._full_scan = False
+            return turn
+
+    def full_state(self) -> Files:
+        """Every captured file now, ``path → entry`` (manifest with the overlay applied)."""
+        files = dict(self.manifest)
+        for rel, entry in self.overlay.items():
+            if entry is None:
+                files.pop(rel, None)
+            else:
+                files[rel] = entry
+        return files
+
+    # ---- internals ------------------------------------------------------------------------------
+    def _relative(self, path: Path) -> str | None:
+        path = Path(path)
+        if not path.is_absolute():
+            path = self.root / path
+        for candidate in (path, path.resolve()):
+            try:
+                rel = candidate.relative_to(self.root).as_posix()
+            except ValueError:
+                continue
+            return rel if rel and rel != "." else None
+        return None
+
+    def _weak_ignored_dir(self) -> Callable[[str], bool]:
+        # A weak reference, so a dropped capture frees its inotify instance at once.
+        rules = weakref.ref(self.rules)
+
+        def ask(rel: str) -> bool:
+            current = rules()
+            return bool(current is not None and current.ignored_dir(rel))
+
+        return ask
+
+    def _drain(self, *, after_bash: bool = False) -> None:
+        watcher = self._watcher
+        if watcher is None:
+            return
+        if isinstance(watcher, StatScanner) and not after_bash:
+            return  # a stat scan costs a walk: pay it only where bash may have written
+        try:
+            self._seen |= watcher.changed()
+        except WatchUnavailable:
+            watcher.close()
+            skip = {p for p in self._skipped()}
+            self._watcher = StatScanner(self.root, skip, self._weak_ignored_dir())
+            self._full_scan = True
+
+    def _skipped(self) -> set[str]:
+        _, skipped = walk_files(self.root, self.rules)
+        return skipped
+
+    def _expand(self, candidates: set[str]) -> set[str]:
+        """Directories stand for the files below them (created, moved or deleted trees)."""
+        out: set[str] = set()
+        prefixes: list[str] = []
+        for rel in candidates:
+            path = self.root / rel
+            if path.is_dir() and not path.is_symlink():
+                if self.rules.ignored(rel) or self.rules.ignored_dir(rel):
+                    continue
+                prefixes.append(rel + "/")
+                for current, dirs, names in os.walk(path):
+                    base = Path(current).relative_to(self.root).as_posix()
+                    dirs[:] = [d for d in dirs if not self.rules.ignored_dir(f"{base}/{d}")]
+                    out.update(f"{base}/{n}" for n in names)
+                    out.update(f"{base}/{d}" for d in dirs if (Path(current) / d).is_symlink())
+            else:
+                out.add(rel)
+                if not os.path.lexists(path):
+                    prefixes.append(rel + "/")
+        if prefixes:
+            known = set(self.manifest) | set(self.overlay)
+            out |= {p for p in known if p.startswith(tuple(prefixes))}
+        return out
+
+    def _evaluate(self, candidates: set[str]) -> DirTurn:
+        candidates = self._expand(candidates)
+        overlay: Overlay = {}
+        changed: list[str] = []
+        gaps: list[str] = []
+        ignored_hits: list[str] = []
+        for rel, entry in self.overlay.items():
+            if rel in candidates:
+                continue
+            if entry is None or self.store.has(entry):
+                overlay[rel] = entry
+            else:
+                candidates.add(rel)  # its blob was collected meanwhile: store it again
+        for rel in sorted(candidates):
+            if self.rules.ignored(rel):
+                if os.path.lexists(self.root / rel):
+                    ignored_hits.append(rel)
+                continue
+            try:
+                state = read_state(self.root / rel)
+            except OSError as exc:
+                gaps.append(f"unreadable, not captured: {rel} ({exc.strerror or exc})")
+                if rel in self.overlay:
+                    overlay[rel] = self.overlay[rel]
+                continue
+            now = entry_of(state) if state is not None else None
+            before = self.overlay[rel] if rel in self.overlay else self.manifest.get(rel)
+            if now != before:
+                changed.append(rel)
+            if now == self.manifest.get(rel):
+                continue
+            if state is None:
+                overlay[rel] = None
+                continue
+            if now == before and before is not None and self.store.has(before):
+                overlay[rel] = before
+                continue
+            stored = store_state(self.store, rel, state, self.cap)
+            if stored.entry is None:
+                gaps.append(stored.gap or f"not captured: {rel}")
+                continue
+            overlay[rel] = stored.entry
+        if ignored_hits:
+            from tilth.timeline.record.turn_capture import _ignored_gap
+
+            gaps.append(_ignored_gap(ignored_hits))
+        self.store.sync()
+        self.overlay = overlay
+        return DirTurn(self.head, dict(overlay), changed, gaps)

@@ -1,0 +1,165 @@
+"""Restoring a plain directory's files from file snapshots only: the code half without git.
+
+Sessions that work directly in a directory (``tilth chat``) have no branch and must never
+run git there. A checkpoint's files are its manifest with its overlay applied
+(``dir_state.resolve_state``); a checkpoint that is not manifest-based (an undo point)
+lists exactly the files it holds, on top of the newest recorded state. That newest state
+is the one Tilth itself produced: ``code-state.json``, pinned at the end of every turn and
+after every restore, or the latest manifest checkpoint when a turn was cut short.
+
+A restore changes exactly the paths where the target and the newest recorded state
+differ, and only where the directory still holds what Tilth produced: a file that differs
+from it was edited by someone else since (a conflict) and is left as it is unless forced.
+``plan_snapshot_files`` only reads; ``apply_snapshot_files`` writes absolute contents and
+then pins the new recorded state, so running it again after a crash gives the same
+directory. Paths are re-checked against the root; ignored paths and ``.git`` are never
+touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tilth.errors import SessionCorrupt
+from tilth.session.files import read_json
+from tilth.session.store import Session
+from tilth.timeline.record.blob_store import (
+    BlobStore,
+    Entry,
+    read_state,
+    session_store,
+    write_entry,
+)
+from tilth.timeline.record.checkpoints import list_checkpoints, timeline_dir
+from tilth.timeline.record.dir_recorder import write_code_state
+from tilth.timeline.record.dir_state import (
+    Files,
+    entry_of,
+    is_manifest_head,
+    load_manifest,
+    resolve_state,
+)
+from tilth.timeline.rewind.code_restore import CodePlan
+
+Overlay = dict[str, Entry | None]
+
+
+def is_snapshot_session(session: Session) -> bool:
+    """True for a session whose code lives in file snapshots only (``kind: "chat"``)."""
+    try:
+        return session.checkpoint().get("kind") == "chat"
+    except SessionCorrupt:
+        return False
+
+
+def latest_recorded(session: Session) -> tuple[str, Overlay] | None:
+    """The newest (manifest head, overlay) Tilth produced in this session, if any."""
+    try:
+        marker = read_json(timeline_dir(session) / "code-state.json", what="code-state.json")
+    except (FileNotFoundError, SessionCorrupt):
+        marker = None
+    turns = [c for c in list_checkpoints(session) if is_manifest_head(c.head)]
+    latest = turns[-1] if turns else None
+    if isinstance(marker, dict) and is_manifest_head(marker.get("head")):
+        if latest is None or int(marker.get("after_seq") or 0) >= latest.seq:
+            return str(marker["head"]), dict(marker.get("overlay") or {})
+    if latest is not None:
+        return latest.head, dict(latest.overlay)
+    return None
+
+
+def _inside(root: Path, rel: str) -> bool:
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or ".." in parts or parts[0] == ".git":
+        return False
+    try:
+        return (root / rel).parent.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+def _wanted(store: BlobStore, head: str, overlay: Overlay, latest: Files) -> Files:
+    if is_manifest_head(head):
+        return resolve_state(store, head, overlay)
+    files = dict(latest)  # an undo point: the files it lists, over the recorded state
+    for rel, entry in overlay.items():
+        if entry is None:
+            files.pop(rel, None)
+        else:
+            files[rel] = entry
+    return files
+
+
+def plan_snapshot_files(
+    session: Session, root: Path, head: str, overlay: Overlay, *, force: bool = False
+) -> CodePlan:
+    """What restoring (head, overlay) in ``root`` writes: ``CodePlan.overlay`` holds exactly
+    the writes (``None`` deletes), ``restore``/``delete`` list them, ``conflicts`` the files
+    edited outside the session since (left alone unless ``force``)."""
+    store = session_store(session)
+    recorded = latest_recorded(session)
+    latest = resolve_state(store, *recorded) if recorded else {}
+    target = _wanted(store, head, overlay, latest)
+    if recorded is None:
+        latest = target  # nothing recorded to compare with: no conflicts can be told
+    plan = CodePlan(head, {}, force=force)
+    for rel in sorted(set(target) | set(latest) | set(overlay)):
+        wanted, last = target.get(rel), latest.get(rel)
+        if (wanted == last and rel not in overlay) or not _inside(root, rel):
+            continue
+        state = read_state(root / rel)
+        now = entry_of(state) if state is not None else None
+        if now != last and now != wanted:
+            plan.conflicts.append(rel)
+            if not force:
+                continue
+        if now != wanted:
+            plan.overlay[rel] = wanted
+            (plan.delete if wanted is None else plan.restore).append(rel)
+    return plan
+
+
+def apply_snapshot_files(
+    session: Session, root: Path, writes: Overlay, store: BlobStore | None = None
+) -> None:
+    """Write ``writes`` (deletions first) and pin the result as the newest recorded state."""
+    store = store or session_store(session)
+    for rel in sorted(r for r, e in writes.items() if e is None):
+        if _inside(root, rel):
+            write_entry(store, root, rel, None)
+    for rel in sorted(r for r, e in writes.items() if e is not None):
+        if _inside(root, rel):
+            write_entry(store, root, rel, writes[rel])
+    recorded = latest_recorded(session)
+    if recorded is None:
+        return
+    head, overlay = recorded
+    base = load_manifest(store, head)
+    for rel, entry in writes.items():
+        if entry == base.get(rel):
+            overlay.pop(rel, None)
+        else:
+            overlay[rel] = entry
+    write_code_state(session, head, overlay)
+
+
+def materialize(session: Session, head: str, overlay: Overlay, target_dir: Path) -> int:
+    """Write every file of (head, overlay) into the empty ``target_dir`` (a fork's copy)."""
+    store = session_store(session)
+    files = resolve_state(store, head, overlay)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for rel in sorted(files):
+        if _inside(target_dir, rel):
+            write_entry(store, target_dir, rel, files[rel])
+    return len(files)
+
+
+def snapshot_report(plan: Any, code: CodePlan) -> None:
+    """Copy a snapshot ``CodePlan`` into a rewind plan's report and actions."""
+    plan.overlay = dict(code.overlay)
+    plan.files = sorted(
+        [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
+        key=lambda item: item[1],
+    )
+    plan.conflicts = list(code.conflicts)

@@ -1,0 +1,167 @@
+"""How a chat looks in a terminal: the engine's events rendered as they arrive.
+
+On a terminal a reply streams as live-rendered Markdown; each tool call is one line
+(``→ write_file hello.py (3 lines)``) with a small coloured diff for edit tools; a dim
+status line closes every turn. Without a terminal (piped, scripted) the same events
+are plain text lines, in the order they happened. Model and file text is always shown
+with terminal control sequences neutralised.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.text import Text
+
+from tilth.chat.events import ChatEvent
+
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI sequences (colours, cursor moves, clears)
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC sequences (titles, hyperlinks)
+    r"|[\x00-\x08\x0b-\x1f\x7f\x9b]"  # other control characters, lone ESC included
+)
+_REFRESH_SECONDS = 0.05
+TOOL_OUTPUT_LINES = 4
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` without escape sequences or control characters (newlines and tabs stay)."""
+    return _CONTROL.sub(lambda m: "" if m.group(0).startswith("\x1b") else "?", text)
+
+
+def status_text(turn: int | None, tokens: int, turn_tokens: int | None = None) -> str:
+    """``turn 2 · 1,234 tokens (56 this turn)``: the status line's words."""
+    parts = []
+    if turn is not None:
+        parts.append(f"turn {turn}")
+    used = f"{tokens:,} tokens"
+    if turn_tokens is not None:
+        used += f" ({turn_tokens:,} this turn)"
+    parts.append(used)
+    return " · ".join(parts)
+
+
+class ChatView:
+    """A listener that prints a chat's events on ``console``."""
+
+    def __init__(self, console: Console, *, live: bool) -> None:
+        self.console = console
+        self.live = live
+        self._text = ""
+        self._display: Any = None
+        self._last_refresh = 0.0
+        self._lock = threading.RLock()
+        self.last_status = ""
+
+    def __call__(self, event: ChatEvent) -> None:
+        with self._lock:
+            handler = getattr(self, f"_on_{event.type}", None)
+            if handler is not None:
+                handler(event.data)
+
+    # ---- the reply text -------------------------------------------------------------------------
+    def _on_text(self, data: dict[str, Any]) -> None:
+        piece = terminal_safe(str(data.get("text", "")))
+        self._text += piece
+        if not self.live:
+            self.console.file.write(piece)
+            self.console.file.flush()
+            return
+        if self._display is None:
+            from rich.live import Live
+
+            self._display = Live(
+                console=self.console, auto_refresh=False, vertical_overflow="visible"
+            )
+            self._display.start()
+        now = time.monotonic()
+        if now - self._last_refresh >= _REFRESH_SECONDS:
+            self._last_refresh = now
+            self._display.update(Markdown(self._text), refresh=True)
+
+    def end_block(self) -> None:
+        """Finish the reply text shown so far (before a tool line, at a turn's end)."""
+        with self._lock:
+            if self._display is not None:
+                self._display.update(Markdown(self._text), refresh=True)
+                self._display.stop()
+                self._display = None
+            elif self._text and not self._text.endswith("\n"):
+                self.console.file.write("\n")
+                self.console.file.flush()
+            self._text = ""
+
+    # ---- tools ----------------------------------------------------------------------------------
+    def _on_tool_started(self, data: dict[str, Any]) -> None:
+        self.end_block()
+        line = Text("  → ", style="cyan")
+        line.append(terminal_safe(str(data.get("summary") or data.get("name"))))
+        self.console.print(line)
+
+    def _on_tool_finished(self, data: dict[str, Any]) -> None:
+        result = terminal_safe(str(data.get("result") or ""))
+        if data.get("blocked"):
+            first = result.splitlines()[0] if result else "blocked"
+            self.console.print(Text(f"    {first}", style="yellow"))
+            return
+        if not data.get("ok"):
+            first = result.splitlines()[0] if result else "failed"
+            self.console.print(Text(f"    {first}", style="red"))
+            return
+        diff = terminal_safe(str(data.get("diff") or ""))
+        if diff:
+            for line in diff.splitlines():
+                style = {"+": "green", "-": "red"}.get(line[:1], "dim")
+                self.console.print(Text(f"    {line}", style=style))
+            return
+        if data.get("name") == "bash":
+            lines = [ln for ln in result.splitlines() if ln.strip()]
+            shown = lines[-TOOL_OUTPUT_LINES:]
+            if len(lines) > len(shown):
+                shown.insert(0, f"... {len(lines) - len(shown)} more line(s)")
+            for line in shown:
+                self.console.print(Text(f"    {line}", style="dim"))
+
+    def _on_confirm_asked(self, data: dict[str, Any]) -> None:
+        if not data.get("approved"):
+            self.console.print(
+                Text(f"    refused: {terminal_safe(str(data.get('reason')))}", style="yellow")
+            )
+
+    # ---- the turn's frame -----------------------------------------------------------------------
+    def _on_turn_started(self, data: dict[str, Any]) -> None:
+        if not self.live:
+            first = str(data.get("prompt") or "").strip().splitlines()
+            shown = terminal_safe(first[0] if first else "")
+            self.console.print(Text(f"> {shown[:200]}", style="bold"))
+
+    def _on_notice(self, data: dict[str, Any]) -> None:
+        self.end_block()
+        self.console.print(Text(f"note: {terminal_safe(str(data.get('text')))}", style="yellow"))
+
+    def _on_turn_finished(self, data: dict[str, Any]) -> None:
+        self.end_block()
+        outcome = data.get("outcome")
+        if outcome == "error":
+            self.console.print(
+                Text(
+                    f"error: {terminal_safe(str(data.get('error')))} "
+                    "(the turn stopped; the chat goes on)",
+                    style="bold red",
+                )
+            )
+        elif outcome == "cancelled":
+            self.console.print(Text("cancelled: the turn was interrupted", style="yellow"))
+        files = data.get("files_changed") or []
+        tokens = int(data.get("tokens_used") or 0)
+        status = status_text(data.get("turn"), tokens, data.get("turn_tokens"))
+        if files:
+            shown = ", ".join(files[:4]) + (f" +{len(files) - 4}" if len(files) > 4 else "")
+            status += f" · changed {shown}"
+        self.last_status = status
+        self.console.print(Text(f"── {terminal_safe(status)}", style="dim"))

@@ -1,0 +1,237 @@
+// A chat session's page: the conversation, a composer, the reply streamed as it is written,
+// and a hover rewind menu on each of your messages. Text is only ever set with textContent.
+"use strict";
+
+const Chat = (() => {
+  const { api, el, clear, toast, showError, sessionHref } = T;
+  let app = null;
+  let view = null;      // {list, input, send, status}
+  let sending = false;
+  let turns = new Map(); // turn number → {checkpoint, label, files_changed}
+
+  function apiPath(verb) {
+    return "/api/sessions/" + encodeURIComponent(app.id) + "/" + verb;
+  }
+
+  // ---- the transcript -------------------------------------------------------------------
+  function userMessage(text, turn) {
+    const node = el("div", { class: "msg user", "data-test": "chat-user", "data-turn": turn || "" },
+      el("span", { class: "text" }, text));
+    if (turn) {
+      node.append(el("button", { type: "button", class: "rewind menu-button", "data-test": "chat-rewind", title: "rewind or fork from this message", onclick: (e) => menu(e, turn) }, "⟲"));
+    }
+    return node;
+  }
+
+  function assistantMessage(text) {
+    return el("div", { class: "msg assistant", "data-test": "chat-assistant" }, el("span", { class: "text" }, text || ""));
+  }
+
+  function toolLine(text, test) {
+    return el("div", { class: "msg tool", "data-test": test || "chat-tool" }, text);
+  }
+
+  function render(history) {
+    const list = clear(view.list);
+    for (const m of history.messages) {
+      if (m.role === "user" && !m.kind) list.append(userMessage(m.text, m.turn));
+      else if (m.role === "user") list.append(toolLine(m.text, "chat-note"));
+      else if (m.role === "assistant") {
+        if (m.text) list.append(assistantMessage(m.text));
+        if (m.tools && m.tools.length) list.append(toolLine("→ " + m.tools.join(", ")));
+      } else if (m.role === "tool") list.append(toolLine("  " + T.short(m.text, 300), "chat-tool-result"));
+    }
+    list.scrollTop = list.scrollHeight;
+  }
+
+  // ---- sending: the reply arrives as server-sent events in the POST's own response ------------
+  async function send() {
+    const text = view.input.value;
+    if (!text.trim() || sending) return;
+    sending = true;
+    view.send.disabled = true;
+    view.status.textContent = "sending…";
+    let reply = null;
+    try {
+      const response = await fetch(apiPath("messages"), {
+        method: "POST",
+        headers: { Authorization: "Bearer " + T.token, "Content-Type": "application/json" },
+        body: JSON.stringify({ text }),
+      });
+      if (!response.ok) {
+        let data = null;
+        try { data = await response.json(); } catch (err) { data = null; }
+        throw new T.ApiError(response.status, data && data.error, data && data.hint);
+      }
+      view.input.value = "";
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const frame = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          const data = frame.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+          if (!data) continue;
+          reply = onChatEvent(JSON.parse(data), reply);
+        }
+      }
+    } catch (err) {
+      showError(err);
+    } finally {
+      sending = false;
+      view.send.disabled = false;
+      view.status.textContent = "";
+      await app.refresh();
+    }
+  }
+
+  function onChatEvent(event, reply) {
+    const list = view.list;
+    switch (event.type) {
+      case "turn_started":
+        list.append(userMessage(event.prompt, null));
+        view.status.textContent = "turn " + event.turn + "…";
+        return null;
+      case "text":
+        if (!reply) { reply = assistantMessage(""); list.append(reply); }
+        reply.firstChild.textContent += event.text;
+        document.body.dataset.streamed = String(Number(document.body.dataset.streamed || 0) + 1);
+        break;
+      case "tool_started":
+        list.append(toolLine("→ " + (event.summary || event.name)));
+        return null; // text after a tool call is a new reply
+      case "tool_finished":
+        list.append(toolLine("  " + (event.ok ? "" : "✗ ") + T.short(event.result || "", 300), "chat-tool-result"));
+        break;
+      case "notice":
+        list.append(toolLine("note: " + event.text, "chat-note"));
+        break;
+      case "error":
+        showError(new T.ApiError(0, event.error, event.hint));
+        break;
+      case "turn_finished":
+        view.status.textContent = event.outcome === "done" ? "" : event.outcome + (event.error ? ": " + event.error : "");
+        break;
+      default:
+        break;
+    }
+    list.scrollTop = list.scrollHeight;
+    return reply;
+  }
+
+  // ---- going back -----------------------------------------------------------------------
+  function menu(e, turn) {
+    const info = turns.get(turn);
+    if (!info) return;
+    const box = document.getElementById("popover");
+    clear(box);
+    const items = [
+      ["Rewind code to before this message", "chat-rewind-code", () => rewind(info, "code")],
+      ["Rewind conversation to before this message", "chat-rewind-conversation", () => rewind(info, "conversation")],
+      ["Rewind both", "chat-rewind-both", () => rewind(info, "both")],
+      ["Fork from here", "chat-fork", () => fork(info)],
+    ];
+    for (const [label, test, run] of items) {
+      box.append(el("button", { type: "button", "data-test": test, onclick: () => { box.hidden = true; run(); } }, label));
+    }
+    const rect = e.currentTarget.getBoundingClientRect();
+    box.style.top = (window.scrollY + rect.bottom + 4) + "px";
+    box.style.left = Math.max(8, window.scrollX + rect.right - 300) + "px";
+    box.hidden = false;
+    setTimeout(() => document.addEventListener("click", function close(ev) {
+      if (!box.contains(ev.target)) { box.hidden = true; document.removeEventListener("click", close); }
+    }), 0);
+  }
+
+  async function rewind(info, scope) {
+    let preview;
+    try {
+      preview = await api("POST", apiPath("rewind"), { to: info.checkpoint, scope, dry_run: true });
+    } catch (err) {
+      showError(err);
+      return;
+    }
+    const ok = await Dialog.open({ title: "Go back to before turn " + info.turn + " (" + scope + ")", response: preview, confirmLabel: "Rewind " + scope });
+    if (!ok) return;
+    try {
+      const done = await api("POST", apiPath("rewind"), { to: info.checkpoint, scope });
+      toast("back to before turn " + info.turn);
+      await app.refresh();
+      // after a conversation rewind the prompt of that turn comes back into the composer
+      if (done.prompt) { view.input.value = done.prompt; view.input.focus(); }
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  async function fork(info) {
+    const ok = await Dialog.open({ title: "Fork a new chat at turn " + info.turn, lines: ["A new chat session starts from the instant before turn " + info.turn + "; this one is left as it is."], confirmLabel: "Fork" });
+    if (!ok) return;
+    try {
+      const made = await api("POST", apiPath("fork"), { at: info.checkpoint });
+      toast("forked into " + made.id, "ok", { href: sessionHref(made.id), text: "open it" });
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  async function undo() {
+    let preview;
+    try {
+      preview = await api("POST", apiPath("undo"), { dry_run: true });
+    } catch (err) {
+      showError(err);
+      return;
+    }
+    if (!(await Dialog.open({ title: "Undo the last go-back", response: preview, confirmLabel: "Undo" }))) return;
+    try {
+      await api("POST", apiPath("undo"), {});
+      toast("undone");
+      await app.refresh();
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  // ---- the page ---------------------------------------------------------------------------
+  function build(session) {
+    const cp = session.checkpoint || {};
+    const input = el("textarea", { "data-test": "composer", placeholder: "Ask for a change… (Ctrl+Enter sends)", rows: 3 });
+    input.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } });
+    const sendButton = el("button", { type: "button", class: "primary", "data-test": "send", onclick: send }, "Send");
+    const status = el("span", { class: "muted", "data-test": "chat-status" });
+    const header = el("section", { class: "summary", "data-test": "summary" },
+      el("h1", {}, el("span", { class: "mono" }, session.id), " ", el("span", { class: "status status-" + session.status, "data-test": "session-status" }, session.status), " ", el("span", { class: "muted" }, "chat")),
+      el("dl", {}, el("dt", {}, "directory"), el("dd", { class: "mono" }, cp.workspace || ""), el("dt", {}, "tokens"), el("dd", { "data-test": "tokens" }, String(cp.tokens_used || 0))),
+      el("div", { class: "actions" }, el("button", { type: "button", "data-test": "undo", onclick: undo }, "Undo"), status));
+    const list = el("div", { class: "chat", "data-test": "transcript" });
+    clear(app.root).append(header, el("h2", {}, "conversation"), list, el("div", { class: "composer" }, input, sendButton));
+    view = { list, input, send: sendButton, status };
+  }
+
+  async function update(session) {
+    if (!view || !app.root.contains(view.list)) build(session);
+    const status = app.root.querySelector("[data-test=session-status]");
+    status.textContent = session.status;
+    status.className = "status status-" + session.status;
+    app.root.querySelector("[data-test=tokens]").textContent = String((session.checkpoint || {}).tokens_used || 0);
+    if (sending) return;
+    try {
+      const history = await api("GET", apiPath("messages"));
+      turns = new Map(history.turns.map((t) => [t.turn, t]));
+      render(history);
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  function mount(ctx) { app = ctx; view = null; }
+  function onEvent() {}
+  function onReset() {}
+  return { mount, update, onEvent, onReset };
+})();

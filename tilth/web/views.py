@@ -1,0 +1,167 @@
+"""Read-only JSON shapes of a session for the API: listings, detail, checkpoints.
+
+Everything here only reads the session directory (through the session and
+timeline libraries); a GET can never change anything.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tilth.config import Settings
+from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
+from tilth.session.discovery import describe, session_ids
+from tilth.session.files import read_json
+from tilth.session.store import Session, is_session_id
+from tilth.timeline import Checkpoint
+from tilth.timeline.controller import TimelineController
+
+
+def open_session(settings: Settings, session_id: str) -> Session:
+    """The session named in a URL; anything that is not an existing session id is a 404."""
+    if not is_session_id(session_id):
+        raise SessionNotFound(
+            f"no session {session_id!r}", hint="GET /api/sessions lists the sessions"
+        )
+    try:
+        return Session.open(settings.sessions_dir, session_id)
+    except UsageError as exc:
+        raise SessionNotFound(exc.message, hint="GET /api/sessions lists the sessions") from None
+
+
+def session_kind(record: dict[str, Any]) -> str:
+    """``chat`` for a chat session, ``run`` for a seeded run."""
+    return "chat" if record.get("kind") == "chat" else "run"
+
+
+def sessions_list(settings: Settings) -> list[dict[str, Any]]:
+    """Every session, newest first, as ``tilth sessions --json`` shows them (plus kind)."""
+    out = []
+    for sid in reversed(session_ids(settings.sessions_dir)):
+        session = Session(sid, settings.sessions_dir / sid)
+        row = describe(session).as_dict()
+        try:
+            record = session.checkpoint()
+        except (SessionCorrupt, OSError):
+            record = {}
+        row["kind"] = session_kind(record)
+        row["started_at"] = record.get("started_at")
+        row["title"] = _title(session, record)
+        out.append(row)
+    return out
+
+
+def _title(session: Session, record: dict[str, Any]) -> str | None:
+    """A line that says what the session is about (the seed's tldr, or a chat's label)."""
+    if record.get("title"):
+        return str(record["title"])
+    tldr = session.seed_meta().get("tldr")
+    return str(tldr) if tldr else None
+
+
+def checkpoint_row(cp: Checkpoint) -> dict[str, Any]:
+    """One checkpoint as the API shows it (the stored state and threads left out)."""
+    return {
+        "id": cp.id,
+        "seq": cp.seq,
+        "ts": cp.ts,
+        "kind": cp.kind,
+        "task_id": cp.task_id,
+        "stage": cp.stage,
+        "turn": cp.turn,
+        "actor": cp.actor,
+        "label": cp.label,
+        "where": cp.where,
+        "head": cp.head,
+        "files_changed": cp.files_changed,
+        "gaps": cp.gaps,
+    }
+
+
+def checkpoints(controller: TimelineController) -> dict[str, Any]:
+    """The timeline: every checkpoint, oldest first, and the files that could not be read."""
+    timeline = controller.checkpoints()
+    return {
+        "checkpoints": [checkpoint_row(cp) for cp in timeline.checkpoints],
+        "problems": timeline.problems,
+    }
+
+
+def _task_state(session: Session, task_id: str) -> dict[str, Any]:
+    path = session.tasks_dir / f"{task_id}.json"
+    try:
+        data = read_json(path, what=f"tasks/{task_id}.json")
+    except (FileNotFoundError, SessionCorrupt):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _worktree(record: dict[str, Any]) -> Path | None:
+    raw = record.get("workspace")
+    return Path(str(raw)) if raw else None
+
+
+def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The prd with each task's pipeline, completed stages and stored stage outputs."""
+    from tilth.session.pipelines import stages_for
+    from tilth.timeline.rewind.restart import completed_stages
+
+    try:
+        prd = [t for t in session.load_prd() if isinstance(t, dict)]
+    except SessionCorrupt:
+        return []
+    worktree = _worktree(record)
+    out = []
+    for task in prd:
+        task_id = str(task.get("id"))
+        stages = stages_for(task, settings.default_tier)
+        done: list[str] = []
+        if worktree is not None and worktree.is_dir():
+            done = completed_stages(session, task_id, stages, worktree)
+        out.append(
+            {
+                **task,
+                "tier": task.get("tier") or settings.default_tier,
+                "stages": list(stages),
+                "completed_stages": done,
+                "state": _task_state(session, task_id),
+            }
+        )
+    return out
+
+
+def session_detail(session: Session, settings: Settings) -> dict[str, Any]:
+    """``checkpoint.json``, the tasks with their stage outputs, and the seed's metadata."""
+    record = session.checkpoint()
+    kind = session_kind(record)
+    return {
+        "id": session.id,
+        "kind": kind,
+        "checkpoint": record,
+        "status": record.get("status"),
+        "title": _title(session, record),
+        "tasks": tasks(session, settings, record) if kind == "run" else [],
+        "seed_meta": session.seed_meta(),
+        "last_stop": session.last_stop(),
+        "locked_by": lock_holder(session),
+    }
+
+
+def lock_holder(session: Session) -> int | None:
+    """The pid of another process driving the session, or None (read-only: never locks).
+
+    Taking the lock to test it, even for an instant, could make a run that starts at
+    that moment fail; the holder's pid file (removed on release) is only read.
+    """
+    pid = session.lock().holder_pid()
+    if pid is None or pid == os.getpid():
+        return None  # this server's own operation in flight is not a run
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None  # a crashed holder leaves its pid file behind
+    except PermissionError:
+        return pid
+    return pid
