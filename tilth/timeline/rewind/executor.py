@@ -25,6 +25,7 @@ from tilth.session.store import Session
 from tilth.session.threads import Thread
 from tilth.timeline.faults import fault_point
 from tilth.timeline.record.checkpoints import delete_after
+from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event
 from tilth.timeline.rewind.code_restore import note_code_state, restore_overlay
 from tilth.timeline.rewind.journal import (
@@ -35,6 +36,7 @@ from tilth.timeline.rewind.journal import (
     write_journal,
 )
 from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.snapshot_restore import apply_snapshot_files
 from tilth.timeline.rewind.state_restore import (
     cut_lines,
     remove_path,
@@ -50,7 +52,7 @@ STEP_ORDER = (
     "state",
     "ledger",
     "threads",
-    "note",  # after threads: a kept thread is cut to its recorded head first
+    "note",  # after the threads: a code rewind that drops threads keeps its note
     "paths",
     "events",
     "checkpoints",
@@ -87,6 +89,10 @@ def _stash(session: Session, plan: RewindPlan) -> None:
 def _code(session: Session, plan: RewindPlan) -> None:
     assert plan.head is not None
     worktree = Path(plan.worktree)
+    if is_manifest_head(plan.head):
+        # No git: write exactly the planned files (plan.overlay holds the writes).
+        apply_snapshot_files(session, worktree, plan.overlay)
+        return
     git.reset_hard(worktree, plan.head)
     git.clean_fd(worktree)
     # Called even with an empty overlay so the restored state is noted; ``keep`` (the

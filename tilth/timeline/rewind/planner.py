@@ -11,6 +11,7 @@ from tilth.errors import UsageError
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint, stored_seqs
+from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
@@ -22,6 +23,7 @@ from tilth.timeline.rewind.code_restore import (
     recorded_code_state,
 )
 from tilth.timeline.rewind.plan import SCOPES, RewindError, RewindPlan, new_op_id
+from tilth.timeline.rewind.snapshot_restore import plan_snapshot_files, snapshot_report
 
 
 # ---- shared report builders -----------------------------------------------------------------
@@ -87,7 +89,14 @@ def plan_rewind(
         worktree=str(worktree),
         headline=f"rewind session {session.id} to {target.id} ({target.label}), scope {scope}",
     )
-    if scope in ("both", "code"):
+    if scope in ("both", "code") and is_manifest_head(target.head):
+        # A session without git (chat): files from snapshots only (rewind.snapshot_restore).
+        plan.head = target.head
+        code = plan_snapshot_files(session, worktree, target.head, target.overlay, force=force)
+        snapshot_report(plan, code)
+        plan.force = force
+        plan.warnings += [f"{target.id}: {gap}" for gap in target.gaps]
+    elif scope in ("both", "code"):
         if git.rev_parse(target.head, worktree) is None:
             raise RewindError(
                 f"the commit {target.head[:12]} of {target.id} no longer exists",
@@ -106,13 +115,17 @@ def plan_rewind(
         plan.threads = dict(target.threads)
         plan.event_offset = target.event_offset
         plan.keep_through_seq = target.seq
-        plan.checkpoints_dropped = sum(1 for s in stored_seqs(session) if s > target.seq)
+        if is_manifest_head(target.head):
+            # A chat checkpoint is the instant before its turn: going back there undoes the
+            # turn, so its checkpoint goes too (the next prompt records a fresh one).
+            plan.keep_through_seq = target.seq - 1
+        plan.checkpoints_dropped = sum(1 for s in stored_seqs(session) if s > plan.keep_through_seq)
         report_state(plan, session, target.state)
         report_threads(plan, session, target.threads)
         report_events(plan, session, target.event_offset, target.event_seq)
     if scope == "code":
         wind_back_tasks(plan, session, target.head, worktree)
-        thread = most_recent_thread(session, among=plan.threads or None)
+        thread = most_recent_thread(session, among=plan.threads)
         if thread is not None:
             plan.note = {
                 "thread": thread,
@@ -127,10 +140,10 @@ def plan_rewind(
     return plan
 
 
-def most_recent_thread(session: Session, among: dict[str, str | None] | None = None) -> str | None:
+def most_recent_thread(session: Session, among: dict[str, Any] | None = None) -> str | None:
     """The thread written to last (by modification time), or None when there are none.
 
-    ``among``: only these threads (the ones a plan keeps), when given.
+    With ``among``, only those threads count (the ones a plan keeps).
     """
     directory = session.threads.directory
     if not directory.is_dir():
