@@ -20,14 +20,12 @@ from tests.web.sse import messages
 from tests.web.support import XSS_IMG, XSS_SCRIPT, serve_in_thread
 from tests.web.test_browser import new_page, shot
 from tests.web.test_browser_escaping import WATCH, no_script_ran
-
-chat = pytest.importorskip("tilth.chat", reason="the chat engine (issue 12) is not here yet")
-
-from tilth.config import Settings, load_settings  # noqa: E402
-from tilth.model import Script, ScriptedModel  # noqa: E402
-from tilth.model.base import AssistantTurn, Delta, OnDelta  # noqa: E402
-from tilth.model.script import reply, tool_call  # noqa: E402
-from tilth.web.app import create_app  # noqa: E402
+from tilth import chat
+from tilth.config import Settings, load_settings
+from tilth.model import Script, ScriptedModel
+from tilth.model.base import AssistantTurn, Delta, OnDelta
+from tilth.model.script import reply, tool_call
+from tilth.web.app import create_app
 
 TOKEN = "chat-test-token-123456"
 FIRST = "please write hello.txt"
