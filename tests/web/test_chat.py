@@ -140,7 +140,9 @@ def test_a_chat_message_streams_its_reply_and_a_rewind_puts_the_prompt_back(
     page.wait_for_selector("#toast.show:has-text('back to before turn 2')")
     assert not (directory / "goodbye.txt").exists()
     assert (directory / "hello.txt").exists()
-    assert page.input_value("[data-test=composer]") == SECOND  # the prompt is back
+    page.wait_for_function(  # the prompt is back in the composer
+        "(text) => document.querySelector('[data-test=composer]').value === text", arg=SECOND
+    )
     page.wait_for_function("document.querySelectorAll('[data-test=chat-user]').length === 1")
     no_script_ran(page)
     assert page.errors == []
