@@ -132,6 +132,17 @@ def test_dry_run_changes_nothing_for_every_verb(world_clone: Callable[..., World
         ("fork", sid, "--at", "T-001/planning", "--dry-run"): "fork session",
         ("resume", sid, "--dry-run"): "resume session",
         ("rewind", sid, "--to", "seed", "--dry-run"): "rewind session",
+        (
+            "summarize",
+            sid,
+            "--at",
+            "T-001/implementing",
+            "--direction",
+            "up-to",
+            "--thread",
+            "worker-T-001",
+            "--dry-run",
+        ): "summarize 4 message(s) up-to",
     }
     for args, headline in cases.items():
         result = world.cli_here(*args)

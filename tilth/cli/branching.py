@@ -80,8 +80,15 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
     help="up-to: summarize the thread up to the checkpoint; from: after it.",
 )
 @click.option("--thread", "thread_key", default=None, help="Which thread (when there are several).")
+@click.option(
+    "--dry-run", is_flag=True, help="Say what would be summarized; no model call, no change."
+)
 def summarize(
-    session_id: str | None, at_ref: str | None, direction: str, thread_key: str | None
+    session_id: str | None,
+    at_ref: str | None,
+    direction: str,
+    thread_key: str | None,
+    dry_run: bool,
 ) -> None:
     """Replace part of a thread with a model-written summary (checkpoints keep working)."""
     from tilth import TimelineController
@@ -96,8 +103,13 @@ def summarize(
             "say where with --at <checkpoint>",
             hint=f"`tilth checkpoints {session.id}` lists them",
         )
-    model = model_for(cfg, "worker")
     timeline = TimelineController(session, cfg)
+    if dry_run:
+        target = timeline.resolve(at_ref)
+        out.say(timeline.plan_summary(target, direction, thread_key=thread_key).render())
+        out.dim("dry run: nothing was changed")
+        return
+    model = model_for(cfg, "worker")
     with timeline.writing(out.warn):
         target = timeline.resolve(at_ref)
         result = timeline.summarize(target, direction, model, thread_key=thread_key)

@@ -33,7 +33,7 @@ from tilth.timeline.rewind.planner import plan_rewind
 from tilth.timeline.rewind.restart import plan_restart
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
 from tilth.timeline.rewind.snapshot_fork import fork_snapshot_session
-from tilth.timeline.rewind.summarize import SummaryResult, summarize
+from tilth.timeline.rewind.summarize import SummaryPlan, SummaryResult, plan_summary, summarize
 from tilth.timeline.rewind.undo import plan_undo
 
 
@@ -145,6 +145,12 @@ class TimelineController:
         plan = self.plan_fork(target)
         self.execute(plan)
         return fork_result(self.session, plan)
+
+    def plan_summary(
+        self, target: Checkpoint, direction: str, thread_key: str | None = None
+    ) -> SummaryPlan:
+        """Which messages ``summarize`` would replace (no model call, nothing written)."""
+        return plan_summary(self.session, target, direction, thread_key=thread_key)
 
     def summarize(
         self,
