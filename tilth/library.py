@@ -13,7 +13,7 @@ from typing import Any, TextIO, cast
 from tilth.agent.run_context import Progress
 from tilth.agent.stops import Stop
 from tilth.config import Settings, load_settings
-from tilth.errors import SessionNotFound, WorkspaceError
+from tilth.errors import SessionNotFound, UsageError, WorkspaceError
 from tilth.model.base import Model
 from tilth.session.discovery import SessionInfo, resolve_session, sessions_for
 from tilth.session.discovery import list_sessions as _list_sessions
@@ -120,52 +120,66 @@ def _quiet_io(on_notice: Callable[[str], Any] | None) -> IO:
 def run(
     session: Session,
     *,
-    worker: Model,
-    evaluator: Model,
+    worker: Model | None = None,
+    evaluator: Model | None = None,
     progress: Progress | None = None,
     settings: Settings | None = None,
     on_notice: Callable[[str], Any] | None = None,
+    out: IO | None = None,
 ) -> Stop:
-    """Run a prepared ``session`` to a stop with these models; nothing touches a terminal.
+    """Run a prepared ``session`` to a stop.
 
-    ``progress`` watches the run (``SilentProgress`` when None); ``on_notice`` gets each
-    line the CLI would have printed (warnings, the summary), when given.
+    ``worker`` and ``evaluator`` are the models (by default the ones the settings name);
+    ``progress`` watches the run (``SilentProgress`` by default); ``on_notice`` gets each
+    line the CLI would have printed (warnings, the summary). Nothing touches a terminal
+    unless ``out`` is one (the CLI passes its ``IO``: then progress is drawn there).
     """
-    from tilth.agent.progress_sinks import SilentProgress
-    from tilth.agent.runner import drive
-
-    return drive(
-        session,
-        settings or load_settings(),
-        _quiet_io(on_notice),
-        resume=False,
-        models=(worker, evaluator),
-        progress=progress or SilentProgress(),
-    )
+    return _drive(session, worker, evaluator, progress, settings, on_notice, out, resume=False)
 
 
 def resume(
     session: Session,
     *,
-    worker: Model,
-    evaluator: Model,
+    worker: Model | None = None,
+    evaluator: Model | None = None,
     progress: Progress | None = None,
     settings: Settings | None = None,
     on_notice: Callable[[str], Any] | None = None,
+    out: IO | None = None,
 ) -> Stop:
     """Continue a stopped ``session`` (a prepared one is simply run); as ``run``."""
-    from tilth.agent.progress_sinks import SilentProgress
-    from tilth.agent.runner import drive
-
     if not session.dir.is_dir():
         raise SessionNotFound(f"no session {session.id} at {session.dir}")
     if session.status == "all_done" and all(t.get("status") == "done" for t in session.load_prd()):
         return Stop("all_done", "all tasks complete")
+    again = session.status != "prepared"
+    return _drive(session, worker, evaluator, progress, settings, on_notice, out, resume=again)
+
+
+def _drive(
+    session: Session,
+    worker: Model | None,
+    evaluator: Model | None,
+    progress: Progress | None,
+    settings: Settings | None,
+    on_notice: Callable[[str], Any] | None,
+    out: IO | None,
+    *,
+    resume: bool,
+) -> Stop:
+    from tilth.agent.progress_sinks import SilentProgress
+    from tilth.agent.runner import drive
+
+    if (worker is None) != (evaluator is None):
+        raise UsageError("pass both worker and evaluator, or neither (the settings' models)")
+    models = (worker, evaluator) if worker is not None and evaluator is not None else None
+    if progress is None and out is None:
+        progress = SilentProgress()
     return drive(
         session,
         settings or load_settings(),
-        _quiet_io(on_notice),
-        resume=session.status != "prepared",
-        models=(worker, evaluator),
-        progress=progress or SilentProgress(),
+        out or _quiet_io(on_notice),
+        resume=resume,
+        models=models,
+        progress=progress,
     )

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from tilth import git
-from tilth.agent.stops import Stop
+from tilth import Stop, git
 from tilth.cli.common import io, pick_session, session_id_argument, settings, workspace_argument
 from tilth.config import Settings
 from tilth.errors import TilthError, UsageError
@@ -93,9 +92,10 @@ def resume_session(session: Session, cfg: Settings, out: IO) -> int:
 
 
 def _drive(session: Session, cfg: Settings, out: IO, *, resume: bool) -> int:
-    from tilth.agent.runner import drive
+    from tilth import library
 
-    stop = drive(session, cfg, out, resume=resume)
+    run_or_resume = library.resume if resume else library.run
+    stop = run_or_resume(session, settings=cfg, out=out)
     return _report(stop, out)
 
 
