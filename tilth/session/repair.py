@@ -1,4 +1,4 @@
-"""Diagnosing a damaged session, and repairing it from what Tilth recorded.
+"""Diagnosing a damaged session, and repairing it from what Tilth recorded (``recorded``).
 
 ``diagnose`` is a pure read: a list of ``Problem`` rows, each with the repair
 that fixes it (or, when nothing recorded can, what the user can do). ``repair``
@@ -22,6 +22,16 @@ from tilth import git
 from tilth.errors import GitError, SessionCorrupt, TilthError
 from tilth.session.events import EventLog, utc_now
 from tilth.session.files import atomic_write_json
+from tilth.session.recorded import (
+    checkpoint_json,
+    checkpoints_of,
+    is_repo,
+    last_recorded_commit,
+    replay_statuses,
+    seed_sha,
+    source_of,
+    status_now,
+)
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
 from tilth.session.teardown import recorded_source
 
@@ -42,125 +52,12 @@ class Problem:
         return {"problem": self.key, "what": self.what, "fix": self.fix, "hint": self.hint}
 
 
-def _checkpoints(session: Session) -> list[Any]:
-    from tilth.timeline.record.checkpoints import list_checkpoints
-
-    return list_checkpoints(session)
-
-
-def _checkpoint_json(session: Session) -> dict[str, Any] | None:
-    try:
-        return session.checkpoint()
-    except (SessionCorrupt, OSError):
-        return None
-
-
-def source_of(session: Session, given: Path | None = None) -> Path | None:
-    """The source repository to use: ``given`` when it is one, else the recorded one."""
-    if given is not None:
-        return given.expanduser().resolve()
-    return recorded_source(session)
-
-
-def _is_repo(path: Path | None) -> bool:
-    return path is not None and (path / ".git").exists()
-
-
-_SHA_FIELDS = {
-    "stage_completed": "sha",
-    "commit": "sha",
-    "seed_committed": "sha",
-    "task_failed": "placeholder_sha",
-    "branch_restored": "sha",
-}
-
-
-def recorded_commits(session: Session) -> list[tuple[str, str]]:
-    """``(sha, where)`` of every commit Tilth recorded, newest first.
-
-    Events and checkpoints are merged by their place in the log: a checkpoint comes
-    right after the event it was recorded at.
-    """
-    found: list[tuple[float, str, str]] = []
-    for cp in _checkpoints(session):
-        found.append((cp.event_seq + 0.5, cp.head, f"checkpoint {cp.id}, {cp.label}"))
-    for event in session.events.events():
-        sha = event.payload.get(_SHA_FIELDS.get(event.type, ""))
-        if isinstance(sha, str) and sha:
-            found.append((event.seq, sha, f"the {event.type} event #{event.seq}"))
-    return [(sha, where) for _, sha, where in sorted(found, key=lambda f: -f[0])]
-
-
-def last_recorded_commit(session: Session, repo: Path) -> tuple[str, str] | None:
-    """The newest recorded commit that still exists in ``repo``."""
-    for sha, where in recorded_commits(session):
-        if git.rev_parse(sha, repo) is not None:
-            return sha, where
-    return None
-
-
-def _seed_sha(session: Session, repo: Path | None = None) -> str | None:
-    """The seed commit: from the seed checkpoint, the log, or the branch's ``seed:`` commit."""
-    seeds = [cp for cp in _checkpoints(session) if cp.kind == "seed"]
-    if seeds:
-        return str(seeds[0].head)
-    event = session.events.last("seed_committed")
-    if event and event.payload.get("sha"):
-        return str(event.payload["sha"])
-    if repo is not None and git.branch_exists(repo, session.branch):
-        # The seed commit's subject is a contract (`seed: N task(s) + M acceptance test(s)`).
-        out = git.git("log", "--format=%H", "--grep=^seed: ", session.branch, cwd=repo)
-        shas = out.split()
-        return shas[-1] if shas else None
-    return None
-
-
-_RESUMABLE = ("wall_clock", "token_cap", "interrupted")
-_TASK_EVENTS = {
-    "task_done": "done",
-    "task_failed": "failed",
-    "task_start": "in_progress",
-    "task_retry": "in_progress",
-    "stage_started": "in_progress",
-}
-
-
-def replay_statuses(session: Session, prd: list[Any], after_seq: int) -> list[Any]:
-    """``prd`` with task statuses brought forward by the events logged after ``after_seq``."""
-    latest: dict[str, str] = {}
-    for event in session.events.events():
-        status = _TASK_EVENTS.get(event.type)
-        task_id = event.payload.get("task_id")
-        if event.seq > after_seq and status and isinstance(task_id, str):
-            latest[task_id] = status
-    out = []
-    for entry in prd:
-        if isinstance(entry, dict) and entry.get("id") in latest:
-            entry = {**entry, "status": latest[str(entry["id"])]}
-        out.append(entry)
-    return out
-
-
-def _status_now(session: Session, checkpoints: list[Any]) -> str:
-    """The session status the record implies: the last stop, else the latest checkpoint's."""
-    stop = session.events.last("stop")
-    since = checkpoints[-1].event_seq if checkpoints else 0
-    if stop is not None and stop.seq > since:
-        reason = stop.payload.get("reason")
-        if reason == "all_done":
-            return "all_done"
-        return "running" if reason in _RESUMABLE else "failed"
-    if checkpoints and checkpoints[-1].state.get("status"):
-        return str(checkpoints[-1].state["status"])
-    return "prepared" if session.events.last("seed_committed") else "running"
-
-
 # ---- diagnosis --------------------------------------------------------------------------------
 def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
     """Every problem found, in the order they must be repaired."""
     problems: list[Problem] = []
     reset = f"discard the session with `tilth reset {session.id}`"
-    cp = _checkpoint_json(session)
+    cp = checkpoint_json(session)
     if cp is None:
         problems.append(
             Problem(
@@ -190,7 +87,7 @@ def _source_problem(
 ) -> Path | None:
     """The usable source repository, or None after adding why there is none."""
     recorded = recorded_source(session)
-    if given is None and _is_repo(recorded):
+    if given is None and is_repo(recorded):
         return recorded
     if given is None:
         problems.append(
@@ -204,9 +101,9 @@ def _source_problem(
         )
         return None
     new = given.expanduser().resolve()
-    holds = _is_repo(new) and (
+    holds = is_repo(new) and (
         git.branch_exists(new, session.branch)
-        or any(git.rev_parse(sha, new) for sha in filter(None, [_seed_sha(session, new)]))
+        or any(git.rev_parse(sha, new) for sha in filter(None, [seed_sha(session, new)]))
     )
     if not holds:
         problems.append(
@@ -236,7 +133,7 @@ def _prd_problems(session: Session, reset: str) -> list[Problem]:
         return []
     except SessionCorrupt as exc:
         what = f"prd.json is damaged: {exc.message}"
-    copies = [cp for cp in _checkpoints(session) if isinstance(cp.state.get("prd"), list)]
+    copies = [cp for cp in checkpoints_of(session) if isinstance(cp.state.get("prd"), list)]
     if not copies:
         return [Problem("prd", what, None, f"no checkpoint holds a copy; {reset}")]
     latest = copies[-1]
@@ -300,7 +197,7 @@ def repair(session: Session, problem: Problem, *, source: Path | None = None) ->
 
 
 def _rebuild_checkpoint(session: Session, source: Path | None) -> str:
-    checkpoints = _checkpoints(session)
+    checkpoints = checkpoints_of(session)
     state = checkpoints[-1].state if checkpoints else {}
     events = session.events.events()
     started = events[0].ts if events else utc_now()
@@ -314,7 +211,7 @@ def _rebuild_checkpoint(session: Session, source: Path | None) -> str:
             "source": str(origin) if origin else None,
             "workspace": str(worktree) if worktree.is_dir() else None,
             "branch": session.branch,
-            "status": _status_now(session, checkpoints),
+            "status": status_now(session, checkpoints),
             "tokens_used": int(state.get("tokens_used") or 0),
             "started_at": started,
             "repaired_at": utc_now(),
@@ -333,13 +230,13 @@ def _reattach(session: Session, source: Path | None) -> str:
 
 
 def _restart_log(session: Session, source: Path | None) -> str:
-    checkpoints = _checkpoints(session)
+    checkpoints = checkpoints_of(session)
     log = EventLog(session.events.path)
     session.events.path.touch()
     repo = source_of(session, source)
     log.append("session_start", {"source": str(repo), "phase": "repair"})
     seed = next((cp for cp in checkpoints if cp.kind == "seed"), None)
-    sha = _seed_sha(session, repo if _is_repo(repo) else None)
+    sha = seed_sha(session, repo if is_repo(repo) else None)
     if sha is not None:
         tokens = int(seed.state.get("tokens_used") or 0) if seed is not None else 0
         log.append("session_prepared", {"tokens_used": tokens, "restored": True})
@@ -352,7 +249,7 @@ def _restart_log(session: Session, source: Path | None) -> str:
 
 
 def _restore_prd(session: Session, source: Path | None) -> str:
-    copies = [cp for cp in _checkpoints(session) if isinstance(cp.state.get("prd"), list)]
+    copies = [cp for cp in checkpoints_of(session) if isinstance(cp.state.get("prd"), list)]
     latest = copies[-1]
     session.save_prd(replay_statuses(session, latest.state["prd"], latest.event_seq))
     if session.events.path.exists():
