@@ -31,7 +31,10 @@ def pytest_configure(config: pytest.Config) -> None:
     home = tempfile.mkdtemp(prefix="tilth-test-home-")
     _SESSION_HOME.append(home)
     os.environ["TILTH_HOME"] = home
-    _project_python_on_path(Path(home))
+    # Outside TILTH_HOME, which the worker's sandbox hides.
+    python_root = tempfile.mkdtemp(prefix="tilth-test-python-")
+    _SESSION_HOME.append(python_root)
+    _project_python_on_path(Path(python_root))
 
 
 def _project_python_on_path(root: Path) -> None:

@@ -130,6 +130,14 @@ def test_the_preflight_names_a_missing_program_and_a_missing_pytest(
         check_project_env(missing, worktree)
     check_project_env(ProjectEnv("command", "", command="cd sub && whatever"), worktree)
     check_project_env(ProjectEnv("command", "", command="python3 -m pytest"), worktree)
+    check_project_env(ProjectEnv("command", "", command="$HOME/bin/runner {files}"), worktree)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(tmp_path))
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "runner").write_text("#!/bin/sh\n")
+        check_project_env(ProjectEnv("command", "", command="~/bin/runner {files}"), worktree)
+        with pytest.raises(ProjectEnvError, match="runs `~/bin/nope`"):
+            check_project_env(ProjectEnv("command", "", command="~/bin/nope {files}"), worktree)
     bare = make_venv(source)
     env = resolve_project_env(worktree, source, settings(tmp_path))
     with pytest.raises(ProjectEnvError) as caught:

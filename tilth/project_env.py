@@ -257,13 +257,14 @@ def check_project_env(env: ProjectEnv, worktree: Path) -> None:
     if env.kind == "command":
         assert env.command is not None
         program = _program(env.command)
-        if program is None or program in _SHELL_WORDS:
-            return
-        if "/" in program:
-            path = Path(program) if Path(program).is_absolute() else worktree / program
+        if program is None or program in _SHELL_WORDS or any(c in program for c in "$`*?"):
+            return  # a shell construct or a variable: only running it can tell
+        expanded = os.path.expanduser(program)
+        if "/" in expanded:
+            path = Path(expanded) if Path(expanded).is_absolute() else worktree / expanded
             if path.exists():
                 return
-        elif shutil.which(program, path=env.activate(os.environ).get("PATH")):
+        elif shutil.which(expanded, path=env.activate(os.environ).get("PATH")):
             return
         raise ProjectEnvError(
             f"TILTH_TEST_COMMAND runs `{program}`, which is not found (command: {env.command})",

@@ -289,3 +289,11 @@ def test_bash_runs_in_the_workers_sandbox_with_the_directory_writable(tmp_path: 
     assert tree_hash(repo / ".git") == before
     result = events.of("tool_finished")[0]["result"]
     assert result.splitlines()[-2].strip() == "0"  # the session files are hidden from it
+
+
+def test_the_home_directory_and_the_root_are_refused(tmp_path: Path) -> None:
+    from pathlib import Path as P
+
+    for where in (P.home(), P("/")):
+        with pytest.raises(UsageError, match="too broad a place for a chat"):
+            start(tmp_path, where, [])

@@ -175,3 +175,18 @@ def test_a_failing_setup_in_a_recreated_worktree_leaves_none_behind(
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     setups = [e["payload"]["ok"] for e in events(seeded.session) if e["type"] == "setup"]
     assert setups == [False, True]
+
+
+def test_a_fork_gets_the_setup_command_in_its_new_worktree(repo: Path, sessions_dir: Path) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    with team_server(Team(recipes())) as server:
+        assert tilth("run", str(repo), env=model_env(server.base_url)).returncode == 0
+    setup = "echo forked > .setup-marker"
+    result = tilth(
+        "fork", seeded.session.id, "--at", "T-001", "--json", env={"TILTH_SETUP_COMMAND": setup}
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    child = Session.open(sessions_dir, json.loads(result.stdout)["session_id"])
+    assert (child.workspace_dir / ".setup-marker").read_text() == "forked\n"
+    (logged,) = [e["payload"] for e in events(child) if e["type"] == "setup"]
+    assert logged["why"] == "fork" and logged["ok"] is True  # type: ignore[index]

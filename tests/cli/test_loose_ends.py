@@ -69,3 +69,26 @@ def test_a_task_whose_verifying_never_passes_ends_with_the_cap_named(
     failed = [e.payload for e in seeded.events() if e.type == "task_failed"]
     assert failed[0]["reason"] == "verify_cap" and failed[0]["verify_failures"] == 3
     assert seeded.statuses() == {"T-001": "failed"}
+
+
+def test_the_interviewers_reply_is_counted_live_on_a_terminal(
+    repo: Path, sessions_dir: Path
+) -> None:
+    from seed.support import Terminal, write_seed
+
+    from tilth.model import tool_call
+
+    thinking = reply(
+        None,
+        tool_call("ask_user", question="Which file?", options=["a.py", "b.py"]),
+        reasoning="let me read the repository first and think it over " * 8,
+    )
+    with FakeServer(Script([thinking, write_seed(1)])) as server:
+        term = Terminal(["prep-feature", str(repo), "--brief", "b"], cli_env(server))
+        term.expect("[interview · thinking")
+        term.expect("tokens]")
+        term.expect("Which file?")
+        term.send("1")
+        code, text = term.finish()
+    assert code == 0, text
+    assert "seed commit" in text

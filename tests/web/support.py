@@ -239,3 +239,24 @@ def serve_in_thread(make_app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(20)
         sock.close()
+
+
+def in_own_thread(work: Any) -> Any:
+    """Run ``work`` on a fresh thread: Playwright's sync API keeps a loop on this one."""
+    import threading
+
+    out: list[Any] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            out.append(work())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return out[0]

@@ -20,14 +20,12 @@ from tests.web.sse import messages
 from tests.web.support import XSS_IMG, XSS_SCRIPT, serve_in_thread
 from tests.web.test_browser import new_page, shot
 from tests.web.test_browser_escaping import WATCH, no_script_ran
-
-chat = pytest.importorskip("tilth.chat", reason="the chat engine (issue 12) is not here yet")
-
-from tilth.config import Settings, load_settings  # noqa: E402
-from tilth.model import Script, ScriptedModel  # noqa: E402
-from tilth.model.base import AssistantTurn, Delta, OnDelta  # noqa: E402
-from tilth.model.script import reply, tool_call  # noqa: E402
-from tilth.web.app import create_app  # noqa: E402
+from tilth import chat
+from tilth.config import Settings, load_settings
+from tilth.model import Script, ScriptedModel
+from tilth.model.base import AssistantTurn, Delta, OnDelta
+from tilth.model.script import reply, tool_call
+from tilth.web.app import create_app
 
 TOKEN = "chat-test-token-123456"
 FIRST = "please write hello.txt"
@@ -142,7 +140,9 @@ def test_a_chat_message_streams_its_reply_and_a_rewind_puts_the_prompt_back(
     page.wait_for_selector("#toast.show:has-text('back to before turn 2')")
     assert not (directory / "goodbye.txt").exists()
     assert (directory / "hello.txt").exists()
-    assert page.input_value("[data-test=composer]") == SECOND  # the prompt is back
+    page.wait_for_function(  # the prompt is back in the composer
+        "(text) => document.querySelector('[data-test=composer]').value === text", arg=SECOND
+    )
     page.wait_for_function("document.querySelectorAll('[data-test=chat-user]').length === 1")
     no_script_ran(page)
     assert page.errors == []

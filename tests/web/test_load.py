@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.web.support import Built, Served, serve
+from tests.web.support import Built, Served, in_own_thread, serve
 
 CLIENTS = 50
 SECONDS = 20.0
@@ -122,32 +122,11 @@ async def load(served: Served, built: Built) -> dict[str, Any]:
     }
 
 
-def _in_own_thread(work: Any) -> Any:
-    """Run ``work`` on a fresh thread: Playwright's sync API keeps a loop on this one."""
-    import threading
-
-    out: list[Any] = []
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            out.append(work())
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-    return out[0]
-
-
 @pytest.mark.timeout(150)
 def test_fifty_clients_poll_and_follow_while_a_run_writes(built: Built) -> None:
     before = [e.seq for e in built.session.events.events()]
     with serve() as served:
-        result = _in_own_thread(lambda: asyncio.run(load(served, built)))
+        result = in_own_thread(lambda: asyncio.run(load(served, built)))
     report = built.session.events.read()
     assert report.skipped == []  # the log is intact: every line parses
     seqs = [e.seq for e in report.events]

@@ -30,6 +30,12 @@ def chat_directory(raw: Path | str) -> Path:
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory", hint="give a directory: tilth chat [DIR]")
     resolved = path.resolve()
+    if resolved == Path("/") or resolved == Path.home().resolve():
+        # Every file under it would be indexed and snapshotted: never what was meant.
+        raise UsageError(
+            f"{resolved} is too broad a place for a chat: every file in it is captured",
+            hint="run tilth chat in a project directory: tilth chat ~/src/project",
+        )
     if not os.access(resolved, os.W_OK | os.X_OK):
         raise UsageError(
             f"{resolved} is not writable, so the chat could not change files there",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -31,8 +30,8 @@ def doctor(
 ) -> int:
     """Check everything a real run needs: settings and where each came from, each role's
     endpoint (GET /models; the key is never shown), the git identity, the test environment,
-    file-watch limits and the sessions disk. TARGET is a workspace (default: the current
-    directory) or a session id (then the session's health is checked).
+    file-watch limits and the sessions disk. WORKSPACE defaults to the current directory;
+    with a SESSION_ID (or --repair) that session's health is checked instead.
 
     \b
     Exit codes: 0 a real run could start; 1 a check failed (each ✗ says what to do).
@@ -40,7 +39,7 @@ def doctor(
     out = io()
     cfg, problem = _settings()
     if cfg is not None and (repair or _names_session(cfg, target)):
-        return _session_doctor(cfg, target, repair, source, assume_yes, as_json)
+        return _session_doctor(cfg, target, repair, source, assume_yes, as_json, out)
     from tilth.doctor import DoctorContext, as_dicts, ready, run_checks
 
     workspace = Path(target or ".").expanduser()
@@ -73,15 +72,16 @@ def _session_doctor(
     source: Path | None,
     assume_yes: bool,
     as_json: bool,
+    out: IO,
 ) -> int:
     """A session's health (and ``--repair``): provided by ``tilth.cli.repair``."""
-    from tilth.cli.repair import session_doctor  # type: ignore[import-not-found,unused-ignore]
+    from tilth.cli.repair import session_doctor
     from tilth.session.discovery import resolve_session
 
     session_id = target if target and is_session_id(target) else None
     session = resolve_session(cfg.sessions_dir, session_id)
     code: int = session_doctor(
-        session, repair=repair, source=source, yes=assume_yes, as_json=as_json, out=sys.stdout
+        session, repair=repair, source=source, yes=assume_yes, as_json=as_json, out=out
     )
     return code
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,9 @@ from tilth.session.discovery import sessions_for
 from tilth.session.store import Session
 from tilth.ui import pickers
 from tilth.ui.io import IO
+
+if TYPE_CHECKING:
+    from tilth.seed.terminal import TerminalFrontend
 
 
 @click.command("prep-feature")
@@ -77,7 +81,7 @@ def prep_feature(
         out.say(f"model    {endpoint.model}")
 
     frontend = TerminalFrontend(out, answer_lines, source=str(answers))
-    with _terminate_as_interrupt():
+    with _terminate_as_interrupt(), _live_count_cleared(frontend):
         prepared = prepare(
             settings=cfg,
             source=source,
@@ -85,6 +89,7 @@ def prep_feature(
             model=model_for(cfg, "prep", on_retry=on_retry),
             frontend=frontend,
             on_started=on_started,
+            on_delta=frontend.on_delta,
         )
     if prepared.checkpoint_note:
         out.warn(prepared.checkpoint_note)
@@ -108,6 +113,15 @@ def _terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _live_count_cleared(frontend: TerminalFrontend) -> Iterator[None]:
+    """An error mid-reply must not be printed after a half-drawn live count."""
+    try:
+        yield
+    finally:
+        frontend.clear_live()
 
 
 def _brief(out: IO, brief: str | None) -> str:

@@ -74,6 +74,7 @@ class Tour:
         self.home = options.home or (None if options.keep else self.root / "home")
         self.server: FakeServer | None = None
         self.number = 0
+        self._live_runner: str | None = None
 
     # ---- the story ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -186,11 +187,34 @@ class Tour:
                 TILTH_MODEL_MAX_RETRIES="0",
                 TILTH_EMPTY_BACKOFF_SECONDS="0",
             )
-        # The example project has no dependencies and ships a stdlib test runner, so the demo
-        # names it as the test environment: a plain `pip install tilth` (no pytest) can play it.
-        env["TILTH_TEST_COMMAND"] = test_command(sys.executable)
         env.pop("TILTH_SETUP_COMMAND", None)
+        env.pop("TILTH_TEST_COMMAND", None)
+        runner = self._runner_command(env)
+        if runner is not None:
+            env["TILTH_TEST_COMMAND"] = runner
         return env
+
+    def _runner_command(self, env: dict[str, str]) -> str | None:
+        """The project's stdlib runner as TILTH_TEST_COMMAND, unless a live model may need more.
+
+        The example project has no dependencies and ships ``run_tests.py``, so the scripted
+        demo always names it: a plain ``pip install tilth`` (no pytest) can play the story.
+        A live interviewer may write tests that use pytest itself; then a ``python3`` with
+        pytest on PATH is preferred when there is one (the project's normal environment).
+        """
+        if not self.options.live:
+            return test_command(sys.executable)
+        if self._live_runner is None:
+            from tilth.errors import ProjectEnvError
+            from tilth.project_env import check_project_env, resolve_project_env
+
+            try:
+                found = resolve_project_env(self.project, self.project, load_settings(env))
+                check_project_env(found, self.project)
+                self._live_runner = ""
+            except (ProjectEnvError, TilthError):
+                self._live_runner = test_command(sys.executable)
+        return self._live_runner or None
 
     # ---- set-up and reporting --------------------------------------------------------------------
     def _make_project(self) -> None:

@@ -92,11 +92,15 @@ class Delta:
 
     ``completion_tokens`` is the running count for the reply so far (estimated from the
     text when the endpoint reports none until the end), so a progress line can show it.
+    A ``tool_call`` delta carries the call's name; a streaming model may repeat it while
+    the call's arguments arrive (``arguments`` is then true), so the count stays live.
     """
 
     kind: Literal["text", "reasoning", "tool_call"]
     text: str
     completion_tokens: int = 0
+    arguments: bool = False
+    """``tool_call`` only: more of the call's arguments arrived (the name was told before)."""
 
 
 OnDelta = Callable[[Delta], None]

@@ -22,13 +22,11 @@ from types import TracebackType
 from typing import Any
 
 from tilth.errors import TilthError
-from tilth.model.script import Reply, Script, arguments_text, finish_reason_of
+from tilth.model.fake_replies import completion_body, stream_chunks
+from tilth.model.script import Reply, Script
 
 _COMPLETIONS_PATHS = ("/v1/chat/completions", "/chat/completions")
 _MODELS_PATHS = ("/v1/models", "/models")
-_CHUNK_CHARS = 16
-_ARGUMENT_PIECES = (1, 3, 7, 2, 5, 11)
-"""Tool-call arguments arrive in pieces of these sizes, in turn (splits land mid-token)."""
 FAKE_API_KEY = "fake-key"
 STREAM_REFUSAL = "stream is not supported by this endpoint"
 
@@ -225,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif body.get("stream"):
                 self._send_stream(model, reply, body, stalls)
             else:
-                self._send_json(200, _completion(self.fake.next_completion_id(), model, reply))
+                self._send_json(200, completion_body(self.fake.next_completion_id(), model, reply))
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (e.g. its timeout fired during a scripted delay)
 
@@ -263,7 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         completion_id = self.fake.next_completion_id()
         waits = dict(stalls)
-        for number, chunk in enumerate(_stream_chunks(completion_id, model, reply, body)):
+        for number, chunk in enumerate(stream_chunks(completion_id, model, reply, body)):
             if number in waits:
                 time.sleep(waits[number])  # silent mid-stream: the client's read timeout fires
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
@@ -271,119 +269,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True
-
-
-def _usage(reply: Reply) -> dict[str, int] | None:
-    usage = reply.get("usage")
-    if usage is None:
-        return None
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-def _completion(completion_id: str, model: str, reply: Reply) -> dict[str, Any]:
-    """A non-streaming ``chat.completion`` body."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply["content"]}
-    if reply["tool_calls"]:
-        message["tool_calls"] = [
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["name"], "arguments": arguments_text(call)},
-            }
-            for call in reply["tool_calls"]
-        ]
-    if reply.get("reasoning") is not None:
-        message["reasoning"] = reply["reasoning"]
-    if reply.get("reasoning_details") is not None:
-        message["reasoning_details"] = reply["reasoning_details"]
-    payload: dict[str, Any] = {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason_of(reply)}],
-    }
-    usage = _usage(reply)
-    if usage is not None:
-        payload["usage"] = usage
-    return payload
-
-
-def _pieces(text: str) -> list[str]:
-    return [text[i : i + _CHUNK_CHARS] for i in range(0, len(text), _CHUNK_CHARS)]
-
-
-def _detail_pieces(detail: Any) -> list[Any]:
-    """A ``reasoning_details`` entry as OpenRouter streams it: its text in several pieces."""
-    if not isinstance(detail, dict) or not isinstance(detail.get("text"), str):
-        return [detail]
-    parts = _pieces(detail["text"]) or [""]
-    return [{**detail, "text": part} for part in parts]
-
-
-def _argument_pieces(text: str) -> list[str]:
-    """``text`` cut into small uneven pieces, as providers stream tool-call arguments."""
-    pieces, start, turn = [], 0, 0
-    while start < len(text):
-        size = _ARGUMENT_PIECES[turn % len(_ARGUMENT_PIECES)]
-        pieces.append(text[start : start + size])
-        start, turn = start + size, turn + 1
-    return pieces
-
-
-def _stream_chunks(
-    completion_id: str, model: str, reply: Reply, body: dict[str, Any]
-) -> list[dict[str, Any]]:
-    """The ``chat.completion.chunk`` objects of a streamed reply, in order."""
-    created = int(time.time())
-
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        return {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-        }
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"reasoning": piece}) for piece in _pieces(reply.get("reasoning") or "")]
-    for detail in reply.get("reasoning_details") or []:
-        chunks += [chunk({"reasoning_details": [piece]}) for piece in _detail_pieces(detail)]
-    chunks += [chunk({"content": piece}) for piece in _pieces(reply["content"] or "")]
-    for index, call in enumerate(reply["tool_calls"]):
-        opening = {
-            "index": index,
-            "id": call["id"],
-            "type": "function",
-            "function": {"name": call["name"], "arguments": ""},
-        }
-        chunks.append(chunk({"tool_calls": [opening]}))
-        chunks += [
-            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-            for piece in _argument_pieces(arguments_text(call))
-        ]
-    chunks.append(chunk({}, finish_reason_of(reply)))
-    options = body.get("stream_options") or {}
-    usage = _usage(reply)
-    if isinstance(options, dict) and options.get("include_usage") and usage is not None:
-        chunks.append(
-            {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": usage,
-            }
-        )
-    return chunks
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,6 +109,11 @@ class StreamAssembler:
         if isinstance(arguments, str) and arguments:
             partial.arguments.append(arguments)
             self._chars += len(arguments)
+            if self.on_delta is not None:
+                # A long write_file streams for a while: keep the live count moving.
+                self.on_delta(
+                    Delta("tool_call", partial.name, self.estimated_tokens, arguments=True)
+                )
 
     def _tell(self, kind: str, text: str, *, count: int | None = None) -> None:
         self._chars += len(text) if count is None else count

@@ -20,7 +20,7 @@ from typing import Any
 
 from tilth.agent.turn import Actor, answer, log_call, say, take_turn
 from tilth.errors import TilthError
-from tilth.model.base import Model, ToolCall
+from tilth.model.base import Model, OnDelta, ToolCall
 from tilth.seed.frontend import InterviewFrontend, SeedSink
 from tilth.seed.tools import ASK_USER, CONTROL_SCHEMAS, WRITE_SEED
 from tilth.session.events import utc_now
@@ -103,6 +103,7 @@ def run_interview(
     max_empty_retries: int = MAX_EMPTY_RETRIES,
     backoff_seconds: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
+    on_delta: OnDelta | None = None,
 ) -> InterviewResult:
     """Interview until a seed is written; raises ``InterviewAbort`` when it cannot be."""
     actor = Actor(
@@ -113,6 +114,7 @@ def run_interview(
         toolbox=ToolBox(source, READ_ONLY_TOOL_NAMES),
         control_schemas=CONTROL_SCHEMAS,
         scripted=model.name.lower().startswith("scripted"),
+        on_delta=on_delta,
     )
     actor.thread.append({"role": "system", "content": system_prompt()}, turn=0)
     actor.thread.append({"role": "user", "content": opening_message(source, brief)}, turn=0)

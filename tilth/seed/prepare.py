@@ -15,7 +15,7 @@ from pathlib import Path
 from tilth import git
 from tilth.config import Settings
 from tilth.errors import Interrupted, SetupFailed, TilthError
-from tilth.model.base import Model
+from tilth.model.base import Model, OnDelta
 from tilth.seed.frontend import InterviewFrontend
 from tilth.seed.interview import InterviewAbort, InterviewResult, run_interview
 from tilth.seed.sink import FileSeedSink
@@ -52,12 +52,16 @@ def prepare(
     model: Model,
     frontend: InterviewFrontend,
     on_started: Callable[[Session, Path], None] = lambda session, worktree: None,
+    on_delta: OnDelta | None = None,
 ) -> Prepared:
-    """Run a whole prep; on any failure the session is marked ``failed`` and the error raised."""
+    """Run a whole prep; on any failure the session is marked ``failed`` and the error raised.
+
+    ``on_delta`` hears the interviewer's replies as they stream in.
+    """
     session = Session.create(settings.sessions_dir, source)
     with session.lock():
         try:
-            return _prepare(session, settings, source, brief, model, frontend, on_started)
+            return _prepare(session, settings, source, brief, model, frontend, on_started, on_delta)
         except KeyboardInterrupt:
             _fail(session, "interrupted", "interrupted by the user")
             raise Interrupted(
@@ -87,6 +91,7 @@ def _prepare(
     model: Model,
     frontend: InterviewFrontend,
     on_started: Callable[[Session, Path], None],
+    on_delta: OnDelta | None,
 ) -> Prepared:
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
@@ -108,6 +113,7 @@ def _prepare(
         sink=FileSeedSink(session.dir, worktree),
         brief=brief,
         backoff_seconds=settings.model_backoff_seconds,
+        on_delta=on_delta,
     )
     message = seed_commit_message(result.tasks, len(result.test_files))
     # Always a commit, even when every test already existed verbatim: it anchors reset --to-seed.

@@ -9,8 +9,10 @@ text itself. Running out of answers is an error, never a silent empty answer.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tilth.errors import TilthError, UsageError
+from tilth.model.base import Delta
 from tilth.ui.io import IO
 
 OTHER_LABEL = "Other (type your own answer)"
@@ -45,6 +47,7 @@ class TerminalFrontend:
         self._questions = 0
         self._prompt_total = 0
         self._completion_total = 0
+        self._live = False
 
     @property
     def interactive(self) -> bool:
@@ -78,8 +81,27 @@ class TerminalFrontend:
 
     def update_tokens(self, prompt_total: int, completion_total: int) -> None:
         """Remember the totals; shown before the next question."""
+        self.clear_live()
         self._prompt_total = prompt_total
         self._completion_total = completion_total
+
+    # ---- the live count ------------------------------------------------------------------------
+    def on_delta(self, delta: Delta) -> None:
+        """While the interviewer's reply streams in, count it on one line (terminals only)."""
+        stream = self.io.stdout
+        if not _is_tty(stream):
+            return
+        doing = "thinking" if delta.kind == "reasoning" else "receiving"
+        stream.write(f"\r\x1b[2K[interview · {doing} {delta.completion_tokens:,} tokens]")
+        stream.flush()
+        self._live = True
+
+    def clear_live(self) -> None:
+        """Erase the live count line, if one is shown."""
+        if self._live:
+            self.io.stdout.write("\r\x1b[2K")
+            self.io.stdout.flush()
+            self._live = False
 
     # ---- helpers -----------------------------------------------------------------------------
     def _show_tokens(self) -> None:
@@ -139,3 +161,10 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

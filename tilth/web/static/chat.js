@@ -160,10 +160,10 @@ const Chat = (() => {
     if (!ok) return;
     try {
       const done = await api("POST", apiPath("rewind"), { to: info.checkpoint, scope });
-      toast("back to before turn " + info.turn);
-      await app.refresh();
       // after a conversation rewind the prompt of that turn comes back into the composer
       if (done.prompt) { view.input.value = done.prompt; view.input.focus(); }
+      toast("back to before turn " + info.turn);
+      await app.refresh();
     } catch (err) {
       showError(err);
     }
