@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 from starlette.testclient import TestClient
 
 from tests.web.support import Built
@@ -186,12 +185,14 @@ def test_a_go_back_while_a_run_holds_the_session_is_409(client: TestClient, buil
 def test_undo_returns_to_before_the_last_go_back(client: TestClient, built: Built) -> None:
     before = state(built)
     words = built.worktree / "textkit" / "words.py"
-    client.post(f"/api/sessions/{built.id}/rewind", json={"to": "seed", "scope": "both"})
+    went = client.post(f"/api/sessions/{built.id}/rewind", json={"to": "seed", "scope": "both"})
+    undo_point = went.json()["result"]["undo_point"]
+    assert undo_point and undo_point.startswith("cp-")
     assert not words.exists()
     preview = client.post(f"/api/sessions/{built.id}/undo", json={"dry_run": True})
-    if preview.status_code == 501:
-        pytest.xfail("the timeline controller has no plan_undo() yet (issue 11)")
     assert preview.status_code == 200, preview.text
+    assert preview.json()["plan"]["op"] == "undo"
+    assert not words.exists()  # the dry run changed nothing
     done = client.post(f"/api/sessions/{built.id}/undo", json={})
     assert done.status_code == 200, done.text
     assert words.exists()

@@ -86,13 +86,13 @@ def test_rewind_undo_restart_and_fork_through_the_menus(browser: Any, built: Bui
 
         # ---- undo the rewind
         page.click("[data-test=undo]")
-        if hasattr(TimelineController, "plan_undo"):
-            page.wait_for_selector("dialog#dialog[open]")
-            confirm(page)
-            toast(page, "undone")
-            wait_for(shout.exists, 10, "shout.py back after undo")
-        else:
-            toast(page, "plan_undo")  # said plainly; nothing changed
+        page.wait_for_selector("dialog#dialog[open]")
+        assert "restore textkit/shout.py" in page.inner_text("[data-test=plan-files]")
+        assert not shout.exists()  # the dialog is the dry run
+        confirm(page)
+        toast(page, "undone")
+        wait_for(shout.exists, 10, "shout.py back after undo")
+        assert git.head(worktree) != turn.head
 
         # ---- restart: rewind T-001 to its code_review stage, then restart from implementing
         stage = resolve_checkpoint(built.session, "T-001/code_review")
@@ -162,7 +162,15 @@ def test_a_background_resume_shows_new_turns_without_a_reload(
         assert page.locator("[data-test=turn]").count() >= 4
         assert page.locator("[data-test=feed-event]").count() > 10
         shot(page, "resumed-live")
-        run = served.api("GET", f"/api/sessions/{prepared.id}").json()["run"]
+        run = wait_for(  # the child finishes its reports after the status turns all_done
+            lambda: (
+                (r := served.api("GET", f"/api/sessions/{prepared.id}").json()["run"])
+                and r["exit_code"] is not None
+                and r
+            ),
+            60,
+            "the background run to exit",
+        )
         assert run["exit_code"] == 0
         assert (prepared.worktree / "textkit" / "shout.py").exists()
         assert page.errors == []

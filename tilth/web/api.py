@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from tilth.errors import SessionLocked, TilthError, UsageError
+from tilth.errors import SessionLocked, UsageError
 from tilth.session.store import Session
 from tilth.timeline import SCOPES, RewindPlan
 from tilth.timeline.controller import TimelineController
@@ -25,10 +25,6 @@ from tilth.web.state import ServerState, state_of
 from tilth.web.stream import follow
 
 T = TypeVar("T")
-
-
-class NotAvailable(TilthError):
-    """The library does not offer this operation (yet)."""
 
 
 class BadRequest(UsageError):
@@ -70,17 +66,6 @@ def _flag(body: dict[str, Any], key: str) -> bool:
 def _session(request: Request) -> tuple[ServerState, Session]:
     state = state_of(request)
     return state, views.open_session(state.settings, str(request.path_params["session_id"]))
-
-
-def _library(controller: TimelineController, name: str) -> Callable[..., Any]:
-    """A controller method by name; a clear 501 while the library does not have it."""
-    method = getattr(controller, name, None)
-    if method is None:
-        raise NotAvailable(
-            f"this version of tilth's timeline has no {name}()",
-            hint="use the command line for this operation",
-        )
-    return method
 
 
 def plan_json(plan: Any, **extra: Any) -> dict[str, Any]:
@@ -159,67 +144,82 @@ async def get_events(request: Request) -> Response:
 
 
 # ---- go-back verbs ---------------------------------------------------------------------------
-async def rewind(request: Request) -> Response:
-    state, session = _session(request)
-    body = await read_body(request)
-    to = _text(body, "to")
-    scope = _text(body, "scope", required=False) or "both"
-    if scope not in SCOPES:
-        raise BadRequest(f"'scope' must be one of {', '.join(SCOPES)}")
-    dry_run, force = _flag(body, "dry_run"), _flag(body, "force")
-    controller = TimelineController(session, state.settings)
-    chat = _is_chat(session)
+def _go_back(
+    controller: TimelineController,
+    make_plan: Callable[[], RewindPlan],
+    *,
+    dry_run: bool,
+    notes: list[str],
+    **extra: Any,
+) -> dict[str, Any]:
+    """Plan (and, unless a dry run, execute) one go-back under the controller's lock."""
+    if dry_run:
+        with _planning(controller, notes) as live:
+            return plan_json(make_plan(), dry_run=True, live_run=live, notes=notes, **extra)
+    with controller.writing(notes.append):
+        plan = make_plan()
+        result = controller.execute(plan)
+    return plan_json(plan, dry_run=False, done=True, result=result.to_dict(), notes=notes, **extra)
 
-    def work() -> dict[str, Any]:
-        notes: list[str] = []
-        if chat:
-            # A chat's turns go back through its engine (prompt back, watcher re-based).
-            via_engine = chat_api.rewind(
-                state.chats.get(session), str(to), scope, dry_run=dry_run, force=force
-            )
-            if via_engine is not None:
-                return via_engine
-        if dry_run:
-            with _planning(controller, notes) as live:
-                plan = controller.plan_rewind(controller.resolve(str(to)), scope, force=force)
-                return plan_json(plan, dry_run=True, live_run=live, notes=notes)
-        with controller.writing(notes.append):
-            plan = controller.plan_rewind(controller.resolve(str(to)), scope, force=force)
-            controller.execute(plan)
-        return plan_json(plan, dry_run=False, done=True, notes=notes)
 
+async def _answer(state: ServerState, session: Session, work: Callable[[], Any]) -> Response:
     result = await _blocking(work)
     await _changed(state, session)
     return JSONResponse(result)
 
 
+async def rewind(request: Request) -> Response:
+    state, session = _session(request)
+    body = await read_body(request)
+    to = str(_text(body, "to"))
+    scope = _text(body, "scope", required=False) or "both"
+    if scope not in SCOPES:
+        raise BadRequest(f"'scope' must be one of {', '.join(SCOPES)}")
+    dry_run, force = _flag(body, "dry_run"), _flag(body, "force")
+    controller = TimelineController(session, state.settings)
+
+    def work() -> dict[str, Any]:
+        if _is_chat(session):
+            # A chat's turns go back through its engine (prompt back, watcher re-based).
+            engine = state.chats.get(session)
+            via_engine = chat_api.rewind(engine, to, scope, dry_run=dry_run, force=force)
+            if via_engine is not None:
+                return via_engine
+        return _go_back(
+            controller,
+            lambda: controller.plan_rewind(controller.resolve(to), scope, force=force),
+            dry_run=dry_run,
+            notes=[],
+        )
+
+    return await _answer(state, session, work)
+
+
 async def restart(request: Request) -> Response:
     state, session = _session(request)
     body = await read_body(request)
-    task = _text(body, "task")
+    task = str(_text(body, "task"))
     from_stage = _text(body, "from", required=False)
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
         notes: list[str] = []
-        if dry_run:
-            with _planning(controller, notes) as live:
-                plan = controller.plan_restart(str(task), from_stage)
-                return plan_json(plan, dry_run=True, live_run=live, notes=notes)
-        from tilth.session.live_run import stop_live_run
+        stopped = None
+        if not dry_run:
+            # As `tilth restart`: abort a live run of the session first (it stays resumable).
+            stopped = controller.stop_run()
+            if stopped is not None:
+                notes.append(f"stopped the live run of session {session.id} (pid {stopped})")
+        return _go_back(
+            controller,
+            lambda: controller.plan_restart(task, from_stage),
+            dry_run=dry_run,
+            notes=notes,
+            stopped=stopped,
+        )
 
-        stopped = stop_live_run(session)
-        if stopped is not None:
-            notes.append(f"stopped the live run of session {session.id} (pid {stopped})")
-        with controller.writing(notes.append):
-            plan = controller.plan_restart(str(task), from_stage)
-            controller.execute(plan)
-        return plan_json(plan, dry_run=False, done=True, stopped=stopped, notes=notes)
-
-    result = await _blocking(work)
-    await _changed(state, session)
-    return JSONResponse(result)
+    return await _answer(state, session, work)
 
 
 async def reset_to_seed(request: Request) -> Response:
@@ -229,30 +229,16 @@ async def reset_to_seed(request: Request) -> Response:
     controller = TimelineController(session, state.settings)
     from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
 
-    def plan_it() -> RewindPlan:
-        method = getattr(controller, "plan_reset_to_seed", None)
-        if method is not None:
-            plan: RewindPlan = method()
-            return plan
-        from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
-
-        return plan_reset_to_seed(session, preflight(session))
-
     def work() -> dict[str, Any]:
-        notes: list[str] = []
-        if dry_run:
-            with _planning(controller, notes) as live:
-                return plan_json(
-                    plan_it(), dry_run=True, live_run=live, notes=notes, warning=CONFIRM_WARNING
-                )
-        with controller.writing(notes.append):
-            plan = plan_it()
-            controller.execute(plan)
-        return plan_json(plan, dry_run=False, done=True, notes=notes, warning=CONFIRM_WARNING)
+        return _go_back(
+            controller,
+            controller.plan_reset_to_seed,
+            dry_run=dry_run,
+            notes=[],
+            warning=CONFIRM_WARNING,
+        )
 
-    result = await _blocking(work)
-    await _changed(state, session)
-    return JSONResponse(result)
+    return await _answer(state, session, work)
 
 
 async def undo(request: Request) -> Response:
@@ -262,40 +248,28 @@ async def undo(request: Request) -> Response:
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
-        notes: list[str] = []
         if _is_chat(session):
             return chat_api.undo(state.chats.get(session), dry_run=dry_run)
-        plan_undo = _library(controller, "plan_undo")
-        if dry_run:
-            with _planning(controller, notes) as live:
-                return plan_json(plan_undo(), dry_run=True, live_run=live, notes=notes)
-        with controller.writing(notes.append):
-            plan = plan_undo()
-            controller.execute(plan)
-        return plan_json(plan, dry_run=False, done=True, notes=notes)
+        return _go_back(controller, controller.plan_undo, dry_run=dry_run, notes=[])
 
-    result = await _blocking(work)
-    await _changed(state, session)
-    return JSONResponse(result)
+    return await _answer(state, session, work)
 
 
 async def fork(request: Request) -> Response:
     state, session = _session(request)
     body = await read_body(request)
-    at = _text(body, "at")
+    at = str(_text(body, "at"))
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
         notes: list[str] = []
         if dry_run:
-            plan_fork = _library(controller, "plan_fork")
             with _planning(controller, notes) as live:
-                return plan_json(
-                    plan_fork(controller.resolve(str(at))), dry_run=True, live_run=live
-                )
+                plan = controller.plan_fork(controller.resolve(at))
+                return plan_json(plan, dry_run=True, live_run=live, notes=notes)
         with controller.writing(notes.append):
-            target = controller.resolve(str(at))
+            target = controller.resolve(at)
             result = controller.fork(target)
         child = result.session
         return {
@@ -322,9 +296,8 @@ async def resume(request: Request) -> Response:
 async def stop(request: Request) -> Response:
     state, session = _session(request)
     await read_body(request)
-    from tilth.session.live_run import stop_live_run
-
-    stopped = await _blocking(lambda: stop_live_run(session))
+    controller = TimelineController(session, state.settings)
+    stopped = await _blocking(controller.stop_run)
     state.runs.reap()
     await _changed(state, session)
     return JSONResponse({"stopped": stopped})

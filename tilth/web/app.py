@@ -51,8 +51,6 @@ def status_for(exc: TilthError) -> int:
         return 404
     if isinstance(exc, SessionLocked):
         return 409
-    if isinstance(exc, api.NotAvailable):
-        return 501
     if isinstance(exc, UsageError):
         return 400
     if isinstance(exc, SessionCorrupt | GitError):

@@ -28,14 +28,8 @@ class ChatEngines:
         with self._lock:
             engine = self._engines.get(session.id)
             if engine is None:
-                try:
-                    from tilth.chat import ChatEngine
-                except ImportError:
-                    from tilth.web.api import NotAvailable
+                from tilth.chat import ChatEngine
 
-                    raise NotAvailable(
-                        "this version of tilth has no chat engine", hint="update tilth"
-                    ) from None
                 model = self._model()
                 engine = ChatEngine.resume(self.settings, session.id, model)
                 self._engines[session.id] = engine

@@ -104,12 +104,12 @@ const Timeline = (() => {
   }
 
   async function fork(cp) {
-    // The fork's plan when the library can plan one; otherwise a plain confirmation.
     let preview = null;
     try {
       preview = await api("POST", apiPath("fork"), { at: cp.id, dry_run: true });
     } catch (err) {
-      if (err.status !== 501) { showError(err); return; }
+      showError(err);
+      return;
     }
     const ok = await Dialog.open({
       title: "Fork a new session at " + cp.id,
