@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.web.sse import messages
-from tests.web.support import XSS_IMG, XSS_SCRIPT, serve_in_thread
+from tests.web.support import XSS_IMG, XSS_SCRIPT, serve_in_thread, wait_for
 from tests.web.test_browser import new_page, shot
 from tests.web.test_browser_escaping import WATCH, no_script_ran
 from tilth import chat
@@ -140,10 +140,11 @@ def test_a_chat_message_streams_its_reply_and_a_rewind_puts_the_prompt_back(
     page.wait_for_selector("#toast.show:has-text('back to before turn 2')")
     assert not (directory / "goodbye.txt").exists()
     assert (directory / "hello.txt").exists()
-    page.wait_for_function(  # the prompt is back in the composer
-        "(text) => document.querySelector('[data-test=composer]').value === text", arg=SECOND
-    )
-    page.wait_for_function("document.querySelectorAll('[data-test=chat-user]').length === 1")
+    # (polled from here: the page's policy forbids the eval behind wait_for_function)
+    composer = page.locator("[data-test=composer]")
+    wait_for(lambda: composer.input_value() == SECOND, 10, "the prompt back in the composer")
+    users = page.locator("[data-test=chat-user]")
+    wait_for(lambda: users.count() == 1, 10, "the transcript cut before turn 2")
     no_script_ran(page)
     assert page.errors == []
 

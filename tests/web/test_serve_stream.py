@@ -111,3 +111,30 @@ def test_following_the_events_changes_nothing(built: Built) -> None:
         again = messages(_stream(client, built.id, last=3))
         assert next(again).data["seq"] == 4
     assert fingerprint(built) == before
+
+
+def test_ctrl_c_ends_open_event_streams_at_once(built: Built) -> None:
+    import os
+    import signal
+    import threading
+
+    with serve() as served:
+        ended = threading.Event()
+
+        def follow() -> None:
+            with served.client(timeout=httpx.Timeout(30, read=60)) as client:
+                try:
+                    for _ in messages(_stream(client, built.id)):
+                        pass
+                except httpx.HTTPError:
+                    pass
+            ended.set()
+
+        threading.Thread(target=follow, daemon=True).start()
+        time.sleep(1.0)  # the stream is open and idle
+        start = time.monotonic()
+        os.killpg(served.process.pid, signal.SIGINT)
+        assert served.process.wait(15) == 0
+        # well before the 3 s graceful-shutdown limit: the stream was ended, not waited out
+        assert time.monotonic() - start < 2.5
+        assert ended.wait(5)

@@ -181,4 +181,4 @@ def create_app(
     )
     app.state.tilth = state
     app.state.pages = Pages()
-    return Guard(app, token, lambda: state.port)
+    return Guard(app, token, lambda: state.port, state)

@@ -104,8 +104,12 @@ def same(given: str | None, token: str) -> bool:
 class Guard:
     """ASGI middleware enforcing the Host and token rules, and adding security headers."""
 
-    def __init__(self, app: ASGIApp, token: str, port_of: Callable[[], int]) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str, port_of: Callable[[], int], state: Any = None
+    ) -> None:
         self.app = app
+        self.state = state
+        """What the wrapped app shares (``tilth.web.state.ServerState``)."""
         self.token = token
         self.port_of = port_of
 

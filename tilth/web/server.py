@@ -7,7 +7,7 @@ import socket
 import sys
 import threading
 import webbrowser
-from typing import TextIO
+from typing import Any, TextIO
 
 from tilth.config import Settings
 from tilth.errors import UsageError
@@ -59,14 +59,16 @@ def serve(
     out.flush()
     err.write(f"tilth serve: sessions in {settings.sessions_dir}; loopback only; Ctrl-C stops\n")
     err.flush()
+    app = create_app(settings, token, actual)
     config = uvicorn.Config(
-        create_app(settings, token, actual),
+        app,
         log_level="warning",
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
     )
     server = uvicorn.Server(config)
+    stop_streams(server, app)
     if open_browser:
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
     try:
@@ -76,3 +78,21 @@ def serve(
     finally:
         sock.close()
     return 0
+
+
+def stop_streams(server: Any, app: Any) -> None:
+    """On Ctrl-C, end the event streams first, so open pages do not hold up the shutdown."""
+    import asyncio
+
+    handle_exit = server.handle_exit
+
+    def on_exit(sig: int, frame: Any) -> None:
+        handle_exit(sig, frame)
+        watches = app.state.watches  # app is the Guard; its state is the ServerState
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_soon_threadsafe(lambda: asyncio.ensure_future(watches.close()))
+
+    server.handle_exit = on_exit
