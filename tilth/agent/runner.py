@@ -193,6 +193,7 @@ def drive(
             )
             stop = run_loop(ctx)
         chat = _write_chat_html(session, out)
+    out.stdout_to_stderr()  # when stdout's reader went away, the summary still shows
     print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
     return stop
 
