@@ -231,3 +231,25 @@ def test_summarize_from_the_command_line_on_a_chat_session(tmp_path: Path) -> No
     assert "summarized 4 message(s) up-to" in done.stdout
     history = engine.history()
     assert history[0]["kind"] == "summary" and "hello.py was written" in history[0]["text"]
+
+
+@pytest.mark.parametrize("in_git", [False, True])
+def test_doctor_finds_nothing_wrong_with_a_whole_chat_and_names_a_lost_directory(
+    tmp_path: Path, in_git: bool
+) -> None:
+    """A chat has no prd.json and no branch; neither is damage to repair or discard."""
+    from tilth.session.repair import diagnose
+
+    work = tmp_path / "work"
+    if in_git:
+        make_repo(work)
+    engine, _events, work = story(tmp_path, work)
+    engine.close()
+    session = engine.session
+    assert diagnose(session) == []
+
+    moved = tmp_path / "moved"
+    work.rename(moved)
+    problems = diagnose(session)
+    assert [(p.key, p.fix) for p in problems] == [("source", None)]
+    assert problems[0].what.startswith("the chat's directory") and "is gone" in problems[0].what

@@ -66,7 +66,18 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
                 "rebuild checkpoint.json from the event log and the latest checkpoint",
             )
         )
-    repo = _source_problem(session, source, problems, reset)
+    chat_dir = cp.get("workspace") if cp is not None and cp.get("kind") == "chat" else None
+    chat = chat_dir is not None
+    repo = None if chat else _source_problem(session, source, problems, reset)
+    if chat and not Path(str(chat_dir)).is_dir():
+        problems.append(
+            Problem(
+                "source",
+                f"the chat's directory {chat_dir} is gone",
+                None,
+                f"a chat works in its directory itself; put it back there, or {reset}",
+            )
+        )
     if not session.events.path.exists():
         problems.append(
             Problem(
@@ -76,7 +87,8 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
                 "from the seed checkpoint (the old event history itself is gone)",
             )
         )
-    problems += _prd_problems(session, reset)
+    if not chat:  # a chat has no seed (prd.json) and no branch: its code is snapshots
+        problems += _prd_problems(session, reset)
     if repo is not None:
         problems += _git_problems(session, repo, reset)
     return problems
