@@ -197,3 +197,35 @@ def test_undo_returns_to_before_the_last_go_back(client: TestClient, built: Buil
     assert words.exists()
     assert state(built)[0] == before[0]
     assert state(built)[2] == before[2]
+
+
+def test_a_dry_run_on_a_chat_session_leaves_it_as_it_was(
+    client: TestClient, tmp_path: Path
+) -> None:
+    """A dry run must not resume the chat (no ``running`` status, no new events)."""
+    from tilth.chat import ChatEngine
+    from tilth.config import load_settings
+    from tilth.model import Script, ScriptedModel
+    from tilth.model.script import reply, tool_call
+
+    directory = tmp_path / "chat-dir"
+    directory.mkdir()
+    write = tool_call("write_file", path="a.txt", content="A\n")
+    script = Script({"*": [reply("Writing.", write), reply("ok")]})
+    settings = load_settings()
+    engine = ChatEngine.start(
+        settings, directory, ScriptedModel(script, name="chat"), index_in_background=False
+    )
+    engine.send("make a.txt")
+    engine.close()
+    session_dir = Path(settings.sessions_dir) / engine.id
+    files = sorted(p for p in session_dir.rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in files}
+
+    body = {"to": "cp-0001", "scope": "code", "dry_run": True}
+    answer = client.post(f"/api/sessions/{engine.id}/rewind", json=body)
+    assert answer.status_code == 200, answer.text
+    assert ["delete", "a.txt"] in answer.json()["plan"]["files"]
+    assert sorted(p for p in session_dir.rglob("*") if p.is_file()) == files
+    assert {p: p.read_bytes() for p in files} == before
+    assert (directory / "a.txt").read_text() == "A\n"

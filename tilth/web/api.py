@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,6 +23,9 @@ from tilth.timeline.controller import TimelineController
 from tilth.web import chat_api, views
 from tilth.web.state import ServerState, state_of
 from tilth.web.stream import follow
+
+if TYPE_CHECKING:
+    from tilth.chat import ChatEngine
 
 T = TypeVar("T")
 
@@ -109,6 +112,16 @@ def _is_chat(session: Session) -> bool:
     return views.session_kind(session.checkpoint()) == "chat"
 
 
+def _chat_engine(state: ServerState, session: Session, *, dry_run: bool) -> ChatEngine | None:
+    """The chat engine a go-back goes through; a dry run never opens one.
+
+    Opening an engine resumes the chat (status ``running``, a ``session_resume`` event),
+    which a dry run must not do: without an open engine it plans through the controller,
+    which gives the same plan.
+    """
+    return state.chats.opened(session.id) if dry_run else state.chats.get(session)
+
+
 async def _blocking(fn: Callable[[], T]) -> T:
     return await run_in_threadpool(fn)
 
@@ -172,11 +185,10 @@ async def rewind(request: Request) -> Response:
 
     def work() -> dict[str, Any]:
         notes: list[str] = []
-        if chat:
+        engine = _chat_engine(state, session, dry_run=dry_run) if chat else None
+        if engine is not None:
             # A chat's turns go back through its engine (prompt back, watcher re-based).
-            via_engine = chat_api.rewind(
-                state.chats.get(session), str(to), scope, dry_run=dry_run, force=force
-            )
+            via_engine = chat_api.rewind(engine, str(to), scope, dry_run=dry_run, force=force)
             if via_engine is not None:
                 return via_engine
         if dry_run:
@@ -263,8 +275,9 @@ async def undo(request: Request) -> Response:
 
     def work() -> dict[str, Any]:
         notes: list[str] = []
-        if _is_chat(session):
-            return chat_api.undo(state.chats.get(session), dry_run=dry_run)
+        engine = _chat_engine(state, session, dry_run=dry_run) if _is_chat(session) else None
+        if engine is not None:
+            return chat_api.undo(engine, dry_run=dry_run)
         plan_undo = _library(controller, "plan_undo")
         if dry_run:
             with _planning(controller, notes) as live:
