@@ -253,3 +253,26 @@ def test_doctor_finds_nothing_wrong_with_a_whole_chat_and_names_a_lost_directory
     problems = diagnose(session)
     assert [(p.key, p.fix) for p in problems] == [("source", None)]
     assert problems[0].what.startswith("the chat's directory") and "is gone" in problems[0].what
+
+
+def test_run_only_verbs_refuse_a_chat_and_reset_names_only_what_it_deletes(
+    tmp_path: Path,
+) -> None:
+    """restart / reset --to-seed have nothing to act on in a chat; reset keeps DIR."""
+    engine, _, work = story(tmp_path)
+    engine.close()
+    env = {"TILTH_HOME": str(engine.settings.home)}
+    before = tree_hash(work)
+    for args in (("restart", engine.id, "T-001", "-y"), ("reset", "--to-seed", engine.id, "-y")):
+        refused = run_cli(*args, env=env)
+        assert refused.returncode == 2, refused.stderr
+        assert f"session {engine.id} is a chat session" in refused.stderr
+        assert "prep-feature" not in refused.stderr and "Traceback" not in refused.stderr
+    asked = run_cli("reset", engine.id, env=env)
+    assert asked.returncode == 2
+    assert f"directory  {work}" in asked.stdout and "yours" in asked.stdout
+    assert "worktree" not in asked.stdout and "branch" not in asked.stdout
+    done = run_cli("reset", engine.id, "-y", env=env)
+    assert done.returncode == 0, done.stderr
+    assert not engine.session.dir.exists()
+    assert tree_hash(work) == before

@@ -6,7 +6,14 @@ from contextlib import ExitStack
 
 import click
 
-from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
+from tilth.cli.common import (
+    io,
+    pick_session,
+    refuse_chat,
+    session_id_argument,
+    settings,
+    yes_option,
+)
 from tilth.errors import SessionLocked, StorageError, UsageError
 from tilth.session.store import Session
 from tilth.timeline import SCOPES, Checkpoint, recover
@@ -250,6 +257,7 @@ def restart(
     cfg = settings()
     out = io()
     session = pick_session(cfg, session_id, out, "restart")
+    refuse_chat(session, "restart")
     if stop_run:
         from tilth.session.live_run import stop_live_run
 
