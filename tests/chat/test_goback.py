@@ -177,6 +177,11 @@ def test_the_command_line_verbs_work_on_a_chat_session(tmp_path: Path) -> None:
     assert fork.returncode == 0, fork.stderr
     child = json.loads(fork.stdout)
     assert sorted(os.listdir(child["workspace"])) == ["hello.py", "keep.txt"]
+    assert child["branch"] is None  # a chat's fork has a directory of its own, no branch
+    told = run_cli("fork", engine.id, "--at", rows[1]["id"], env=env)
+    assert told.returncode == 0, told.stderr
+    assert "tilth chat --resume" in told.stdout
+    assert "tilth resume" not in told.stdout and "branch" not in told.stdout
 
 
 def test_an_interrupted_chat_rewind_is_finished_on_the_next_start(tmp_path: Path) -> None:
