@@ -172,6 +172,8 @@ def test_the_command_line_verbs_work_on_a_chat_session(tmp_path: Path) -> None:
     assert "delete  hello.py" in dry.stdout and (work / "hello.py").exists()
     done = run_cli("rewind", engine.id, "--to", rows[0]["id"], "--scope", "code", "-y", env=env)
     assert done.returncode == 0, done.stderr
+    assert f"continue the chat with: tilth chat --resume {engine.id}" in done.stdout
+    assert "tilth resume" not in done.stdout
     assert sorted(os.listdir(work)) == ["keep.txt"]
     fork = run_cli("fork", engine.id, "--at", rows[1]["id"], "--json", env=env)
     assert fork.returncode == 0, fork.stderr

@@ -215,7 +215,11 @@ def rewind(
         out.confirm(f"Rewind session {session.id} to {target.id}?", assume_yes=assume_yes)
         timeline.execute(plan)
     out.ok(f"rewound session {session.id} to {target.id} ({scope})")
-    if scope != "code":
+    from tilth.chat.session import is_chat
+
+    if is_chat(session):  # `tilth resume` refuses a chat
+        out.say(f"continue the chat with: tilth chat --resume {session.id}")
+    elif scope != "code":
         out.say(f"continue from there with: tilth resume {session.id}")
 
 
