@@ -229,3 +229,32 @@ def test_a_dry_run_on_a_chat_session_leaves_it_as_it_was(
     assert sorted(p for p in session_dir.rglob("*") if p.is_file()) == files
     assert {p: p.read_bytes() for p in files} == before
     assert (directory / "a.txt").read_text() == "A\n"
+
+
+def test_run_only_verbs_on_a_chat_session_are_a_400_that_changes_nothing(
+    client: TestClient, tmp_path: Path
+) -> None:
+    """restart, reset-to-seed and resume need tasks, a seed and a branch: no 500, no child."""
+    from tilth.chat import ChatEngine
+    from tilth.config import load_settings
+    from tilth.model import Script, ScriptedModel
+    from tilth.model.script import reply
+
+    directory = tmp_path / "chat-dir"
+    directory.mkdir()
+    settings = load_settings()
+    model = ScriptedModel(Script({"*": [reply("hello")]}), name="chat")
+    engine = ChatEngine.start(settings, directory, model, index_in_background=False)
+    engine.send("hi")
+    engine.close()
+    log = engine.session.events.path.read_bytes()
+    for verb, body in (
+        ("restart", {"task": "T-001", "dry_run": True}),
+        ("reset-to-seed", {"dry_run": True}),
+        ("resume", {}),
+    ):
+        answer = client.post(f"/api/sessions/{engine.id}/{verb}", json=body)
+        assert answer.status_code == 400, (verb, answer.text)
+        assert "is a chat session" in answer.json()["error"]
+    assert engine.session.events.path.read_bytes() == log
+    assert not (settings.home / "serve" / "runs" / f"{engine.id}.log").exists()

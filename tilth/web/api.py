@@ -75,6 +75,16 @@ def _session(request: Request) -> tuple[ServerState, Session]:
     return state, views.open_session(state.settings, str(request.path_params["session_id"]))
 
 
+def _run_only(session: Session, verb: str) -> None:
+    """A 400 for a verb that needs a run's tasks, seed and branch, which a chat has not."""
+    if _is_chat(session):
+        raise BadRequest(
+            f"session {session.id} is a chat session: {verb} works on runs (tasks, a seed, "
+            "a branch), which a chat does not have",
+            hint="a chat goes back with rewind to one of its turns, or continues in its composer",
+        )
+
+
 def _library(controller: TimelineController, name: str) -> Callable[..., Any]:
     """A controller method by name; a clear 501 while the library does not have it."""
     method = getattr(controller, name, None)
@@ -207,6 +217,7 @@ async def rewind(request: Request) -> Response:
 
 async def restart(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "restart")
     body = await read_body(request)
     task = _text(body, "task")
     from_stage = _text(body, "from", required=False)
@@ -236,6 +247,7 @@ async def restart(request: Request) -> Response:
 
 async def reset_to_seed(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "reset to seed")
     body = await read_body(request)
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
@@ -326,6 +338,7 @@ async def fork(request: Request) -> Response:
 # ---- background runs -------------------------------------------------------------------------
 async def resume(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "resume")
     await read_body(request)
     state.runs.reap()
     run = await _blocking(lambda: state.runs.start(session, views.lock_holder(session)))
