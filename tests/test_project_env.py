@@ -157,3 +157,21 @@ def test_bash_runs_with_the_environment_active(tmp_path: Path, roots: tuple[Path
     active = env.activate({"PATH": f"/usr/bin{os.pathsep}{project}/bin", "PYTHONHOME": "/x"})
     assert active["PATH"] == f"{project}/bin{os.pathsep}/usr/bin"
     assert "PYTHONHOME" not in active
+
+
+def test_tilths_own_venv_first_on_path_does_not_hide_another_venv(
+    tmp_path: Path, roots: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import site
+
+    worktree, source = roots
+    # Two symlinked venvs share one base interpreter binary; only their prefixes differ.
+    other = tmp_path / "other-venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(other)
+    (site_dir,) = other.glob("lib/python*/site-packages")
+    (site_dir / "with-pytest.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    assert (other / "bin" / "python3").resolve() == Path(sys.executable).resolve()
+    # Tilth's bin dir first (an activated Tilth venv), then the project's venv.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{other / 'bin'}")
+    env = resolve_project_env(worktree, source, settings(tmp_path))
+    assert env.kind == "python" and env.python == other / "bin" / "python3"

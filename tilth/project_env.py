@@ -173,7 +173,8 @@ def _python_on_path(tried: list[str]) -> ProjectEnv | None:
         candidate = Path(entry or ".") / "python3"
         if not candidate.is_file() or not os.access(candidate, os.X_OK):
             continue
-        key = candidate.resolve()
+        # By directory: venvs share their base interpreter's binary but not its prefix.
+        key = candidate.parent.resolve()
         if key in seen:
             continue
         seen.add(key)
