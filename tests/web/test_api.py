@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -229,6 +230,10 @@ def test_a_dry_run_on_a_chat_session_leaves_it_as_it_was(
     assert sorted(p for p in session_dir.rglob("*") if p.is_file()) == files
     assert {p: p.read_bytes() for p in files} == before
     assert (directory / "a.txt").read_text() == "A\n"
+
+    forked = client.post(f"/api/sessions/{engine.id}/fork", json={"at": "cp-0001"}).json()
+    assert forked["branch"] is None  # a chat's fork is a directory of its own, no branch
+    assert sorted(os.listdir(forked["workspace"])) == []
 
 
 def test_run_only_verbs_on_a_chat_session_are_a_400_that_changes_nothing(

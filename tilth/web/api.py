@@ -327,7 +327,7 @@ async def fork(request: Request) -> Response:
             "id": child.id,
             "parent": session.id,
             "checkpoint": target.id,
-            "branch": child.branch,
+            "branch": None if _is_chat(child) else child.branch,  # a chat's fork: a directory
             "workspace": str(result.worktree),
             "notes": notes,
         }
