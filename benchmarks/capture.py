@@ -12,7 +12,9 @@ commits it, then measures:
   with the inotify watcher and once with the stat-scan fallback;
 - shadow git (the Cline / Gemini CLI layout: a separate git dir with the workspace as work
   tree): the first snapshot, then ``add -A`` + ``commit`` per turn with a persistent index;
-- restore of a checkpoint ten turns back, both ways;
+- restore of a checkpoint ten turns back and forth, both ways: Tilth with the live change
+  feed a recording process has (chat, the web UI: the plan costs what differs), Tilth in a
+  new process (one walk of the worktree), and shadow git (``read-tree -u --reset`` + clean);
 - bytes stored per turn (blob store growth vs shadow git dir growth).
 
 Not run by the test suite; figures depend on the machine. Medians over ``--turns`` turns.
@@ -32,9 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilth.timeline.record.blob_store import BlobStore
+from tilth.timeline.record.git_reads import TreeCache
 from tilth.timeline.record.turn_capture import TurnCapture, TurnResult
 from tilth.timeline.rewind.code_restore import apply_code, keep_conflicts, plan_code
 
+RESTORES = 6
+"""Restores timed per size, alternating ten turns back and forward again (medians shown)."""
 ENV = {
     **os.environ,
     "GIT_AUTHOR_NAME": "bench",
@@ -98,12 +103,13 @@ class Figures:
     edit_ms: list[float] = field(default_factory=list)
     bash_inotify_ms: list[float] = field(default_factory=list)
     bash_scan_ms: list[float] = field(default_factory=list)
-    restore_ms: float = 0.0
+    restore_ms: list[float] = field(default_factory=list)
+    restore_cold_ms: float = 0.0
     store_bytes_per_turn: float = 0.0
     changed_bytes_per_turn: float = 0.0
     shadow_first_ms: float = 0.0
     shadow_turn_ms: list[float] = field(default_factory=list)
-    shadow_restore_ms: float = 0.0
+    shadow_restore_ms: list[float] = field(default_factory=list)
     shadow_bytes_per_turn: float = 0.0
 
 
@@ -178,16 +184,31 @@ def bench_tilth(fig: Figures, work: Path, ws: Path, paths: list[str], turns: int
         history.append(scanning.finish_turn())
         elapsed += (time.perf_counter() - start) * 1000
         fig.bash_scan_ms.append(elapsed)
+    scanning.close()
     latest = history[-1]
     target = history[max(0, len(history) - 11)]
 
-    def restore() -> None:
-        code = plan_code(ws, target.head, target.overlay, latest.head, latest.overlay)
+    def restore(
+        to: TurnResult, at: TurnResult, changed: set[str] | None, trees: TreeCache | None = None
+    ) -> None:
+        code = plan_code(ws, to.head, to.overlay, at.head, at.overlay, changed=changed, trees=trees)
         keep_conflicts(code, ws, store)
         apply_code(code, ws, store)
 
-    fig.restore_ms = _timed(restore)
-    scanning.close()
+    # A new process: nothing is known about the worktree, so the plan walks it once.
+    fig.restore_cold_ms = _timed(lambda: restore(target, latest, None))
+    restore(latest, target, None)
+    # A recording process (chat, the web UI): its change feed says what changed since the
+    # last recorded state, so a restore costs what differs.
+    live = TurnCapture(None, ws, store)
+    live.resync()
+    at, to = latest, target
+    for _ in range(RESTORES):
+        changed = live.changed_since_turn()
+        fig.restore_ms.append(_timed(lambda t=to, a=at, c=changed: restore(t, a, c, live.trees)))
+        live.resync()  # the restored state is the recorded one now (not timed)
+        at, to = to, at
+    live.close()
 
 
 def bench_shadow(fig: Figures, work: Path, ws: Path, paths: list[str], turns: int) -> None:
@@ -215,11 +236,13 @@ def bench_shadow(fig: Figures, work: Path, ws: Path, paths: list[str], turns: in
     fig.shadow_bytes_per_turn = (_dir_bytes(shadow) - before) / (turns * 2)
     target = shas[max(0, len(shas) - 11)]
 
-    def restore() -> None:
-        _git(ws, "read-tree", "-u", "--reset", target, git_dir=shadow)
+    def restore(sha: str) -> None:
+        _git(ws, "read-tree", "-u", "--reset", sha, git_dir=shadow)
         _git(ws, "clean", "-q", "-fd", git_dir=shadow)
 
-    fig.shadow_restore_ms = _timed(restore)
+    for index in range(RESTORES):
+        sha = target if index % 2 == 0 else shas[-1]
+        fig.shadow_restore_ms.append(_timed(lambda s=sha: restore(s)))
 
 
 def run_size(n: int, turns: int, base: Path) -> Figures:
@@ -257,8 +280,15 @@ def render(figures: list[Figures]) -> str:
                 for f in figures
             ],
         ),
-        ("restore 10 turns back: tilth (ms)", [f"{f.restore_ms:.0f}" for f in figures]),
-        ("restore 10 turns back: shadow git (ms)", [f"{f.shadow_restore_ms:.0f}" for f in figures]),
+        ("restore 10 turns back: tilth, live feed p50 (ms)", [_med(f.restore_ms) for f in figures]),
+        (
+            "restore 10 turns back: tilth, new process (ms)",
+            [f"{f.restore_cold_ms:.0f}" for f in figures],
+        ),
+        (
+            "restore 10 turns back: shadow git p50 (ms)",
+            [_med(f.shadow_restore_ms) for f in figures],
+        ),
         ("bytes changed per edit turn", [f"{f.changed_bytes_per_turn:.0f}" for f in figures]),
         ("bytes stored per edit turn: tilth", [f"{f.store_bytes_per_turn:.0f}" for f in figures]),
         ("bytes stored per turn: shadow git", [f"{f.shadow_bytes_per_turn:.0f}" for f in figures]),

@@ -118,7 +118,10 @@ def run_cli(
     cwd: Path | None = None,
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real ``tilth`` CLI in a subprocess (stdin not a TTY)."""
+    """Run the real ``tilth`` CLI (stdin not a TTY): in this process, or in a subprocess when
+    a fault is injected (it SIGKILLs its process) or ``cwd`` is given."""
+    if "TILTH_FAULT_AT" not in (env or {}) and cwd is None:
+        return run_cli_in_process(*args, input_text=input_text or "", env=env)
     full_env = {**os.environ, **(env or {})}
     full_env.pop("TILTH_DEBUG", None)
     return subprocess.run(
@@ -130,6 +133,37 @@ def run_cli(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def run_cli_in_process(
+    *args: str, input_text: str = "", env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in this process (for parsing and printing); same result shape as ``run_cli``.
+
+    Signals and exit codes of a real process are what ``run_cli`` is for.
+    """
+    import contextlib
+    import io
+
+    from tilth.cli import main
+
+    saved = {key: os.environ.get(key) for key in (env or {})}
+    out, err = io.StringIO(), io.StringIO()
+    stdin = sys.stdin
+    try:
+        os.environ.update(env or {})
+        os.environ.pop("TILTH_DEBUG", None)
+        sys.stdin = io.StringIO(input_text)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        sys.stdin = stdin
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return subprocess.CompletedProcess(["tilth", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

@@ -7,9 +7,7 @@ prd.json, events), so these tests do not depend on prep-feature.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -158,17 +156,11 @@ def team_server(team: Team | Any) -> Iterator[FakeServer]:
 def tilth(
     *args: str, env: Mapping[str, str] | None = None, timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a subprocess (stdin not a TTY)."""
-    full_env = {**os.environ, **(env or {})}
-    full_env.pop("TILTH_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "tilth", *args],
-        input="",
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-    )
+    """The real CLI (stdin not a TTY), in this process: the loop is the same code either
+    way; signals and exit codes of a real process are tested with ``subprocess`` directly."""
+    from tests.conftest import run_cli_in_process
+
+    return run_cli_in_process(*args, env=env)
 
 
 def worker_requests(server: FakeServer) -> list[dict[str, Any]]:

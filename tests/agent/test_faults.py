@@ -232,3 +232,25 @@ def test_read_only_session_directory(repo: Path, sessions_dir: Path) -> None:
     finally:
         _writable(seeded.session.dir)
     assert seeded.session.status == "prepared"
+
+
+def test_a_listing_into_a_closed_pipe_ends_quietly(repo: Path, sessions_dir: Path) -> None:
+    """``tilth sessions --json | head -1``: no traceback, nothing spilled onto stderr."""
+    from tilth.session.store import Session
+
+    for _ in range(800):
+        Session.create(sessions_dir, repo)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tilth", "sessions", "--json"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.readline().strip() == b"["
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    child.wait(timeout=60)
+    assert err == "", err
+    assert child.returncode in (0, 1)

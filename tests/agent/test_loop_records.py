@@ -6,9 +6,10 @@ import io
 import json
 from pathlib import Path
 
-from tilth.agent.loop import Stop, next_task
+from tilth.agent.loop import next_task
 from tilth.agent.progress import TerminalProgress
 from tilth.agent.records import append_progress, write_summary
+from tilth.agent.stops import Stop
 from tilth.session.store import Session
 from tilth.ui.io import IO
 

@@ -27,7 +27,7 @@ from tests.agent.test_pipeline_kit import (
 )
 from tilth import git
 from tilth.agent.pipeline import TaskOutcome, run_task
-from tilth.agent.run_context import StopRun
+from tilth.agent.stops import StopRun
 from tilth.errors import ModelError
 from tilth.model import empty, error, reply, tool_call
 

@@ -79,6 +79,13 @@ class CallLog:
         self.calls.append(("turn", {"actor": actor, **kwargs, "stages_done": list(done)}))
         return self.recorder.turn(actor, **kwargs)
 
+    def stop(self, reason: str) -> Any:
+        self.calls.append(("stop", {"reason": reason}))
+        return self.recorder.stop(reason)
+
+    def close(self) -> None:
+        self.recorder.close()
+
 
 @dataclass
 class Progress:
@@ -92,6 +99,9 @@ class Progress:
 
     def note(self, text: str, style: str | None = None) -> None:
         self.notes.append(text)
+
+    def on_delta(self, delta: Any) -> None:
+        pass
 
 
 @dataclass

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tilth.agent.run_context import RunContext, StopRun
+from tilth.agent.run_context import RunContext
+from tilth.agent.stops import StopRun
 from tilth.config import load_settings
 from tilth.model.script import Script
 from tilth.model.scripted import ScriptedModel

@@ -252,3 +252,33 @@ def test_on_a_terminal_each_repair_is_shown_and_confirmed(story: Story) -> None:
     assert code == 1, screen  # prd.json is still damaged: it was declined
     assert story.session.workspace_dir.is_dir()
     assert story.session.prd_path.read_text() == ""
+
+
+def test_a_chat_session_is_diagnosed_as_a_chat(tmp_path: Path) -> None:
+    """No branch, worktree or seed to miss: a chat's log and directory are what can break."""
+    from tests.chat.test_chat_scripted import run_chat
+    from tilth.model import reply
+
+    work = tmp_path / "dir"
+    work.mkdir()
+    done = run_chat(tmp_path, str(work), ["hello"], [reply("Hi.")])
+    assert done.returncode == 0, done.stderr
+    home = tmp_path / "home"
+    (sid,) = [p.name for p in (home / "sessions").iterdir()]
+    session = Session(sid, home / "sessions" / sid)
+    env = {"TILTH_HOME": str(home)}
+    whole = tilth("doctor", sid, env=env)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    session.checkpoint_path.write_text("{")
+    repaired = tilth("doctor", sid, "--repair", "-y", env=env)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    cp = session.checkpoint()
+    assert cp["kind"] == "chat" and cp["branch"] is None
+    assert cp["workspace"] == str(work.resolve())
+    session.events.path.unlink()
+    assert tilth("doctor", sid, "--repair", "-y", env=env).returncode == 0
+    assert [e.type for e in session.events.events()] == ["session_start", "events_restored"]
+    shutil.rmtree(work)
+    gone = tilth("doctor", sid, "--json", env=env)
+    problems = json.loads(gone.stdout)["problems"]
+    assert [p["problem"] for p in problems] == ["directory"] and problems[0]["fix"] is None

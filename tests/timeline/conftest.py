@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_repo, run_cli
+from tests.conftest import make_repo, run_cli, run_cli_in_process
 from tests.timeline.simrun import SimRun, clone_world, finish_run, prep
 from tilth.session.store import Session
 
@@ -28,6 +28,10 @@ class World:
     def cli(self, *args: str, **env: str):  # type: ignore[no-untyped-def]
         """Run the real CLI against this world's sessions dir."""
         return run_cli(*args, env={"TILTH_SESSIONS_DIR": str(self.sessions_dir), **env})
+
+    def cli_here(self, *args: str, **env: str):  # type: ignore[no-untyped-def]
+        """The CLI in this process (parsing and printing only; no signals)."""
+        return run_cli_in_process(*args, env={"TILTH_SESSIONS_DIR": str(self.sessions_dir), **env})
 
 
 def build_world(root: Path, tiers: tuple[str, ...], turns: int, *, run: bool = True) -> World:

@@ -273,7 +273,7 @@ def fingerprint(session: Session) -> dict[str, Any]:
     events = files.pop("events.jsonl", b"").decode().splitlines()
     records = [json.loads(line) for line in events]
     for record in records:
-        if record["type"] in ("rewind", "restart"):
+        if record["type"] in ("rewind", "restart", "undo", "session_resume"):
             record["ts"] = record["payload"]["op"] = "-"
     cp = json.loads(files.pop("checkpoint.json"))
     for key in ("source", "workspace"):
@@ -287,3 +287,10 @@ def fingerprint(session: Session) -> dict[str, Any]:
         "checkpoints": sorted(p.name for p in (session.dir / "timeline" / "checkpoints").glob("*")),
         "stash": git.git("stash", "list", "--format=%s", cwd=worktree).splitlines(),
     }
+
+
+def timeline_of(session: Session) -> list[Checkpoint]:
+    """The checkpoints of the timeline itself, without the undo points (``before-``)."""
+    from tilth.timeline import list_checkpoints
+
+    return [c for c in list_checkpoints(session) if not c.is_before]

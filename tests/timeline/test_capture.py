@@ -219,3 +219,31 @@ def test_files_under_an_ignored_directory_are_counted_not_listed(rig: Rig) -> No
     joined = "\n".join(result.gaps)
     assert "ignored path changed, not captured: cache/ (" in joined  # counted, not listed
     assert "cache/v/f1" not in joined
+
+
+def test_a_file_over_the_cap_is_reported_once_where_it_changed(rig: Rig, tmp_path: Path) -> None:
+    from tilth.session.store import Session
+
+    session = Session.create(tmp_path / "sessions", rig.root)
+    rig.capture.close()
+    rig.capture = TurnCapture(session, rig.root, rig.store, cap=100)
+    rig.capture.resync()
+    first = rig.bash("head -c 500 /dev/zero > blob.bin")
+    assert "blob.bin" in first.files_changed
+    assert any("file over size cap: blob.bin" in gap for gap in first.gaps)
+    later = [
+        rig.bash("echo more >> src/util.py"),
+        rig.edit({"src/app.py": "x = 9\n"}),
+    ]
+    # A new process (a resumed run) takes stock afresh; the big file is still as it was.
+    rig.capture.close()
+    rig.capture = TurnCapture(session, rig.root, rig.store, cap=100)
+    later.append(rig.capture.finish_turn())  # a turn without tool calls comes first
+    assert later[-1].files_changed == [] and later[-1].overlay == later[-2].overlay
+    later.append(rig.edit({"src/app.py": "x = 10\n"}))
+    for result in later:
+        assert "blob.bin" not in result.files_changed, result.files_changed
+        assert not any("blob.bin" in gap for gap in result.gaps), result.gaps
+    changed_again = rig.bash("head -c 600 /dev/zero > blob.bin")
+    assert "blob.bin" in changed_again.files_changed
+    assert any("file over size cap: blob.bin (600 bytes)" in g for g in changed_again.gaps)

@@ -1,4 +1,7 @@
-"""SIGKILL at every step of rewind, restart and reset --to-seed; the next command recovers.
+"""SIGKILL at every step of every go-back; the next command recovers.
+
+Rewind, restart, reset --to-seed, undo and resume's preparation run here; fork (whose
+steps make a second session) has its own case below.
 
 Each case runs the real CLI with ``TILTH_FAULT_AT=<step>`` so the process kills
 itself at that step, then runs ``tilth checkpoints`` (which recovers), and
@@ -21,11 +24,15 @@ import pytest
 
 from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, worktree_of
-from tilth.timeline import plan_rewind, recover, resolve_checkpoint
+from tilth import git
+from tilth.agent.resume import failed_subject, plan_resume
+from tilth.timeline import execute_rewind, plan_rewind, recover, resolve_checkpoint
+from tilth.timeline.controller import TimelineController
 from tilth.timeline.rewind.executor import steps_for
 from tilth.timeline.rewind.journal import journal_path, read_operations
 from tilth.timeline.rewind.restart import plan_restart
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
+from tilth.timeline.rewind.undo import plan_undo
 
 _OP_ID = re.compile(rb"op-\d{8}-\d{6}-[0-9a-f]{6}")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
@@ -39,6 +46,49 @@ class Op:
     args: Callable[[World], list[str]]
     plan: Callable[[World], Any]
     dirty: bool = False
+    prepare: Callable[[World], None] | None = None
+
+
+def _rewound(world: World) -> None:
+    """A rewind to undo."""
+    with world.session.lock():
+        target = resolve_checkpoint(world.session, "T-001/planning")
+        execute_rewind(world.session, plan_rewind(world.session, target, "both"))
+
+
+def _failed(world: World) -> None:
+    """A failed T-001 with its FAILED placeholder commit, as the loop leaves it."""
+    prd = world.session.load_prd()
+    prd[0]["status"] = "failed"
+    world.session.save_prd(prd)
+    worktree = worktree_of(world.session)
+    (worktree / "partial.py").write_text("half done\n")
+    stamp = {
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    }
+    saved = {k: os.environ.get(k) for k in stamp}
+    os.environ.update(stamp)  # the same placeholder sha in every clone
+    try:
+        git.commit_all(worktree, failed_subject("T-001", "iter_cap", "task 1"), allow_empty=True)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    world.session.set_status("failed")
+
+
+RESUME_PREP = (
+    "import sys; from pathlib import Path; from tilth.session.store import Session; "
+    "from tilth.agent.resume import prepare_resume; "
+    "s = Session.open(Path(sys.argv[1]), sys.argv[2]); "
+    "from tilth.timeline import open_for_writing; "
+    "from tilth.timeline.record.state_capture import worktree_of; "
+    "cm = open_for_writing(s, lambda m: print(m, file=sys.stderr)); cm.__enter__(); "
+    "prepare_resume(s, worktree_of(s))"
+)
 
 
 OPS = {
@@ -63,6 +113,18 @@ OPS = {
         lambda w: plan_restart(w.session, "T-001", "implementing", "L1"),
         dirty=True,
     ),
+    "undo": Op(
+        "undo",
+        lambda w: ["rewind", w.session.id, "--undo", "-y"],
+        lambda w: plan_undo(w.session),
+        prepare=_rewound,
+    ),
+    "resume": Op(
+        "resume",
+        lambda w: ["-c", RESUME_PREP, str(w.sessions_dir), w.session.id],
+        lambda w: plan_resume(w.session, worktree_of(w.session))[1],
+        prepare=_failed,
+    ),
 }
 
 
@@ -84,6 +146,8 @@ def _state(world: World) -> Any:
 
 
 def _prepare(world: World, op: Op) -> None:
+    if op.prepare is not None:
+        op.prepare(world)
     if op.dirty:
         (worktree_of(world.session) / "README.md").write_text("edited, not committed\n")
 
@@ -94,8 +158,9 @@ def _spawn(world: World, args: list[str], fault: str | None) -> subprocess.Popen
     env["TILTH_SESSIONS_DIR"] = str(world.sessions_dir)
     if fault:
         env["TILTH_FAULT_AT"] = fault
+    command = [sys.executable, *args] if args[0] == "-c" else [sys.executable, "-m", "tilth", *args]
     return subprocess.Popen(
-        [sys.executable, "-m", "tilth", *args],
+        command,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -164,3 +229,54 @@ def test_sigkill_at_every_step_then_the_next_command_recovers(
         else:
             assert ops[0]["recovered"] is (fault != "finish+")
             assert _state(world) == expected, f"{fault}: not rolled forward"
+
+
+def _child_state(sessions_dir: Any, parent_id: str) -> Any:
+    from pathlib import Path
+
+    from tilth.session.store import Session
+    from tilth.timeline.rewind.change_report import tree_hash
+
+    children = [p for p in Path(sessions_dir).iterdir() if p.name != parent_id]
+    if not children:
+        return None
+    (child_dir,) = children
+    child = Session(child_dir.name, child_dir)
+    record = child.checkpoint()
+    return {
+        "incomplete": record.get("fork_incomplete", False),
+        "status": record.get("status"),
+        "tokens": record.get("tokens_used"),
+        "tree": tree_hash(Path(record["workspace"])),
+        "threads": child.threads.heads(),
+        "prd": child.load_prd(),
+        "events": [e.type for e in child.events.events()],
+        "checkpoints": sorted(p.name for p in (child_dir / "timeline/checkpoints").iterdir()),
+    }
+
+
+def test_sigkill_at_every_step_of_a_fork_then_the_parents_next_command_completes_it(
+    world_clone: Callable[..., World],
+) -> None:
+    probe = world_clone(("L1",), 1)
+    target = resolve_checkpoint(probe.session, "T-001/implementing")
+    plan = TimelineController(probe.session).plan_fork(target)
+    faults = ["journal", *steps_for(plan)]
+    args = ["fork", probe.session.id, "--at", "T-001/implementing"]
+    parent_before = _state(probe)
+    assert _run_all([(probe, args, None)])[0][0] == 0
+    expected = _child_state(probe.sessions_dir, probe.session.id)
+    assert expected is not None and not expected["incomplete"]
+    worlds = [world_clone(("L1",), 1) for _ in faults]
+    killed = _run_all([(w, args, fault) for w, fault in zip(worlds, faults, strict=True)])
+    for fault, (code, _, err) in zip(faults, killed, strict=True):
+        assert code == -9, f"{fault}: expected SIGKILL, got {code}: {err}"
+    for fault, world in zip(faults, worlds, strict=True):
+        message = _recover_in_process(world)
+        assert not journal_path(world.session).exists(), fault
+        assert _state(world) == parent_before, f"{fault}: the parent changed"
+        child = _child_state(world.sessions_dir, world.session.id)
+        if fault == "journal":
+            assert child is None and "cancelled" in message, fault
+        else:
+            assert child == expected, f"{fault}: the fork was not completed"

@@ -103,7 +103,7 @@ def test_fork_at_the_seed_and_a_clear_error_without_at(tilth_home: Path, tmp_pat
     assert child.threads.heads() == seed.threads
 
 
-def test_an_interrupted_fork_is_marked_and_can_be_discarded(
+def test_an_interrupted_fork_is_completed_by_the_parents_next_command(
     tilth_home: Path, tmp_path: Path
 ) -> None:
     import signal
@@ -117,7 +117,18 @@ def test_an_interrupted_fork_is_marked_and_can_be_discarded(
     (half,) = [p.name for p in sessions.iterdir() if p.name != parent.id]
     record = Session.open(sessions, half).checkpoint()
     assert record["fork_incomplete"] is True and record["status"] == "failed"
+    journaled = _session_files(parent)
+    assert set(journaled) - set(before) == {"timeline/journal.json"}
+    listed = _cli(sessions, "checkpoints", parent.id)
+    assert listed.returncode == 0, listed.stderr
+    assert "finished an interrupted fork" in listed.stderr
     assert _session_files(parent) == before
+    child = Session.open(sessions, half)
+    record = child.checkpoint()
+    target = resolve_checkpoint(parent, ids[1])
+    assert "fork_incomplete" not in record and record["forked_from"]["checkpoint"] == ids[1]
+    assert tree_hash(Path(record["workspace"])) == driver.trees[ids[1]]
+    assert child.threads.heads() == target.threads
     gone = _cli(sessions, "reset", half, "-y")
     assert gone.returncode == 0, gone.stderr
     assert not (sessions / half).exists()

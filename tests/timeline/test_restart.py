@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.timeline.conftest import World
-from tests.timeline.simrun import STAGES, SimRun, worktree_of
+from tests.timeline.simrun import STAGES, SimRun, timeline_of, worktree_of
 from tilth import git
 from tilth.timeline import list_checkpoints, resolve_checkpoint
 from tilth.timeline.rewind.journal import read_operations
@@ -53,7 +53,7 @@ def test_restart_from_a_stage_rolls_back_to_the_stage_before(
     assert task_state["stages_done"][-1] == previous and stage not in task_state["outputs"]
     assert not (session.tasks_dir / "T-002.json").exists()
     assert not (session.dir / "ledger" / "T-002.jsonl").exists()
-    assert list_checkpoints(session)[-1].id == target.id
+    assert timeline_of(session)[-1].id == target.id
     event = _last_event(world)
     assert event["type"] == "restart"
     assert event["payload"]["task_id"] == "T-001" and event["payload"]["from"] == stage  # type: ignore[index]

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable
 
 from tests.timeline.conftest import World
-from tests.timeline.simrun import fingerprint, observe, worktree_of
+from tests.timeline.simrun import fingerprint, observe, timeline_of, worktree_of
 from tilth import git
 from tilth.timeline import Recorder, list_checkpoints, plan_rewind, resolve_checkpoint
+from tilth.timeline.record.checkpoints import CHECKPOINT_FILE_SCHEMA
 from tilth.timeline.record.state_capture import count_lines, log_tail, thread_heads
 
 
@@ -53,7 +54,8 @@ def test_scope_both_makes_it_as_if_nothing_after_the_checkpoint_happened(
     tasks = {p.stem: json.loads(p.read_text()) for p in session.tasks_dir.glob("*.json")}
     assert tasks == target.state["tasks"]
     assert count_lines(session.progress_path) == target.state["progress_lines"]
-    remaining = [c.id for c in list_checkpoints(session)]
+    remaining = [c.id for c in timeline_of(session)]
+    assert [c.kind for c in list_checkpoints(session)][-1] == "before-rewind"
     assert remaining[-1] == target.id and not set(later) & set(remaining)
     # a checkpoint recorded afterwards gets a fresh id: ids are never reused
     fresh = Recorder(session, worktree_of(session)).task_start("T-002")
@@ -82,7 +84,7 @@ def test_scope_code_restores_files_only_and_notes_it_in_the_conversation(
     assert now.statuses == {"T-001": "in_progress", "T-002": "pending"}
     assert "T-002: the commits of" in result.stdout
     assert now.events == before.events + 1
-    assert [c.id for c in list_checkpoints(session)] == checkpoints
+    assert [c.id for c in timeline_of(session)] == checkpoints
     after = thread_heads(session.threads.directory)
     changed = {k for k, v in after.items() if heads.get(k) != v}
     assert len(changed) == 1
@@ -105,7 +107,7 @@ def test_scope_conversation_keeps_files_and_cuts_threads_state_and_log(
     assert now.statuses == world.sim.seen[target.id].statuses
     assert now.events == world.sim.seen[target.id].events + 1
     assert thread_heads(session.threads.directory) == target.threads
-    assert list_checkpoints(session)[-1].id == target.id
+    assert timeline_of(session)[-1].id == target.id
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(world_clone: Callable[..., World]) -> None:
@@ -193,7 +195,7 @@ def test_recorder_notes_log_position_and_state_without_scanning(
     assert cp.threads["worker-T-001"] == "worker-T-001#1"
     assert cp.head == git.head(worktree_of(session))
     stored = json.loads((session.dir / "timeline/checkpoints/cp-0002.json").read_text())
-    assert stored["schema"] == 1 and stored["overlay"] == {}
+    assert stored["schema"] == CHECKPOINT_FILE_SCHEMA and stored["overlay"] == {}
     assert resolve_checkpoint(session, "latest").id == "cp-0002"
     assert resolve_checkpoint(session, "seed").id == "cp-0001"
     assert resolve_checkpoint(session, "2").id == "cp-0002"
@@ -216,7 +218,7 @@ def test_on_a_terminal_without_to_a_numbered_picker_chooses(
     rows = [next(ln for ln in text.splitlines() if f") {cp.id} " in ln) for cp in newest_first[:9]]
     starts = {row.rindex(cp.label) for row, cp in zip(rows, newest_first, strict=False)}
     assert len(starts) == 1, rows
-    assert list_checkpoints(session)[-1].id == chosen.id
+    assert timeline_of(session)[-1].id == chosen.id
     assert git.head(worktree_of(session)) == chosen.head
 
 

@@ -1,11 +1,12 @@
-"""A state machine over random turns, rewinds, forks, summaries and collections.
+"""A state machine over random turns, rewinds, restarts, forks, undos, summaries and collections.
 
 Edit turns go through the real ToolBox, bash turns through real ``bash`` (create, append,
 delete, rename, chmod), and every turn is recorded by the real Recorder. After each rewind
 the worktree must equal, file for file, the tree seen when that checkpoint was recorded,
 and the conversation (with summaries expanded) the thread seen then. Forks must equal
-their checkpoint and leave the parent alone; a collection must never drop a blob that a
-checkpoint still names.
+their checkpoint and leave the parent alone; an undo must return to exactly the state
+before the go-back it undoes (an undo of an undo is redo); a collection must never drop a
+blob that a checkpoint still names.
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ from tilth.config import load_settings
 from tilth.errors import UsageError
 from tilth.model import Script, ScriptedModel, reply
 from tilth.session.threads import StoredMessage
-from tilth.timeline import Recorder, execute_rewind, list_checkpoints, open_for_writing, plan_rewind
+from tilth.timeline import Recorder, list_checkpoints, open_for_writing, plan_rewind
+from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.blob_store import session_store, split_entry
 from tilth.timeline.record.retention import collect
 from tilth.timeline.record.turn_capture import TurnCapture
 from tilth.timeline.rewind.change_report import tree_hash
-from tilth.timeline.rewind.fork import fork_session
 from tilth.timeline.rewind.summarize import summarize
 from tilth.tools import ToolBox
 
@@ -87,9 +88,14 @@ class TimelineMachine(RuleBasedStateMachine):
         self.turns = 0
         self.seen: dict[str, Seen] = {}
         self.recorder: Recorder | None = None
+        self.undo_stack: list[tuple[str, Seen, dict[str, Seen]]] = []
+        """(undo point, the state before the go-back, the checkpoints seen then), newest last."""
         self._open()
         seed = list_checkpoints(self.session)[0]
         self.seen[seed.id] = Seen(tree_hash(self.worktree), seed.head, self._thread())
+        assert self.recorder is not None
+        start = self.recorder.task_start("T-001")
+        self.seen[start.id] = Seen(tree_hash(self.worktree), start.head, self._thread())
 
     # ---- plumbing -----------------------------------------------------------------------
     @property
@@ -119,6 +125,16 @@ class TimelineMachine(RuleBasedStateMachine):
             "worker", task_id="T-001", stage="implementing", turn=self.turns, label=label
         )
         self.seen[cp.id] = Seen(tree_hash(self.worktree), cp.head, self._thread())
+
+    def _now(self) -> Seen:
+        return Seen(tree_hash(self.worktree), git.head(self.worktree), self._thread())
+
+    def _execute(self, plan: Any) -> None:
+        """Carry ``plan`` out through the controller, remembering its undo point."""
+        before, seen = self._now(), dict(self.seen)
+        result = TimelineController(self.session).execute(plan)
+        assert result.undo_point is not None
+        self.undo_stack.append((result.undo_point, before, seen))
 
     def _forget_missing(self) -> None:
         present = {cp.id for cp in list_checkpoints(self.session)}
@@ -170,14 +186,18 @@ class TimelineMachine(RuleBasedStateMachine):
 
     # ---- going back -------------------------------------------------------------------------
     @precondition(lambda self: len(self.seen) > 1)
-    @rule(data=st.data(), scope=st.sampled_from(["both", "code", "conversation"]))
-    def rewind(self, data: st.DataObject, scope: str) -> None:
+    @rule(
+        data=st.data(), scope=st.sampled_from(["both", "code", "conversation"]), live=st.booleans()
+    )
+    def rewind(self, data: st.DataObject, scope: str, live: bool) -> None:
         target_id = data.draw(st.sampled_from(sorted(self.seen)))
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
         tree_before = tree_hash(self.worktree)
-        self._close()
+        if not live:
+            self._close()  # a new process: the plan walks the worktree
+        # live: this process's capture (as in chat) tells the planner what changed
         with open_for_writing(self.session):
-            execute_rewind(self.session, plan_rewind(self.session, target, scope))
+            self._execute(plan_rewind(self.session, target, scope))
         seen = self.seen[target_id]
         if scope == "conversation":
             assert tree_hash(self.worktree) == tree_before
@@ -190,23 +210,26 @@ class TimelineMachine(RuleBasedStateMachine):
         self._open()
 
     @precondition(lambda self: len(self.seen) > 1)
-    @rule(data=st.data(), name=names, text=texts, force=st.booleans())
-    def user_edit_then_rewind(self, data: st.DataObject, name: str, text: str, force: bool) -> None:
+    @rule(data=st.data(), name=names, text=texts, force=st.booleans(), live=st.booleans())
+    def user_edit_then_rewind(
+        self, data: st.DataObject, name: str, text: str, force: bool, live: bool
+    ) -> None:
         target_id = data.draw(st.sampled_from(sorted(self.seen)))
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
         mine = f"user edit {text}\n"
         (self.worktree / name).parent.mkdir(parents=True, exist_ok=True)
         (self.worktree / name).write_text(mine)
-        self._close()
+        if not live:
+            self._close()
         with open_for_writing(self.session):
             plan = plan_rewind(self.session, target, "code", force=force)
             if not name.endswith(".log"):
                 assert name in plan.conflicts
-            execute_rewind(self.session, plan)
+            self._execute(plan)
         if not force and not name.endswith(".log"):
             assert (self.worktree / name).read_text() == mine
             with open_for_writing(self.session):
-                execute_rewind(self.session, plan_rewind(self.session, target, "code", force=True))
+                self._execute(plan_rewind(self.session, target, "code", force=True))
         assert tree_hash(self.worktree) == self.seen[target_id].tree
         self._open()
 
@@ -217,7 +240,7 @@ class TimelineMachine(RuleBasedStateMachine):
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
         before = (tree_hash(self.worktree), git.head(self.worktree), self._thread())
         with open_for_writing(self.session):
-            child = fork_session(self.session, target, self.sessions_dir)
+            child = TimelineController(self.session).fork(target)
         assert tree_hash(child.worktree) == self.seen[target_id].tree
         assert expanded(child.session.threads.get(THREAD).read()) == self.seen[target_id].thread
         assert (tree_hash(self.worktree), git.head(self.worktree), self._thread()) == before
@@ -225,7 +248,44 @@ class TimelineMachine(RuleBasedStateMachine):
             self._close()
             self.session = child.session
             self._forget_missing()
+            self.undo_stack = []  # undo points belong to the parent's timeline
             self._open()
+
+    @precondition(
+        lambda self: any(cp.kind == "task_start" for cp in list_checkpoints(self.session))
+    )
+    @rule(dirty=st.booleans())
+    def restart(self, dirty: bool) -> None:
+        if dirty:
+            (self.worktree / "a.txt").write_text(f"uncommitted {self.turns}\n")
+        start = next(cp for cp in list_checkpoints(self.session) if cp.kind == "task_start")
+        self._close()
+        controller = TimelineController(self.session)
+        with controller.writing():
+            self._execute(controller.plan_restart("T-001", None))
+        assert tree_hash(self.worktree) == self.seen[start.id].tree
+        assert self._thread() == self.seen[start.id].thread
+        self._forget_missing()
+        self._open()
+
+    @precondition(lambda self: bool(self.undo_stack))
+    @rule()
+    def undo(self) -> None:
+        point, before, seen = self.undo_stack.pop()
+        self._close()
+        controller = TimelineController(self.session)
+        with controller.writing():
+            plan = controller.plan_undo()
+            assert plan.target == point
+            now, seen_now = self._now(), dict(self.seen)
+            result = controller.execute(plan)
+        assert self._now() == before
+        self.seen = seen
+        present = {cp.id for cp in list_checkpoints(self.session)}
+        assert set(seen) <= present, sorted(set(seen) - present)
+        assert result.undo_point is not None
+        self.undo_stack.append((result.undo_point, now, seen_now))  # so undo again = redo
+        self._open()
 
     @precondition(lambda self: len(self.seen) > 1)
     @rule(data=st.data(), direction=st.sampled_from(["up-to", "from"]))
@@ -244,8 +304,18 @@ class TimelineMachine(RuleBasedStateMachine):
     def collect_garbage(self) -> None:
         env: dict[str, Any] = {"TILTH_CHECKPOINT_MAX_BYTES": "0"}
         cfg = load_settings({"TILTH_HOME": str(load_settings().home), **env})
+        had = {cp.id for cp in list_checkpoints(self.session)}
         collect(cfg, grace_seconds=0)
         self._forget_missing()
+        present = {cp.id for cp in list_checkpoints(self.session)}
+        pruned = had - present
+        # A pruned undo point cannot be undone any more (its archive went with it), and an
+        # undo does not bring back what retention pruned.
+        self.undo_stack = [
+            (point, before, {k: v for k, v in seen.items() if k not in pruned})
+            for point, before, seen in self.undo_stack
+            if point in present
+        ]
 
     @invariant()
     def every_named_blob_exists(self) -> None:

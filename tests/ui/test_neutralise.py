@@ -69,3 +69,22 @@ def test_an_escape_sequence_in_an_interview_question_prints_visibly(
     assert "Which format?\\x1b]0;pwned-title\\x07\\x1b[2J\\x1b[H" in screen
     assert "1) CSV\\x1b[2J\\x1b[H" in screen
     assert "2) JSON" in screen
+
+
+def test_chat_shows_an_escape_sequence_from_the_model_and_a_file_visibly(tmp_path: Path) -> None:
+    from tests.chat.test_chat_scripted import run_chat
+
+    work = tmp_path / "dir"
+    work.mkdir()
+    (work / "notes.txt").write_text(f"from a file {CLEAR}\n")
+    replies = [
+        reply(f"Here {TITLE}", tool_call("bash", command="cat notes.txt")),
+        reply(f"Done {CLEAR}"),
+    ]
+    done = run_chat(tmp_path, str(work), ["read the notes"], replies)
+    assert done.returncode == 0, done.stdout + done.stderr
+    screen = done.stdout + done.stderr
+    assert "\x1b" not in screen and "\x07" not in screen
+    assert "Here \\x1b]0;pwned-title\\x07" in screen
+    assert "Done \\x1b[2J\\x1b[H" in screen
+    assert "from a file \\x1b[2J\\x1b[H" in screen

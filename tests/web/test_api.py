@@ -46,7 +46,7 @@ def test_reads(client: TestClient, built: Built) -> None:
     assert detail["locked_by"] is None and detail["run"] is None
     timeline = client.get(f"/api/sessions/{built.id}/checkpoints").json()
     kinds = {cp["kind"] for cp in timeline["checkpoints"]}
-    assert kinds == {"seed", "task_start", "stage", "turn"}
+    assert kinds == {"seed", "task_start", "stage", "turn", "stop"}
     writes = [cp for cp in timeline["checkpoints"] if "textkit/words.py" in cp["files_changed"]]
     assert writes, timeline
     assert timeline["problems"] == []

@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from tilth import git
@@ -17,40 +16,9 @@ from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.pipeline import run_task, set_task_status
 from tilth.agent.records import append_progress, write_summary
 from tilth.agent.resume import failed_subject
-from tilth.agent.run_context import RunContext, StopRun
+from tilth.agent.run_context import RunContext
+from tilth.agent.stops import CAP_SETTINGS, Stop, StopRun
 from tilth.errors import StorageError, TilthError
-from tilth.session.store import Status
-
-RESUMABLE_STOPS = ("wall_clock", "token_cap", "interrupted")
-CAP_SETTINGS = {
-    "iter_cap": "TILTH_MAX_ITERATIONS_PER_TASK",
-    "evaluator_cap": "TILTH_MAX_EVALUATOR_CALLS_PER_TASK",
-    "verify_cap": "TILTH_MAX_VERIFY_FAILURES_PER_TASK",
-    "wall_clock": "TILTH_MAX_WALL_CLOCK_MINUTES",
-    "token_cap": "TILTH_MAX_TOKENS",
-}
-
-
-@dataclass(frozen=True)
-class Stop:
-    """How a run ended."""
-
-    reason: str
-    detail: str = ""
-    task_id: str | None = None
-    error: BaseException | None = None
-
-    @property
-    def status(self) -> Status:
-        """The session status this stop leaves behind."""
-        if self.reason == "all_done":
-            return "all_done"
-        return "running" if self.reason in RESUMABLE_STOPS else "failed"
-
-    @property
-    def exit_code(self) -> int:
-        """0 all done, 130 Ctrl-C, 1 error, 3 halted on a failed task or a cap."""
-        return {"all_done": 0, "interrupted": 130, "error": 1}.get(self.reason, 3)
 
 
 def next_task(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -150,6 +118,11 @@ def finish(ctx: RunContext, stop: Stop) -> Stop:
         except StorageError as exc:  # a full disk: the stop cannot be recorded, only shown
             ctx.progress.note(f"could not record the stop: {exc}", style="red")
         _refresh(ctx)
+        try:
+            # The finished state is a place on the timeline too (fork --at latest = it).
+            ctx.recorder.stop(stop.reason)
+        except (OSError, TilthError) as exc:
+            ctx.progress.note(f"could not record the stop checkpoint: {exc}", style="dim")
     return stop
 
 

@@ -16,9 +16,10 @@ from tilth import git
 from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.run_context import RunContext
 from tilth.agent.stages import StageResult, run_stage
+from tilth.agent.stops import StopReason, TaskFailed
 from tilth.agent.task_state import TaskState
 from tilth.agent.verdict import verdict_summary
-from tilth.agent.worker import TaskFailed, mark_stage_done
+from tilth.agent.worker import mark_stage_done
 from tilth.session.pipelines import stages_for
 from tilth.session.store import Session
 
@@ -28,7 +29,7 @@ class TaskOutcome:
     """How ``run_task`` ended."""
 
     status: Literal["done", "failed"]
-    reason: str | None = None
+    reason: StopReason | None = None
     """failed: iter_cap, evaluator_cap, verify_cap, empty_responses or no_case."""
     summary: str = ""
     fields: dict[str, Any] = field(default_factory=dict)

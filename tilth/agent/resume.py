@@ -15,6 +15,10 @@ from typing import Any
 
 from tilth import git
 from tilth.session.store import Session
+from tilth.timeline.record.state_capture import capture_state
+from tilth.timeline.rewind.executor import execute_rewind
+from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.planner import Target, plan
 
 FAILED_SUBJECT = re.compile(r"^(?P<task>T-\d{3,}): FAILED \((?P<reason>[a-z_]+)\)")
 
@@ -77,20 +81,57 @@ def unwind_failed_commit(worktree: Path, task_ids: set[str] | None = None) -> st
     return sha
 
 
-def prepare_resume(session: Session, worktree: Path) -> ResumePlan:
-    """Flip failed tasks to pending, unwind the placeholder, and say what will run."""
+def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPlan]:
+    """What resuming will change before the loop re-enters (no writes): failed tasks back
+    to pending, the FAILED placeholder soft-reset. One more go-back for the executor."""
     tasks = session.load_prd()
     retried = [str(t["id"]) for t in tasks if t.get("status") == "failed"]
-    for entry in tasks:
-        if entry.get("status") == "failed":
-            entry["status"] = "pending"
-    if retried:
-        # The pipeline sees the task's recorded failure and starts a fresh attempt itself.
-        session.save_prd(tasks)
-    open_ids = {str(t["id"]) for t in tasks if t.get("status") in ("pending", "in_progress")}
-    unwound = unwind_failed_commit(worktree, open_ids) if open_ids else None
-    ordered = [t for t in tasks if t.get("status") == "in_progress"] + [
-        t for t in tasks if t.get("status", "pending") == "pending"
+    flipped = [
+        {**t, "status": "pending"} if t.get("status") == "failed" else dict(t) for t in tasks
+    ]
+    open_ids = {str(t["id"]) for t in flipped if t.get("status") in ("pending", "in_progress")}
+    placeholder = failed_placeholder(worktree, open_ids) if open_ids else None
+    ordered = [t for t in flipped if t.get("status") == "in_progress"] + [
+        t for t in flipped if t.get("status", "pending") == "pending"
     ]
     pending = [str(t["id"]) for t in ordered if str(t["id"]) not in retried]
-    return ResumePlan(session.last_stop(), retried, pending, unwound)
+    resume = ResumePlan(session.last_stop(), retried, pending, placeholder)
+    state = None
+    if retried:
+        # The pipeline sees the task's recorded failure and starts a fresh attempt itself.
+        state = capture_state(session)
+        state["prd"] = flipped
+    changes = bool(retried or placeholder)
+    target = Target(
+        op="resume",
+        ref=git.head(worktree)[:12],
+        label="resume",
+        scope="both",
+        headline=f"resume session {session.id}: {resume.text}",
+        state=state,
+        unwind=git.rev_parse(f"{placeholder}^", worktree) if placeholder else None,
+        undoable=changes,
+        event={
+            "type": "session_resume",
+            "payload": {"session_id": session.id, **resume.event_payload()},
+        },
+    )
+    return resume, plan(session, target)
+
+
+def failed_placeholder(worktree: Path, task_ids: set[str]) -> str | None:
+    """HEAD's sha when it is the FAILED placeholder of one of ``task_ids`` (and has a parent)."""
+    match = FAILED_SUBJECT.match(git.subject("HEAD", worktree))
+    if match is None or match["task"] not in task_ids:
+        return None
+    if git.rev_parse("HEAD^", worktree) is None:
+        return None
+    return git.head(worktree)
+
+
+def prepare_resume(session: Session, worktree: Path) -> ResumePlan:
+    """Flip failed tasks to pending, unwind the placeholder, and log ``session_resume``:
+    planned and carried out by the timeline's journaled executor (the caller holds the lock)."""
+    resume, rewind_plan = plan_resume(session, worktree)
+    execute_rewind(session, rewind_plan)
+    return resume

@@ -6,18 +6,39 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from tilth.agent.stops import StopRun
 from tilth.config import Settings
-from tilth.model.base import Model, OnDelta
+from tilth.model.base import Delta, Model, OnDelta
 from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.events import iter_lines
 from tilth.session.store import Session
+from tilth.tools.base import ToolObserver
 from tilth.tools.sandbox import Sandbox
 
 
+class CheckpointRecorder(Protocol):
+    """Marks checkpoints as the run goes (``tilth.timeline.Recorder`` is the one in use)."""
+
+    observer: ToolObserver | None
+    """What the worker's tools report writes and shell commands to (turn capture)."""
+
+    def task_start(self, task_id: str) -> object: ...
+
+    def stage(self, task_id: str, stage: str) -> object: ...
+
+    def turn(
+        self, actor: str, *, task_id: str | None, stage: str | None, turn: int, label: str
+    ) -> object: ...
+
+    def stop(self, reason: str) -> object: ...
+
+    def close(self) -> None: ...
+
+
 class Progress(Protocol):
-    """Live progress on the terminal (task, stage, turn, tokens) plus notable lines."""
+    """Live progress (task, stage, turn, tokens, streamed replies) plus notable lines."""
 
     def status(
         self,
@@ -30,14 +51,7 @@ class Progress(Protocol):
 
     def note(self, text: str, style: str | None = None) -> None: ...
 
-
-class StopRun(Exception):
-    """A session-level stop (cap hit, interrupt); carries the ``stop`` reason."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(detail or reason)
-        self.reason = reason
-        self.detail = detail
+    def on_delta(self, delta: Delta) -> None: ...
 
 
 def prep_tokens(session: Session) -> int:
@@ -76,8 +90,7 @@ class RunContext:
     worktree: Path
     worker: Model
     evaluator: Model
-    recorder: Any
-    """A ``tilth.timeline.Recorder``; typed loosely to keep imports one-way."""
+    recorder: CheckpointRecorder
     progress: Progress
     scripted: bool = False
     started: float = 0.0

@@ -10,17 +10,18 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from tilth import git
 from tilth.agent.branch_guard import require_session_branch
-from tilth.agent.loop import CAP_SETTINGS, Stop, run_loop
+from tilth.agent.loop import run_loop
 from tilth.agent.progress import TerminalProgress
 from tilth.agent.records import task_counts
 from tilth.agent.resume import prepare_resume
-from tilth.agent.run_context import RunContext, prep_tokens
+from tilth.agent.run_context import CheckpointRecorder, Progress, RunContext, prep_tokens
+from tilth.agent.stops import CAP_SETTINGS, Stop
 from tilth.config import Role, Settings
 from tilth.errors import SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
@@ -116,8 +117,7 @@ def _before_loop(
     require_session_branch(worktree, session.branch, session.id)
     environment = choose_environment(session, worktree, settings)
     if resume:
-        plan = prepare_resume(session, worktree)
-        session.log("session_resume", session_id=session.id, **plan.event_payload())
+        plan = prepare_resume(session, worktree)  # journaled; logs session_resume
         out.say(f"resume plan: {plan.text}")
     else:
         session.log(
@@ -130,8 +130,20 @@ def _before_loop(
     return worktree, environment
 
 
-def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Stop:
+def drive(
+    session: Session,
+    settings: Settings,
+    out: IO,
+    *,
+    resume: bool,
+    models: tuple[Model, Model] | None = None,
+    progress: Progress | None = None,
+) -> Stop:
     """Run (or resume) ``session`` to a stop, holding its lock throughout.
+
+    ``models`` (worker, evaluator) and ``progress`` are injected by library users
+    (``tilth.run``); by default the models come from settings and progress is drawn on
+    the terminal.
 
     Nothing before the loop calls a model: a missing setting, a worktree that cannot be
     made, a failing ``TILTH_SETUP_COMMAND`` or a test environment that does not start
@@ -140,7 +152,7 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
     started = time.monotonic()
     with session.lock(), _sigterm_as_interrupt():
         # Models before anything else: a missing setting fails here, with nothing changed yet.
-        worker, evaluator = models_for_run(settings, session, out)
+        worker, evaluator = models or models_for_run(settings, session, out)
         sandboxed = check_sandbox(settings, out)
         from tilth.timeline import Recorder
 
@@ -155,7 +167,10 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
         _print_header(out, session, worktree, worker, evaluator, scripted, environment)
         label = "scripted model" if scripted else ""
         recorder = Recorder(session, worktree)
-        with TerminalProgress(out, label=label) as progress, _closing(recorder):
+        shown: AbstractContextManager[Progress] = (
+            nullcontext(progress) if progress is not None else TerminalProgress(out, label=label)
+        )
+        with shown as progress, _closing(recorder):
             ctx = RunContext(
                 session=session,
                 settings=settings,
@@ -178,6 +193,7 @@ def drive(session: Session, settings: Settings, out: IO, *, resume: bool) -> Sto
             )
             stop = run_loop(ctx)
         chat = _write_chat_html(session, out)
+    out.stdout_to_stderr()  # when stdout's reader went away, the summary still shows
     print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
     return stop
 
@@ -235,14 +251,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 @contextmanager
-def _closing(recorder: Any) -> Iterator[None]:
+def _closing(recorder: CheckpointRecorder) -> Iterator[None]:
     """Release the recorder's file watcher (inotify handles) when the run ends."""
     try:
         yield
     finally:
-        close = getattr(recorder.observer, "close", None)
-        if callable(close):
-            close()
+        recorder.close()
 
 
 def _print_header(

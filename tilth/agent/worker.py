@@ -15,6 +15,7 @@ from time import sleep
 from typing import Any
 
 from tilth.agent.run_context import RunContext
+from tilth.agent.stops import TaskFailed
 from tilth.agent.task_state import TaskState
 from tilth.agent.turn import PREVIEW_CHARS, Actor, TurnResult, answer, log_call, say, take_turn
 from tilth.config import secret_values
@@ -37,16 +38,6 @@ INTERRUPTED = (
     "(This call was not run: the harness stopped before answering it. Check the workspace "
     "and repeat the call if you still need it.)"
 )
-
-
-class TaskFailed(Exception):
-    """A task-level failure: ``reason`` is the ``task_failed`` / ``stop`` reason."""
-
-    def __init__(self, reason: str, detail: str = "", **fields: Any) -> None:
-        super().__init__(detail or reason)
-        self.reason = reason
-        self.detail = detail or reason
-        self.fields = fields
 
 
 @dataclass(frozen=True)

@@ -19,21 +19,35 @@ at_option = click.option(
 @session_id_argument
 @at_option
 @click.option("--json", "as_json", is_flag=True, help="Print the new session as JSON.")
-def fork(session_id: str | None, at_ref: str | None, as_json: bool) -> None:
+@click.option("--dry-run", is_flag=True, help="Print what the fork would make and change nothing.")
+def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: bool) -> None:
     """Start a new session whose code, conversation and state equal a checkpoint.
 
     The original session is left as it is; the fork gets its own id, branch
     (session/<new id>) and worktree.
     """
-    from tilth.timeline.controller import TimelineController
-    from tilth.timeline.rewind.fork import resolve_fork_target
+    from tilth import TimelineController
+    from tilth.errors import UsageError
 
     cfg = settings()
     out = io()
     parent = pick_session(cfg, session_id, out, "fork")
     timeline = TimelineController(parent, cfg)
     with timeline.writing(out.warn):
-        target = resolve_fork_target(parent, at_ref)
+        if not at_ref:
+            raise UsageError(
+                "say where to fork from with --at <checkpoint>",
+                hint=f"`tilth checkpoints {parent.id}` lists them",
+            )
+        target = timeline.resolve(at_ref)
+        if dry_run:
+            plan = timeline.plan_fork(target)
+            if as_json:
+                out.print_json(plan.to_dict())
+            else:
+                out.say(plan.render())
+                out.dim("dry run: nothing was changed")
+            return
         result = timeline.fork(target)
     child = result.session
     from tilth.chat.session import is_chat
@@ -74,13 +88,20 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool) -> None:
     help="up-to: summarize the thread up to the checkpoint; from: after it.",
 )
 @click.option("--thread", "thread_key", default=None, help="Which thread (when there are several).")
+@click.option(
+    "--dry-run", is_flag=True, help="Say what would be summarized; no model call, no change."
+)
 def summarize(
-    session_id: str | None, at_ref: str | None, direction: str, thread_key: str | None
+    session_id: str | None,
+    at_ref: str | None,
+    direction: str,
+    thread_key: str | None,
+    dry_run: bool,
 ) -> None:
     """Replace part of a thread with a model-written summary (checkpoints keep working)."""
+    from tilth import TimelineController
     from tilth.errors import UsageError
     from tilth.model import model_for
-    from tilth.timeline.controller import TimelineController
 
     cfg = settings()
     out = io()
@@ -90,8 +111,13 @@ def summarize(
             "say where with --at <checkpoint>",
             hint=f"`tilth checkpoints {session.id}` lists them",
         )
-    model = model_for(cfg, "worker")
     timeline = TimelineController(session, cfg)
+    if dry_run:
+        target = timeline.resolve(at_ref)
+        out.say(timeline.plan_summary(target, direction, thread_key=thread_key).render())
+        out.dim("dry run: nothing was changed")
+        return
+    model = model_for(cfg, "worker")
     with timeline.writing(out.warn):
         target = timeline.resolve(at_ref)
         result = timeline.summarize(target, direction, model, thread_key=thread_key)

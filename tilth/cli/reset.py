@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tilth import TimelineController
 from tilth.cli.common import (
     io,
     pick_session,
@@ -16,14 +17,7 @@ from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound
 from tilth.session.store import Session
 from tilth.session.teardown import recorded_source, teardown
-from tilth.timeline.rewind.executor import execute_rewind, open_for_writing
-from tilth.timeline.rewind.seed_reset import (
-    CONFIRM_WARNING,
-    SeedResetError,
-    plan_reset_to_seed,
-    preflight,
-    source_hint,
-)
+from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING, SeedResetError, source_hint
 from tilth.ui.io import IO
 
 
@@ -35,7 +29,8 @@ from tilth.ui.io import IO
     is_flag=True,
     help="Contributor tooling: rewind to the instant the seed was written instead of deleting.",
 )
-def reset(session_id: str | None, assume_yes: bool, to_seed: bool) -> None:
+@click.option("--dry-run", is_flag=True, help="Print what would be deleted and change nothing.")
+def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool) -> None:
     """Delete a session: its worktree, its branch session/<id> and its directory.
 
     Without SESSION_ID the latest session is used (and named before anything
@@ -46,7 +41,10 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool) -> None:
     out = io()
     if to_seed:
         reset_to_seed_command(
-            resolve_for_seed_reset(cfg, session_id, out), out, assume_yes=assume_yes
+            resolve_for_seed_reset(cfg, session_id, out),
+            out,
+            assume_yes=assume_yes,
+            dry_run=dry_run,
         )
         return
     session = pick_session(cfg, session_id, out, "reset")
@@ -73,6 +71,9 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool) -> None:
                 f"Delete session {session.id} of {workspace} (worktree, branch {session.branch} "
                 "and session dir)?"
             )
+        if dry_run:
+            out.dim("dry run: nothing was changed")
+            return
         out.confirm(question, assume_yes=assume_yes, command=f"tilth reset {session.id} -y")
         notes = teardown(session)
     for note in notes:
@@ -98,18 +99,23 @@ def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) 
     return session
 
 
-def reset_to_seed_command(session: Session, out: IO, *, assume_yes: bool) -> None:
+def reset_to_seed_command(
+    session: Session, out: IO, *, assume_yes: bool, dry_run: bool = False
+) -> None:
     """The whole verb: lock, recover, pre-flight, show the plan, confirm, execute."""
-    with open_for_writing(session, out.warn):
-        anchor = preflight(session)
-        plan = plan_reset_to_seed(session, anchor)
+    timeline = TimelineController(session)
+    with timeline.writing(out.warn):
+        plan = timeline.plan_reset_to_seed()
         out.say(plan.render())
+        if dry_run:
+            out.dim("dry run: nothing was changed")
+            return
         out.say()
         out.say(CONFIRM_WARNING, style="bold red")
         out.confirm(
             f"Erase the run and reset session {session.id} to its seed?", assume_yes=assume_yes
         )
-        execute_rewind(session, plan)
+        timeline.execute(plan)
     source = source_hint(session)
     out.ok(f"session {session.id} is back at its seed (status prepared)")
     out.say(f"run it again with: tilth run {source}")

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import click
 
-from tilth import git
-from tilth.agent.loop import Stop
+from tilth import Stop, git
 from tilth.cli.common import io, pick_session, session_id_argument, settings, workspace_argument
 from tilth.config import Settings
 from tilth.errors import TilthError, UsageError
-from tilth.session.discovery import sessions_for
+from tilth.library import sessions_of
 from tilth.session.store import Session
 from tilth.ui.io import IO
 
@@ -31,7 +30,7 @@ def run(workspace: Path) -> int:
     cfg = settings()
     out = io()
     source = git.ensure_repo(workspace)
-    prepared = sessions_for(cfg.sessions_dir, source, statuses=("prepared",))
+    prepared = sessions_of(source, statuses=("prepared",), settings=cfg)
     if len(prepared) > 1:
         out.error(f"{len(prepared)} prepared sessions for {source}; `tilth run` needs exactly one")
         from tilth.ui.pickers import print_rows
@@ -51,7 +50,10 @@ def run(workspace: Path) -> int:
 
 @click.command()
 @session_id_argument
-def resume(session_id: str | None) -> int:
+@click.option(
+    "--dry-run", is_flag=True, help="Print what resuming would prepare and change nothing."
+)
+def resume(session_id: str | None, dry_run: bool) -> int:
     """Continue a stopped session where it left off (the latest one without SESSION_ID).
 
     Failed tasks go back to pending and the FAILED placeholder commit is
@@ -62,6 +64,12 @@ def resume(session_id: str | None) -> int:
     cfg = settings()
     out = io()
     session = pick_session(cfg, session_id, out, "resume")
+    if dry_run:
+        from tilth.library import plan_resume
+
+        out.say(plan_resume(session).render())
+        out.dim("dry run: nothing was changed")
+        return 0
     return resume_session(session, cfg, out)
 
 
@@ -84,9 +92,10 @@ def resume_session(session: Session, cfg: Settings, out: IO) -> int:
 
 
 def _drive(session: Session, cfg: Settings, out: IO, *, resume: bool) -> int:
-    from tilth.agent.runner import drive
+    from tilth import library
 
-    stop = drive(session, cfg, out, resume=resume)
+    run_or_resume = library.resume if resume else library.run
+    stop = run_or_resume(session, settings=cfg, out=out)
     return _report(stop, out)
 
 
@@ -156,5 +165,5 @@ def _prep_then_run(source: Path) -> int:
 
 def prior_session(cfg: Settings, source: Path) -> Session | None:
     """The newest session of ``source`` that ran (or began prep) and stopped short."""
-    found = sessions_for(cfg.sessions_dir, source, statuses=("running", "failed"))
+    found = sessions_of(source, statuses=("running", "failed"), settings=cfg)
     return found[-1] if found else None

@@ -6,6 +6,7 @@ from contextlib import ExitStack
 
 import click
 
+from tilth import Checkpoint, TimelineController
 from tilth.cli.common import (
     io,
     pick_session,
@@ -15,19 +16,13 @@ from tilth.cli.common import (
     yes_option,
 )
 from tilth.errors import SessionLocked, StorageError, UsageError
-from tilth.session.store import Session
-from tilth.timeline import SCOPES, Checkpoint, recover
-from tilth.timeline.controller import TimelineController
 from tilth.ui.io import IO
 
 
-def _recover_if_free(session: Session, out: IO) -> None:
+def _recover_if_free(timeline: TimelineController, out: IO) -> None:
     """Finish an interrupted operation unless a live run holds the lock (then only read)."""
     try:
-        with session.lock():
-            message = recover(session)
-    except SessionLocked:
-        return
+        message = timeline.recover()
     except StorageError as exc:  # a read-only session directory can still be read
         out.note(f"{exc.message}; showing the session as it is on disk")
         return
@@ -65,12 +60,12 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
     """List a session's checkpoints: id, time, kind, task/stage/turn, label, files changed."""
     out = io()
     if run_gc:
-        # Turn-snapshot retention (record.retention): age and size budgets, then a sweep.
-        from tilth.timeline.record.retention import collect
+        # Turn-snapshot retention: age and size budgets, then a sweep.
+        from tilth.library import collect_snapshots
 
         if session_id:
             out.warn(f"--gc applies the budgets to every session, not only {session_id}")
-        report = collect(settings())
+        report = collect_snapshots(settings())
         if as_json:
             out.print_json(
                 {
@@ -85,8 +80,9 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
         return
     cfg = settings()
     session = pick_session(cfg, session_id, out, "checkpoints")
-    _recover_if_free(session, out)
-    timeline = TimelineController(session, cfg).checkpoints()
+    controller = TimelineController(session, cfg)
+    _recover_if_free(controller, out)
+    timeline = controller.checkpoints()
     for problem in timeline.problems:
         out.warn(problem)
     if as_json:
@@ -182,7 +178,7 @@ def _pick(timeline: TimelineController, out: IO) -> Checkpoint:
 )
 @click.option(
     "--scope",
-    type=click.Choice(SCOPES),
+    type=click.Choice(TimelineController.SCOPES),
     default="both",
     show_default=True,
     help="both: code and conversation; code: files only; conversation: threads+state.",
@@ -191,6 +187,12 @@ def _pick(timeline: TimelineController, out: IO) -> Checkpoint:
 @click.option(
     "--force", is_flag=True, help="Also overwrite files you edited since the last checkpoint."
 )
+@click.option(
+    "--undo",
+    is_flag=True,
+    help="Undo the last go-back (rewind, restart, resume, undo): back to its before- point; "
+    "with --to, that undo point. Undoing an undo is redo.",
+)
 @yes_option
 def rewind(
     session_id: str | None,
@@ -198,13 +200,17 @@ def rewind(
     scope: str,
     dry_run: bool,
     force: bool,
+    undo: bool,
     assume_yes: bool,
 ) -> None:
-    """Return code and/or conversation to a checkpoint."""
+    """Return code and/or conversation to a checkpoint, or undo the last go-back."""
     out = io()
     cfg = settings()
     session = pick_session(cfg, session_id, out, "rewind")
     timeline = TimelineController(session, cfg)
+    if undo:
+        _undo(timeline, out, to_ref, dry_run=dry_run, assume_yes=assume_yes)
+        return
     with timeline.writing(out.warn):
         target = timeline.resolve(to_ref) if to_ref else _pick(timeline, out)
         plan = timeline.plan_rewind(target, scope, force=force)
@@ -223,6 +229,23 @@ def rewind(
         out.say(f"continue from there with: tilth resume {session.id}")
 
 
+def _undo(
+    timeline: TimelineController, out: IO, ref: str | None, *, dry_run: bool, assume_yes: bool
+) -> None:
+    session = timeline.session
+    with timeline.writing(out.warn):
+        plan = timeline.plan_undo(ref)
+        out.say(plan.render())
+        if dry_run:
+            out.dim("dry run: nothing was changed")
+            return
+        out.confirm(f"Undo: return session {session.id} to {plan.target}?", assume_yes=assume_yes)
+        result = timeline.execute(plan)
+    out.ok(f"session {session.id} is back at {plan.target} ({plan.target_label})")
+    if result.undo_point:
+        out.say(f"redo with: tilth rewind {session.id} --undo")
+
+
 @click.command()
 @click.argument("args", nargs=-1, metavar="[SESSION_ID] T-NNN")
 @click.option(
@@ -239,9 +262,10 @@ def rewind(
     help="Abort a live run of the session first (Ctrl-C to its pid, then wait) — the default; "
     "--no-stop refuses instead.",
 )
+@click.option("--dry-run", is_flag=True, help="Print what would change and change nothing.")
 @yes_option
 def restart(
-    args: tuple[str, ...], from_stage: str | None, stop_run: bool, assume_yes: bool
+    args: tuple[str, ...], from_stage: str | None, stop_run: bool, dry_run: bool, assume_yes: bool
 ) -> None:
     """Restart a task, or a task from one of its completed stages. Never runs it.
 
@@ -262,13 +286,16 @@ def restart(
     out = io()
     session = pick_session(cfg, session_id, out, "restart")
     refuse_chat(session, "restart")
+    timeline = TimelineController(session, cfg)
+    if dry_run:
+        _recover_if_free(timeline, out)
+        out.say(timeline.plan_restart(task_id, from_stage).render())
+        out.dim("dry run: nothing was changed")
+        return
     if stop_run:
-        from tilth.session.live_run import stop_live_run
-
-        stopped = stop_live_run(session)
+        stopped = timeline.stop_run()
         if stopped is not None:
             out.warn(f"stopped the live run of session {session.id} (pid {stopped})")
-    timeline = TimelineController(session, cfg)
     with ExitStack() as stack:
         try:
             stack.enter_context(timeline.writing(out.warn))

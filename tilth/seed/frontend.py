@@ -38,3 +38,32 @@ class SeedSink(Protocol):
     def write_seed(self, prd_entries: Any, test_files: Any, meta: dict[str, Any]) -> list[str]:
         """Validate and write the bundle; returns the test files' paths in the worktree."""
         ...
+
+
+class CannedAnswers:
+    """An ``InterviewFrontend`` with its answers given up front (library users, tests).
+
+    An answer that is a number picks that option (1-based); running out of answers is an
+    error, never a hang.
+    """
+
+    def __init__(self, answers: list[str]) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+
+    def ask_user(self, question: str, options: list[str] | None = None) -> str:
+        from tilth.errors import UsageError
+
+        self.asked.append(question)
+        if not self.answers:
+            raise UsageError(f"the interview asked more than the answers given: {question}")
+        answer = self.answers.pop(0)
+        if options and answer.strip().isdigit() and 1 <= int(answer) <= len(options):
+            return options[int(answer) - 1]
+        return answer
+
+    def show_summary(self, tldr: str, open_questions: list[str], blockers: list[str]) -> None:
+        """Nothing to show."""
+
+    def update_tokens(self, prompt_total: int, completion_total: int) -> None:
+        """Nothing to show."""

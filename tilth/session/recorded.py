@@ -130,3 +130,28 @@ def status_now(session: Session, checkpoints: list[Any]) -> str:
     if checkpoints and checkpoints[-1].state.get("status"):
         return str(checkpoints[-1].state["status"])
     return "prepared" if session.events.last("seed_committed") else "running"
+
+
+CHAT_KIND = "chat"
+
+
+def is_chat_record(session: Session) -> bool:
+    """True for a ``tilth chat`` session (no branch, no worktree, no seed), however damaged."""
+    cp = checkpoint_json(session)
+    if cp is not None:
+        return cp.get("kind") == CHAT_KIND
+    start = session.events.last("session_start")
+    if start is not None:
+        return start.payload.get("kind") == CHAT_KIND
+    # Neither record left: a chat's conversation is the one thread `chat`, and it has no seed.
+    return (session.threads.directory / "chat.jsonl").exists() and not session.prd_path.exists()
+
+
+def chat_directory_of(session: Session) -> Path | None:
+    """The directory a chat session works in (``checkpoint.json``, else its first event)."""
+    cp = checkpoint_json(session)
+    raw = (cp or {}).get("workspace")
+    if not raw:
+        start = session.events.last("session_start")
+        raw = start.payload.get("workspace") if start is not None else None
+    return Path(str(raw)) if raw else None

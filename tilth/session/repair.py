@@ -23,8 +23,11 @@ from tilth.errors import GitError, SessionCorrupt, TilthError
 from tilth.session.events import EventLog, utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.recorded import (
+    CHAT_KIND,
+    chat_directory_of,
     checkpoint_json,
     checkpoints_of,
+    is_chat_record,
     is_repo,
     last_recorded_commit,
     replay_statuses,
@@ -66,18 +69,9 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
                 "rebuild checkpoint.json from the event log and the latest checkpoint",
             )
         )
-    chat_dir = cp.get("workspace") if cp is not None and cp.get("kind") == "chat" else None
-    chat = chat_dir is not None
-    repo = None if chat else _source_problem(session, source, problems, reset)
-    if chat and not Path(str(chat_dir)).is_dir():
-        problems.append(
-            Problem(
-                "source",
-                f"the chat's directory {chat_dir} is gone",
-                None,
-                f"a chat works in its directory itself; put it back there, or {reset}",
-            )
-        )
+    if is_chat_record(session):
+        return problems + _chat_problems(session, reset)
+    repo = _source_problem(session, source, problems, reset)
     if not session.events.path.exists():
         problems.append(
             Problem(
@@ -87,10 +81,33 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
                 "from the seed checkpoint (the old event history itself is gone)",
             )
         )
-    if not chat:  # a chat has no seed (prd.json) and no branch: its code is snapshots
-        problems += _prd_problems(session, reset)
+    problems += _prd_problems(session, reset)
     if repo is not None:
         problems += _git_problems(session, repo, reset)
+    return problems
+
+
+def _chat_problems(session: Session, reset: str) -> list[Problem]:
+    """A chat session has no branch, worktree or seed: its log and its directory."""
+    problems = []
+    if not session.events.path.exists():
+        problems.append(
+            Problem(
+                "events",
+                "events.jsonl is missing: the chat would silently start its history afresh",
+                "start a new events.jsonl that records the loss (the old history is gone)",
+            )
+        )
+    directory = chat_directory_of(session)
+    if directory is None or not directory.is_dir():
+        problems.append(
+            Problem(
+                "directory",
+                f"the chat's directory {directory or '(unknown)'} is gone",
+                None,
+                f"put it back where it was, or {reset}",
+            )
+        )
     return problems
 
 
@@ -215,14 +232,18 @@ def _rebuild_checkpoint(session: Session, source: Path | None) -> str:
     started = events[0].ts if events else utc_now()
     origin = source_of(session, source)
     worktree = session.workspace_dir
+    chat = is_chat_record(session)
+    if chat:
+        origin = worktree = chat_directory_of(session) or worktree
     atomic_write_json(
         session.checkpoint_path,
         {
             "schema": CHECKPOINT_SCHEMA,
             "session_id": session.id,
+            **({"kind": CHAT_KIND} if chat else {}),
             "source": str(origin) if origin else None,
             "workspace": str(worktree) if worktree.is_dir() else None,
-            "branch": session.branch,
+            "branch": None if chat else session.branch,
             "status": status_now(session, checkpoints),
             "tokens_used": int(state.get("tokens_used") or 0),
             "started_at": started,
@@ -246,6 +267,11 @@ def _restart_log(session: Session, source: Path | None) -> str:
     log = EventLog(session.events.path)
     session.events.path.touch()
     repo = source_of(session, source)
+    if is_chat_record(session):
+        directory = str(chat_directory_of(session))
+        log.append("session_start", {"kind": CHAT_KIND, "workspace": directory, "phase": "repair"})
+        log.append("events_restored", {"reason": "events.jsonl was missing"})
+        return "started a new events.jsonl (the earlier history is lost)"
     log.append("session_start", {"source": str(repo), "phase": "repair"})
     seed = next((cp for cp in checkpoints if cp.kind == "seed"), None)
     sha = seed_sha(session, repo if is_repo(repo) else None)

@@ -18,9 +18,11 @@ from tilth.session.events import Event, EventLog, utc_now
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.ledger import Ledger
 from tilth.session.lock import SessionLock
+from tilth.session.migrations import upgrade
 from tilth.session.threads import Threads
 
-CHECKPOINT_SCHEMA = 1
+CHECKPOINT_SCHEMA = 2
+"""checkpoint.json's schema (see ``tilth.session.migrations``)."""
 Status = Literal["prepared", "running", "all_done", "failed"]
 STATUSES: tuple[str, ...] = ("prepared", "running", "all_done", "failed")
 
@@ -176,6 +178,7 @@ class Session:
                 "status": "running",
                 "tokens_used": 0,
                 "started_at": utc_now(),
+                "kind": "run",
                 **extra,
             },
         )
@@ -213,7 +216,7 @@ class Session:
             ) from None
         if not isinstance(data, dict):
             raise SessionCorrupt(f"checkpoint.json of session {self.id} is not a JSON object")
-        return data
+        return upgrade("session", data, where=f"checkpoint.json of session {self.id}")
 
     def update_checkpoint(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into ``checkpoint.json`` atomically and return the result."""

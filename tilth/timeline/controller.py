@@ -1,18 +1,23 @@
-"""The one timeline API every front end drives: the CLI now, chat and the web UI later.
+"""The one timeline API every front end drives: the CLI, ``tilth chat`` and ``tilth serve``.
 
 A front end never plans or restores anything itself; it asks the controller for a
-plan (the dry-run and confirmation text), shows it, and hands it back to execute.
-Writes happen inside ``writing()``, which holds the session lock and first finishes
-any operation a crash interrupted.
+plan (``plan.render()`` is the dry-run and confirmation text, ``plan.to_dict()`` the
+JSON a web API returns), shows it, and hands it back to ``execute``. Writes happen
+inside ``writing()``, which holds the session lock and first finishes any operation a
+crash interrupted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from tilth.config import Settings
+from tilth.config import Settings, load_settings
+from tilth.errors import SessionLocked
+from tilth.model.base import Model
+from tilth.session.live_run import stop_live_run
 from tilth.session.store import Session
 from tilth.timeline.record.checkpoints import (
     Checkpoint,
@@ -21,32 +26,66 @@ from tilth.timeline.record.checkpoints import (
     resolve_checkpoint,
 )
 from tilth.timeline.record.dir_state import is_manifest_head
-from tilth.timeline.rewind.executor import execute_rewind, open_for_writing
-from tilth.timeline.rewind.fork import fork_session
-from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.executor import execute_rewind, open_for_writing, recover
+from tilth.timeline.rewind.fork import ForkResult, fork_result, plan_fork
+from tilth.timeline.rewind.plan import SCOPES, RewindPlan
 from tilth.timeline.rewind.planner import plan_rewind
 from tilth.timeline.rewind.restart import plan_restart
+from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
 from tilth.timeline.rewind.snapshot_fork import fork_snapshot_session
-from tilth.timeline.rewind.summarize import summarize
+from tilth.timeline.rewind.summarize import SummaryPlan, SummaryResult, plan_summary, summarize
+from tilth.timeline.rewind.undo import plan_undo
 
-if TYPE_CHECKING:
-    from tilth.model.base import Model
-    from tilth.timeline.rewind.fork import ForkResult
-    from tilth.timeline.rewind.summarize import SummaryResult
+
+@dataclass(frozen=True)
+class ExecuteResult:
+    """What one carried-out plan did."""
+
+    op: str
+    op_id: str
+    session_id: str
+    target: str
+    new_session_id: str | None = None
+    """A fork: the new session's id."""
+    undo_point: str | None = None
+    """The ``before-`` checkpoint ``tilth rewind --undo`` returns to (None: not undoable)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "op_id": self.op_id,
+            "session_id": self.session_id,
+            "target": self.target,
+            "new_session_id": self.new_session_id,
+            "undo_point": self.undo_point,
+        }
 
 
 class TimelineController:
-    """Checkpoints, rewind, restart, fork and summarize for one session."""
+    """Checkpoints, rewind, restart, reset to the seed, fork, undo and summarize for one
+    session. Plan while holding ``writing()`` and execute in the same block."""
 
-    def __init__(self, session: Session, settings: Settings) -> None:
+    SCOPES = SCOPES
+    """The scopes of a rewind: ``both``, ``code``, ``conversation``."""
+
+    def __init__(self, session: Session, settings: Settings | None = None) -> None:
         self.session = session
-        self.settings = settings
+        self.settings = settings or load_settings()
 
     @contextmanager
     def writing(self, notify: Callable[[str], Any] | None = None) -> Iterator[None]:
         """Hold the session lock (recovering an interrupted operation first)."""
         with open_for_writing(self.session, notify):
             yield
+
+    def recover(self) -> str | None:
+        """Finish (or cancel) an operation a crash interrupted, unless a live run holds the
+        lock (then nothing is touched); a sentence for the user, or None."""
+        try:
+            with self.session.lock():
+                return recover(self.session)
+        except SessionLocked:
+            return None
 
     def checkpoints(self) -> TimelineRead:
         """Every checkpoint, oldest first, plus the files that could not be read."""
@@ -56,32 +95,73 @@ class TimelineController:
         """The checkpoint ``ref`` names: an id, a number, seed, latest, T-001, T-001/stage."""
         return resolve_checkpoint(self.session, ref)
 
-    def plan_rewind(self, target: Checkpoint, scope: str, *, force: bool = False) -> RewindPlan:
-        """What rewinding to ``target`` in ``scope`` would change (writes nothing)."""
+    # ---- plans (pure: nothing is written) --------------------------------------------------
+    def plan_rewind(self, target: Checkpoint, scope: str, force: bool = False) -> RewindPlan:
+        """What rewinding to ``target`` in ``scope`` would change."""
         return plan_rewind(self.session, target, scope, force=force)
 
-    def plan_restart(self, task_id: str, from_stage: str | None) -> RewindPlan:
-        """What restarting ``task_id`` (from ``from_stage``) would change (writes nothing)."""
+    def plan_restart(self, task_id: str, from_stage: str | None = None) -> RewindPlan:
+        """What restarting ``task_id`` (from ``from_stage``) would change."""
         return plan_restart(self.session, task_id, from_stage, self.settings.default_tier)
 
-    def execute(self, plan: RewindPlan) -> None:
-        """Carry out a rewind or restart plan, crash-safely."""
+    def plan_reset_to_seed(self) -> RewindPlan:
+        """What ``reset --to-seed`` would change (its pre-flight checks raise first)."""
+        return plan_reset_to_seed(self.session, preflight(self.session))
+
+    def plan_fork(self, target: Checkpoint) -> RewindPlan:
+        """The new session a fork at ``target`` would make (this one is never changed)."""
+        # A fork lives beside its parent.
+        return plan_fork(self.session, target, self.session.dir.parent)
+
+    def plan_undo(self, ref: str | None = None) -> RewindPlan:
+        """Going back to the state before the last go-back (or the undo point ``ref``)."""
+        return plan_undo(self.session, ref)
+
+    # ---- carrying a plan out ----------------------------------------------------------------
+    def execute(self, plan: RewindPlan) -> ExecuteResult:
+        """Carry out a plan, crash-safely; a fork's result names the new session."""
+        if plan.fork and plan.fork.get("snapshot"):
+            # A chat's fork copies its directory (rewind.snapshot_fork), outside the journal.
+            target = self.resolve(plan.target)
+            child = fork_snapshot_session(self.session, target, self.session.dir.parent)
+            return ExecuteResult(
+                plan.op, plan.op_id, self.session.id, plan.target, child.session.id
+            )
         execute_rewind(self.session, plan)
+        return ExecuteResult(
+            op=plan.op,
+            op_id=plan.op_id,
+            session_id=self.session.id,
+            target=plan.target,
+            new_session_id=str(plan.fork["child"]) if plan.fork else None,
+            undo_point=f"cp-{plan.before_seq:04d}" if plan.before_seq is not None else None,
+        )
 
     def fork(self, target: Checkpoint) -> ForkResult:
         """A new session whose state equals ``target``; this one is left untouched."""
         if is_manifest_head(target.head):
             # A chat: the fork gets a directory of its own (rewind.snapshot_fork).
-            return fork_snapshot_session(self.session, target, self.settings.sessions_dir)
-        return fork_session(self.session, target, self.settings.sessions_dir)
+            return fork_snapshot_session(self.session, target, self.session.dir.parent)
+        plan = self.plan_fork(target)
+        self.execute(plan)
+        return fork_result(self.session, plan)
+
+    def plan_summary(
+        self, target: Checkpoint, direction: str, thread_key: str | None = None
+    ) -> SummaryPlan:
+        """Which messages ``summarize`` would replace (no model call, nothing written)."""
+        return plan_summary(self.session, target, direction, thread_key=thread_key)
 
     def summarize(
         self,
         target: Checkpoint,
         direction: str,
         model: Model,
-        *,
         thread_key: str | None = None,
     ) -> SummaryResult:
         """Replace the part of a thread before (``up-to``) or after (``from``) ``target``."""
         return summarize(self.session, target, direction, model, thread_key=thread_key)
+
+    def stop_run(self) -> int | None:
+        """Stop a live run of this session (Ctrl-C to its pid, then wait); its pid or None."""
+        return stop_live_run(self.session)

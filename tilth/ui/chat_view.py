@@ -9,7 +9,6 @@ with terminal control sequences neutralised.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from typing import Any
@@ -19,19 +18,18 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from tilth.chat.events import ChatEvent
+from tilth.ui.io import neutralise
 
-_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI sequences (colours, cursor moves, clears)
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC sequences (titles, hyperlinks)
-    r"|[\x00-\x08\x0b-\x1f\x7f\x9b]"  # other control characters, lone ESC included
-)
 _REFRESH_SECONDS = 0.05
 TOOL_OUTPUT_LINES = 4
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` without escape sequences or control characters (newlines and tabs stay)."""
-    return _CONTROL.sub(lambda m: "" if m.group(0).startswith("\x1b") else "?", text)
+    """``text`` with escape sequences and control characters shown, never interpreted.
+
+    The one policy of ``tilth.ui.io.neutralise`` (newlines and tabs stay).
+    """
+    return neutralise(text)
 
 
 def reply_markdown(text: str) -> Markdown:

@@ -124,8 +124,9 @@ class IO:
     ) -> None:
         self.stdin = stdin or sys.stdin
         self._err = _Guarded(stderr or sys.stderr, lambda: None, "stderr")
-        self._out = _Guarded(stdout or sys.stdout, lambda: self._err, "stdout")
-        # What the reader no longer reads goes to stderr (stdout) or nowhere (stderr).
+        self._out = _Guarded(stdout or sys.stdout, lambda: None, "stdout")
+        # What the reader no longer reads goes nowhere (`tilth checkpoints | head` stays quiet);
+        # a run moves its summary to stderr (``stdout_to_stderr``).
         self.stdout: TextIO = self._out  # type: ignore[assignment]
         self.stderr: TextIO = self._err  # type: ignore[assignment]
         self._closed_raised = False
@@ -143,6 +144,11 @@ class IO:
         if reason and not self._closed_raised:
             self._closed_raised = True
             raise OutputClosed(reason)
+
+    def stdout_to_stderr(self) -> None:
+        """From now on, lines meant for a stdout nobody reads go to stderr instead."""
+        if self._out.closed_reason:
+            self._out._stream = self._err
 
     @property
     def interactive(self) -> bool:

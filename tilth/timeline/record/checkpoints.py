@@ -17,10 +17,13 @@ from typing import Any
 
 from tilth.errors import SessionCorrupt, UsageError
 from tilth.session.files import atomic_write_json, atomic_write_text, read_json
+from tilth.session.migrations import upgrade
 from tilth.session.store import Session
 
-CHECKPOINT_FILE_SCHEMA = 1
-KINDS = ("seed", "task_start", "stage", "turn")
+CHECKPOINT_FILE_SCHEMA = 2
+KINDS = ("seed", "task_start", "stage", "turn", "stop")
+BEFORE_PREFIX = "before-"
+"""Kinds ``before-rewind``, ``before-restart``...: the state just before a go-back (undo)."""
 _FILE_RE = re.compile(r"^cp-(\d+)\.json$")
 _TASK_RE = re.compile(r"^T-\d{3,}$")
 
@@ -46,6 +49,13 @@ class Checkpoint:
     overlay: dict[str, str | None] = field(default_factory=dict)
     files_changed: list[str] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
+    archive: str | None = None
+    """``before-`` checkpoints: the session-relative undo archive (log tail, threads...)."""
+
+    @property
+    def is_before(self) -> bool:
+        """True for the state recorded just before a go-back (what undo returns to)."""
+        return self.kind.startswith(BEFORE_PREFIX)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON object (with its schema version)."""
@@ -56,6 +66,7 @@ class Checkpoint:
         """Parse a stored object; raises ``ValueError`` on a malformed one."""
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
+        data = upgrade("checkpoint", data, where=f"checkpoint {data.get('id', '?')}")
         names = {f.name for f in fields(cls)}
         missing = [n for n in ("id", "seq", "kind", "head", "event_offset") if n not in data]
         if missing:
@@ -155,6 +166,11 @@ def list_checkpoints(session: Session) -> list[Checkpoint]:
     return read_timeline(session).checkpoints
 
 
+def remember_highest(session: Session) -> None:
+    """Note the highest id handed out, before checkpoints are deleted: ids are never reused."""
+    atomic_write_text(_seq_counter_path(session), f"{highest_seq(session)}\n")
+
+
 def delete_after(session: Session, seq: int) -> int:
     """Delete every checkpoint file with a sequence number above ``seq``; returns how many."""
     seqs = stored_seqs(session)
@@ -185,7 +201,8 @@ def resolve_checkpoint(session: Session, ref: str) -> Checkpoint:
         )
     match: Checkpoint | None = None
     if ref == "latest":
-        match = checkpoints[-1]
+        # The newest place on the timeline itself; ``before-`` states are reached by undo.
+        match = next((c for c in reversed(checkpoints) if not c.is_before), checkpoints[-1])
     elif ref == "seed":
         match = next((c for c in checkpoints if c.kind == "seed"), None)
     elif ref.isdigit():

@@ -63,25 +63,37 @@ class Recorder:
         """A model turn (and the tools it ran) has finished."""
         return self._record("turn", label, task_id=task_id, stage=stage, turn=turn, actor=actor)
 
+    def stop(self, reason: str) -> Checkpoint:
+        """The run stopped (its ``stop`` event and final status are on disk): the latest
+        checkpoint is then the finished state itself."""
+        return self._record("stop", f"run stopped ({reason})")
+
+    def close(self) -> None:
+        """Release the turn capture's watcher (inotify handles)."""
+        if isinstance(self.observer, TurnCapture):
+            self.observer.close()
+
     # ---- recording -----------------------------------------------------------------------
     def _allocate_seq(self) -> int:
-        if self._next_seq is None:
-            self._next_seq = highest_seq(self.session) + 1
-        seq = self._next_seq
-        self._next_seq += 1
+        # Read again each time: a go-back in this process (chat, the web UI) may have
+        # recorded an undo point since, and ids are never handed out twice.
+        seq = max(self._next_seq or 0, highest_seq(self.session) + 1)
+        self._next_seq = seq + 1
         return seq
 
     def _previous_head(self) -> str | None:
         if self._last_head is not None:
             return self._last_head
-        seqs = stored_seqs(self.session)
-        if not seqs:
-            return None
         import json
 
-        try:
-            data = json.loads(checkpoint_path(self.session, seqs[-1]).read_text("utf-8"))
-        except (OSError, ValueError):
+        for seq in reversed(stored_seqs(self.session)):
+            try:
+                data = json.loads(checkpoint_path(self.session, seq).read_text("utf-8"))
+            except (OSError, ValueError):
+                return None
+            if isinstance(data, dict) and not str(data.get("kind", "")).startswith("before-"):
+                break  # undo points are not where the run stood
+        else:
             return None
         head = data.get("head") if isinstance(data, dict) else None
         return str(head) if head else None

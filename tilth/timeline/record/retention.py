@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -100,11 +101,15 @@ def _blobs_in(value: Any, out: set[str]) -> None:
 
 
 def _side_references(session: Session, store: BlobStore) -> set[str]:
-    """Blobs named by an in-flight journal or the recorded restore state."""
+    """Blobs named by an in-flight journal, the recorded restore state, or a checkpoint kept
+    in an undo archive (it comes back when the go-back is undone)."""
     out: set[str] = set()
-    for name in ("journal.json", "code-state.json"):
+    timeline = session.dir / "timeline"
+    names = [timeline / "journal.json", timeline / "code-state.json"]
+    names += sorted(timeline.glob("undo/cp-*/checkpoints/cp-*.json"))
+    for path in names:
         try:
-            value = json.loads((session.dir / "timeline" / name).read_text("utf-8"))
+            value = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
             continue
         _blobs_in(value, out)
@@ -155,7 +160,7 @@ def collect(
         for index, cp in enumerate(checkpoints):
             for blob in _refs(cp, store):
                 refcount[blob] = refcount.get(blob, 0) + 1
-            if cp.kind == "turn" and index < len(checkpoints) - 1:
+            if (cp.kind == "turn" or cp.is_before) and index < len(checkpoints) - 1:
                 prunable.append((cp.ts, by_id[sid], cp))
     prunable.sort(key=lambda item: item[0])
     live = sum(sizes.get(b, 0) for b in refcount if refcount[b] > 0)
@@ -173,6 +178,9 @@ def collect(
         report.checkpoints_pruned.append(f"{session.id}/{cp.id}")
         if not dry_run:
             checkpoint_path(session, cp.seq).unlink(missing_ok=True)
+            if cp.archive:
+                # An undo point's archive goes with it.
+                shutil.rmtree(session.dir / cp.archive, ignore_errors=True)
     keep = {b for b, n in refcount.items() if n > 0} | pinned
     cutoff = time.time() - grace_seconds
     for blob, path in store.iter_blobs():

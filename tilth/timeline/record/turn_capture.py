@@ -15,11 +15,13 @@ differs, stored in the shared blob store.
 
 from __future__ import annotations
 
+import json
 import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tilth import git
 from tilth.errors import GitError
@@ -45,6 +47,8 @@ from tilth.timeline.record.change_feed import (
 )
 from tilth.timeline.record.git_reads import GitId, IgnoreChecker, TreeCache, ignored_dirs, read_head
 
+STATE_FILE = "capture-state.json"
+"""The last turn's end state (overlay, git ids, oversize files), for the next process."""
 BASH_GAP = (
     "bash may have had effects outside files (processes, network, paths outside the workspace)"
 )
@@ -74,10 +78,50 @@ class _Baseline:
     overlay: dict[str, Entry | None] = field(default_factory=dict)
     ids: dict[str, GitId | None] = field(default_factory=dict)
     """Git ids of the overlay's paths, so states compare without reading blobs back."""
+    oversize: dict[str, GitId] = field(default_factory=dict)
+    """Files over the size cap (not stored) and their git ids when last reported."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "head": self.head,
+            "overlay": self.overlay,
+            "ids": {k: list(v) if v else None for k, v in self.ids.items()},
+            "oversize": {k: list(v) for k, v in self.oversize.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> _Baseline:
+        def pair(value: Any) -> GitId | None:
+            return (str(value[0]), str(value[1])) if isinstance(value, list) else None
+
+        oversize = {k: pair(v) for k, v in (data.get("oversize") or {}).items()}
+        return cls(
+            str(data.get("head") or ""),
+            dict(data.get("overlay") or {}),
+            {k: pair(v) for k, v in (data.get("ids") or {}).items()},
+            {k: v for k, v in oversize.items() if v is not None},
+        )
 
 
 def _git_id(state: FileState) -> GitId:
     return state.git_mode, git_blob_sha(state.data)
+
+
+_LIVE: weakref.WeakValueDictionary[Path, TurnCapture] = weakref.WeakValueDictionary()
+"""The capture watching each worktree in this process (chat and the web UI keep one)."""
+
+
+def live_capture(worktree: Path) -> TurnCapture | None:
+    """The capture watching ``worktree`` in this process, if any (chat, the web UI)."""
+    return _LIVE.get(worktree.resolve())
+
+
+def live_changes(worktree: Path) -> set[str] | None:
+    """What a live capture of ``worktree`` in this process saw change since its last turn;
+    None when there is none (a new process: the caller walks the worktree instead)."""
+    capture = live_capture(worktree)
+    return None if capture is None else capture.changed_since_turn()
 
 
 class TurnCapture:
@@ -213,12 +257,25 @@ class TurnCapture:
         self._seen.clear()
         self._bash.clear()
         head = read_head(self.root)
-        self.baseline = _Baseline(head)
-        result = self._evaluate(head, self._status_paths())
+        # Compared with the last turn recorded (by this or an earlier process), so a first
+        # turn reports what changed since, not every file that differs from HEAD.
+        self.baseline = self._saved_baseline(head)
+        result = self._evaluate(head, self._status_paths() | set(self.baseline.overlay))
         self._full_scan = False
         if self._watch and self._watcher is None:
             self._watcher = start_watcher(self.root, self.skip, self._weak_is_ignored_dir())
+        _LIVE[self.root] = self
         return result
+
+    def changed_since_turn(self) -> set[str] | None:
+        """Every path that may have changed since the last turn ended (or the last resync),
+        when the kernel's change feed is live; None when only a walk could tell."""
+        if not self._ready or not isinstance(self._watcher, InotifyWatcher) or self._full_scan:
+            return None
+        self._drain()
+        if self._full_scan or not isinstance(self._watcher, InotifyWatcher):
+            return None
+        return self._touched | self._seen
 
     @property
     def watcher_kind(self) -> str:
@@ -229,6 +286,8 @@ class TurnCapture:
 
     def close(self) -> None:
         """Release the watcher's and the ignore checker's resources."""
+        if _LIVE.get(self.root) is self:
+            del _LIVE[self.root]
         if self._watcher is not None:
             self._watcher.close()
             self._watcher = None
@@ -348,6 +407,8 @@ class TurnCapture:
         ignored = set(skipped) | (self._ignored(new_paths) if new_paths else set())
         overlay: dict[str, Entry | None] = {}
         ids: dict[str, GitId | None] = {}
+        # Oversize files not looked at this turn stay as they were reported.
+        oversize = {k: v for k, v in base.oversize.items() if k not in candidates}
         changed: list[str] = []
         gaps: list[str] = []
         ignored_hits: list[str] = []
@@ -365,7 +426,10 @@ class TurnCapture:
                 continue
             state = read_state(self.root / rel)
             now: GitId | None = _git_id(state) if state is not None else None
-            before = base.ids[rel] if rel in base.overlay else base_tree.get(rel)
+            if rel in base.overlay:
+                before = base.ids[rel]
+            else:
+                before = base.oversize.get(rel) or base_tree.get(rel)
             if now != before:
                 changed.append(rel)
             if now == tree.get(rel):
@@ -379,7 +443,11 @@ class TurnCapture:
                 continue
             outcome = store_state(self.store, rel, state, self.cap)
             if outcome.entry is None:
-                gaps.append(outcome.gap or f"not captured: {rel}")
+                assert now is not None
+                if base.oversize.get(rel) != now:
+                    # Reported once, in the turn it changed; later turns say nothing of it.
+                    gaps.append(outcome.gap or f"not captured: {rel}")
+                oversize[rel] = now
                 continue
             stored += outcome.size
             overlay[rel], ids[rel] = outcome.entry, now
@@ -390,8 +458,39 @@ class TurnCapture:
         if ignored_hits:
             gaps.append(_ignored_gap(ignored_hits))
         self.store.sync()
-        self.baseline = _Baseline(head, overlay, ids)
+        self.baseline = _Baseline(head, overlay, ids, oversize)
+        self._save_baseline()
         return TurnResult(overlay, changed, gaps, head, stored)
+
+    # ---- the baseline across processes ------------------------------------------------------
+    def _baseline_path(self) -> Path | None:
+        return None if self.session is None else self.session.dir / "timeline" / STATE_FILE
+
+    def _save_baseline(self) -> None:
+        """Keep the turn's end state for the next process (no fsync: losing it only makes
+        that process's first turn report more)."""
+        path = self._baseline_path()
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(json.dumps(self.baseline.to_dict()), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+    def _saved_baseline(self, head: str) -> _Baseline:
+        """The previous process's last turn, when it ended on ``head``; else an empty one."""
+        path = self._baseline_path()
+        if path is not None:
+            try:
+                saved = _Baseline.from_dict(json.loads(path.read_text("utf-8")))
+            except (OSError, ValueError, AttributeError):
+                saved = None
+            if saved is not None and saved.head == head:
+                return saved
+        return _Baseline(head)
 
 
 def _ignored_gap(paths: list[str]) -> str:

@@ -113,11 +113,16 @@ def plan_code(
     *,
     force: bool = False,
     trees: TreeCache | None = None,
+    changed: set[str] | None = None,
 ) -> CodePlan:
     """The files restoring (target_head, target_overlay) writes, deletes, and conflicts with.
 
     ``latest_*`` is the newest recorded state ("what the agent last wrote"); a file whose
     current content differs from it is a conflict. Without it there are no conflicts.
+
+    ``changed`` — every path that may have changed since that latest state, as a live change
+    feed knows it (``turn_capture.live_changes``) — spares the walk of the whole worktree:
+    the plan then costs what differs, not the size of the repository. None walks.
     """
     trees = trees or TreeCache(worktree)
     plan = CodePlan(target_head, dict(target_overlay), force=force)
@@ -134,20 +139,37 @@ def plan_code(
 
     def changed_since(base: str) -> set[str]:
         if base not in diffs:
-            diffs[base] = _changed_paths(worktree, base, head_now)
+            if changed is not None and latest_head is not None:
+                # The worktree differs from head_now only where the latest state's overlay
+                # or the feed says so (or where head moved since that state was recorded).
+                dirty = changed | set(latest_overlay or {}) | _between(latest_head, head_now)
+                diffs[base] = dirty | _between(base, head_now)
+            else:
+                diffs[base] = _changed_paths(worktree, base, head_now)
         return diffs[base]
 
+    def _between(old: str, new: str) -> set[str]:
+        if old == new:
+            return set()
+        out = git.git("diff", "--name-only", "-z", "--no-renames", old, new, cwd=worktree)
+        return {p for p in out.split("\0") if p}
+
+    relevant = changed_since(target_head) | set(target_overlay)
+    latest_tree: dict[str, GitId] = {}
     if latest_head is not None:
         latest_overlay = latest_overlay or {}
         suspects = changed_since(latest_head) | set(latest_overlay)
+        if latest_head == target_head:
+            # One tree read for both questions (a subprocess when the tree is not cached).
+            suspects |= relevant
         latest_tree = trees.entries(latest_head, suspects)
         for rel in sorted(suspects):
             if not _same(
                 current(rel), latest_overlay.get(rel), latest_tree.get(rel), rel in latest_overlay
             ):
                 plan.conflicts.append(rel)
-    relevant = changed_since(target_head) | set(target_overlay)
-    target_tree = trees.entries(target_head, relevant)
+    same = latest_head == target_head and latest_head is not None
+    target_tree = latest_tree if same else trees.entries(target_head, relevant)
     for rel in sorted(relevant):
         if not force and rel in plan.conflicts:
             continue
@@ -232,7 +254,7 @@ def _code_state_path(session: Session) -> Path:
 
 def recorded_code_state(session: Session) -> tuple[str | None, Overlay]:
     """The newest code state Tilth itself produced: the latest checkpoint, or a later restore."""
-    checkpoints = list_checkpoints(session)
+    checkpoints = [c for c in list_checkpoints(session) if not c.is_before]
     latest = checkpoints[-1] if checkpoints else None
     try:
         marker = read_json(_code_state_path(session), what="code-state.json")

@@ -8,9 +8,10 @@ message id), so repeating a step that was interrupted half-way is harmless.
 had not.
 
 Step names (also the ``TILTH_FAULT_AT`` values; ``<step>+`` = just after it):
-``journal`` (written, nothing changed yet), ``stash``, ``code``, ``note``,
-``state``, ``ledger``, ``threads``, ``paths``, ``events``, ``checkpoints``,
-``log``, ``finish``. A plan runs only the steps it needs.
+``journal`` (written, nothing changed yet), ``before`` (the undo point), ``stash``,
+``code``, ``unwind``, ``note``, ``state``, ``ledger``, ``threads``, ``paths``,
+``events``, ``checkpoints``, ``fork-created``, ``fork-files``, ``fork-worktree``,
+``fork-record``, ``log``, ``finish``. A plan runs only the steps it needs.
 """
 
 from __future__ import annotations
@@ -21,12 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.errors import SessionCorrupt
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 from tilth.timeline.faults import fault_point
-from tilth.timeline.record.checkpoints import delete_after
+from tilth.timeline.record.checkpoints import (
+    checkpoint_path,
+    delete_after,
+    highest_seq,
+    remember_highest,
+)
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event
+from tilth.timeline.rewind import fork as forking
+from tilth.timeline.rewind import undo
 from tilth.timeline.rewind.code_restore import note_code_state, restore_overlay
 from tilth.timeline.rewind.journal import (
     Journal,
@@ -35,7 +44,7 @@ from tilth.timeline.rewind.journal import (
     read_journal,
     write_journal,
 )
-from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.plan import RewindError, RewindPlan
 from tilth.timeline.rewind.snapshot_restore import apply_snapshot_files
 from tilth.timeline.rewind.state_restore import (
     cut_lines,
@@ -46,9 +55,12 @@ from tilth.timeline.rewind.state_restore import (
     truncate_log,
 )
 
+FORK_STEPS = ("fork-created", "fork-files", "fork-worktree", "fork-record")
 STEP_ORDER = (
+    "before",
     "stash",
     "code",
+    "unwind",
     "state",
     "ledger",
     "threads",
@@ -56,6 +68,7 @@ STEP_ORDER = (
     "paths",
     "events",
     "checkpoints",
+    *FORK_STEPS,
     "log",
     "finish",
 )
@@ -64,15 +77,18 @@ STEP_ORDER = (
 def steps_for(plan: RewindPlan) -> list[str]:
     """The steps ``plan`` needs, in execution order."""
     wanted = {
+        "before": plan.before is not None and plan.before_seq is not None,
         "stash": plan.stash_message is not None and plan.head is not None,
-        "code": plan.head is not None,
+        "code": plan.changes_code,
+        "unwind": plan.unwind is not None,
         "note": plan.note is not None,
         "state": plan.state is not None,
         "ledger": plan.state is not None,
         "threads": plan.threads is not None,
         "paths": bool(plan.delete_paths),
         "events": plan.event_offset is not None,
-        "checkpoints": plan.keep_through_seq is not None,
+        "checkpoints": plan.keep_through_seq is not None or plan.keep_seqs is not None,
+        **{step: plan.fork is not None for step in FORK_STEPS},
         "log": plan.event is not None,
         "finish": True,
     }
@@ -86,18 +102,27 @@ def _stash(session: Session, plan: RewindPlan) -> None:
     git.stash(Path(plan.worktree), plan.stash_message, ref=git.stash_ref(session.id))
 
 
+def _before(session: Session, plan: RewindPlan) -> None:
+    undo.record_before(session, plan)
+
+
 def _code(session: Session, plan: RewindPlan) -> None:
-    assert plan.head is not None
     worktree = Path(plan.worktree)
-    if is_manifest_head(plan.head):
-        # No git: write exactly the planned files (plan.overlay holds the writes).
+    if plan.snapshot_code or is_manifest_head(plan.head):
+        # No git (a chat): write exactly the planned files (plan.overlay holds the writes).
         apply_snapshot_files(session, worktree, plan.overlay)
         return
+    assert plan.head is not None
     git.reset_hard(worktree, plan.head)
     git.clean_fd(worktree)
     # Called even with an empty overlay so the restored state is noted; ``keep`` (the
     # user's edits, see plan.keep) goes back on top of the overlay.
     restore_overlay(session, worktree, plan.overlay, keep=plan.keep)
+
+
+def _unwind(session: Session, plan: RewindPlan) -> None:
+    assert plan.unwind is not None
+    git.reset_soft(Path(plan.worktree), plan.unwind)
 
 
 def _note(session: Session, plan: RewindPlan) -> None:
@@ -116,6 +141,9 @@ def _state(session: Session, plan: RewindPlan) -> None:
 
 def _ledger(session: Session, plan: RewindPlan) -> None:
     assert plan.state is not None
+    if plan.archive is not None:
+        undo.restore_archived_ledger(session, plan.archive)
+        return
     restore_counts(session.ledger.directory, dict(plan.state.get("ledger") or {}))
     lines = plan.state.get("progress_lines")
     if isinstance(lines, int):
@@ -124,6 +152,8 @@ def _ledger(session: Session, plan: RewindPlan) -> None:
 
 def _threads(session: Session, plan: RewindPlan) -> None:
     assert plan.threads is not None
+    if plan.archive is not None:
+        undo.restore_archived_threads(session, plan.archive)
     restore_threads(session.threads.directory, plan.threads)
 
 
@@ -134,16 +164,30 @@ def _paths(session: Session, plan: RewindPlan) -> None:
 
 def _events(session: Session, plan: RewindPlan) -> None:
     assert plan.event_offset is not None
+    if plan.archive is not None:
+        undo.splice_events(session, plan.archive, plan.event_cut or plan.event_offset)
+        return
     truncate_log(session.events.path, plan.event_offset)
 
 
 def _checkpoints(session: Session, plan: RewindPlan) -> None:
-    assert plan.keep_through_seq is not None
-    if plan.head is None:
+    if not plan.changes_code:
         # Turn snapshots: the files stay as the newest checkpoint left them; note that state
         # before its checkpoint goes, or later rewinds would take them for the user's edits.
         note_code_state(session)
-    delete_after(session, plan.keep_through_seq)
+    if plan.keep_seqs is not None and plan.archive is not None:
+        remember_highest(session)
+        undo.restore_archived_checkpoints(session, plan.archive, plan.keep_seqs)
+    elif plan.before is None:
+        # Reset to the seed (and journals written before undo existed): everything after.
+        assert plan.keep_through_seq is not None
+        delete_after(session, plan.keep_through_seq)
+    else:
+        # Exactly the checkpoints the plan named; undo points (``before-``) stay.
+        remember_highest(session)
+        for seq in plan.drop_seqs:
+            checkpoint_path(session, seq).unlink(missing_ok=True)
+    undo.prune_archives(session)
 
 
 def _log(session: Session, plan: RewindPlan) -> None:
@@ -169,13 +213,16 @@ def _finish(session: Session, plan: RewindPlan, *, recovered: bool) -> None:
         stash=plan.stash_message if plan.summary()["stashed"] else None,
         summary=plan.summary(),
         recovered=recovered,
+        **({"child_session": plan.fork["child"]} if plan.fork else {}),
     )
     clear_journal(session)
 
 
 _STEPS: dict[str, Callable[[Session, RewindPlan], None]] = {
+    "before": _before,
     "stash": _stash,
     "code": _code,
+    "unwind": _unwind,
     "note": _note,
     "state": _state,
     "ledger": _ledger,
@@ -183,6 +230,10 @@ _STEPS: dict[str, Callable[[Session, RewindPlan], None]] = {
     "paths": _paths,
     "events": _events,
     "checkpoints": _checkpoints,
+    "fork-created": forking.create_child,
+    "fork-files": forking.copy_files,
+    "fork-worktree": forking.make_worktree,
+    "fork-record": forking.finish_child,
     "log": _log,
 }
 
@@ -209,6 +260,11 @@ def _run(session: Session, journal: Journal, plan: RewindPlan, *, recovered: boo
 
 def execute_rewind(session: Session, plan: RewindPlan) -> None:
     """Carry out ``plan`` crash-safely. The caller holds the session lock."""
+    if plan.before_seq is not None and highest_seq(session) >= plan.before_seq:
+        raise RewindError(
+            f"session {session.id} changed since this plan was made (a checkpoint was recorded)",
+            hint="plan it again; nothing was changed",
+        )
     journal = Journal(plan.op_id, plan.to_dict(), steps_for(plan))
     write_journal(session, journal)
     fault_point("journal")
@@ -251,9 +307,28 @@ def _name(plan: RewindPlan) -> str:
 def open_for_writing(
     session: Session, notify: Callable[[str], Any] | None = None
 ) -> Iterator[None]:
-    """Hold the session lock and recover any interrupted operation first."""
+    """Hold the session lock and recover any interrupted operation first (for a fork that
+    was interrupted half-way, its parent's: the parent's journal completes it)."""
+    _complete_own_fork(session, notify)
     with session.lock():
         message = recover(session)
         if message and notify is not None:
             notify(message)
         yield
+
+
+def _complete_own_fork(session: Session, notify: Callable[[str], Any] | None) -> None:
+    try:
+        record = session.checkpoint()
+    except SessionCorrupt:
+        return
+    parent_id = record.get("parent_session")
+    if not record.get("fork_incomplete") or not isinstance(parent_id, str):
+        return
+    parent = Session(parent_id, session.dir.parent / parent_id)
+    if not parent.dir.is_dir():
+        return
+    with parent.lock():
+        message = recover(parent)
+    if message and notify is not None:
+        notify(f"session {parent.id}: {message}")

@@ -8,8 +8,9 @@ the checkpoints up to and including the target. ``checkpoint.json`` names
 ``parent_session`` and ``forked_from``. The parent is only read, apart from one line in
 its operations log; it is locked meanwhile so nothing moves under the copy.
 
-A fork interrupted half-way leaves a session marked ``fork_incomplete`` (status
-``failed``); ``tilth reset <id>`` discards it.
+A fork is planned like every go-back and carried out by the one executor, journaled in
+the parent: a fork interrupted half-way leaves the child marked ``fork_incomplete``
+(status ``failed``) until the parent's next command completes it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ from tilth import git
 from tilth.errors import TilthError, UsageError
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
-from tilth.session.store import CHECKPOINT_SCHEMA, Session
-from tilth.timeline.faults import fault_point
+from tilth.session.store import CHECKPOINT_SCHEMA, Session, new_session_id
 from tilth.timeline.record.blob_store import remember_store, session_store
 from tilth.timeline.record.checkpoints import (
     Checkpoint,
@@ -34,12 +34,13 @@ from tilth.timeline.record.checkpoints import (
     timeline_dir,
     write_checkpoint,
 )
-from tilth.timeline.record.state_capture import worktree_of
+from tilth.timeline.record.dir_state import is_manifest_head
+from tilth.timeline.record.state_capture import last_event, task_statuses, worktree_of
 from tilth.timeline.rewind.code_restore import apply_overlay
-from tilth.timeline.rewind.journal import log_operation
-from tilth.timeline.rewind.plan import new_op_id
+from tilth.timeline.rewind.plan import RewindPlan, new_op_id
 from tilth.timeline.rewind.state_restore import (
     cut_lines,
+    remove_path,
     restore_counts,
     restore_files,
     restore_threads,
@@ -82,14 +83,37 @@ def _copy_prefix(src: Path, dst: Path, size: int) -> None:
             remaining -= len(chunk)
 
 
-def fork_session(parent: Session, target: Checkpoint, sessions_dir: Path) -> ForkResult:
-    """Make the new session. The caller holds the parent's lock."""
+def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> RewindPlan:
+    """What forking ``parent`` at ``target`` makes (no writes): the executor carries it out in
+    the parent's journal, so a crash half-way is completed by the parent's next command."""
+    if is_manifest_head(target.head):
+        # A chat: its fork copies the directory (rewind.snapshot_fork); nothing is journaled.
+        return RewindPlan(
+            op="fork",
+            op_id=new_op_id(),
+            session_id=parent.id,
+            target=target.id,
+            target_label=target.label,
+            scope="both",
+            worktree=str(worktree_of(parent)),
+            headline=f"fork chat session {parent.id} at {target.id} ({target.label})",
+            fork={"snapshot": True, "checkpoint": target.to_dict()},
+            details=[
+                "a new chat session with its own copy of the directory as it was then",
+                f"session {parent.id} itself is not changed",
+            ],
+        )
     info = parent.checkpoint()
     source = Path(str(info.get("source") or ""))
     if not info.get("source") or not source.is_dir():
         raise ForkError(
             f"the source repository of session {parent.id} is missing ({source})",
             hint="a fork needs it to create the new branch and worktree",
+        )
+    if target.is_before:
+        raise ForkError(
+            f"{target.id} is an undo point; fork from a checkpoint of the timeline itself",
+            hint=f"`tilth checkpoints {parent.id}` lists them",
         )
     worktree = worktree_of(parent)
     probe = worktree if worktree.is_dir() else source
@@ -98,42 +122,132 @@ def fork_session(parent: Session, target: Checkpoint, sessions_dir: Path) -> For
             f"the commit {target.head[:12]} of {target.id} no longer exists",
             hint="pick a later checkpoint",
         )
-    child = Session.create(
-        sessions_dir, source, status="failed", fork_incomplete=True, parent_session=parent.id
-    )
-    fault_point("fork-created")
-    _copy_files(parent, child, target)
-    fault_point("fork-files")
-    new_worktree = git.ensure_worktree(source, child.workspace_dir, child.branch, start=target.head)
-    if target.overlay:
-        apply_overlay(new_worktree, target.overlay, session_store(parent))
-    fault_point("fork-worktree")
-    op_id = new_op_id()
-    forked_from = {"session": parent.id, "checkpoint": target.id, "label": target.label}
-    record = _child_record(info, child, new_worktree, target, forked_from)
-    atomic_write_json(child.checkpoint_path, record)
-    child.log(
-        "fork",
-        role="child",
-        parent_session=parent.id,
-        checkpoint=target.id,
-        label=target.label,
-        head=target.head,
-        op=op_id,
-    )
-    log_operation(
-        parent,
-        op_id,
-        "fork",
+    child = _new_child_id(sessions_dir)
+    branch = f"session/{child}"
+    workspace = sessions_dir / child / "workspace"
+    copied = [c.seq for c in list_checkpoints(parent) if c.seq <= target.seq and not c.is_before]
+    plan = RewindPlan(
+        op="fork",
+        op_id=new_op_id(),
+        session_id=parent.id,
         target=target.id,
-        label=target.label,
-        child_session=child.id,
-        head=target.head,
+        target_label=target.label,
+        scope="both",
+        worktree=str(worktree),
+        headline=f"fork session {parent.id} at {target.id} ({target.label}) into {child}",
+        fork={
+            "child": child,
+            "sessions_dir": str(sessions_dir),
+            "source": str(source),
+            "branch": branch,
+            "workspace": str(workspace),
+            "checkpoint": target.to_dict(),
+            "copy_seqs": copied,
+        },
     )
-    return ForkResult(child, parent, target, new_worktree)
+    statuses = task_statuses(target.state.get("prd"))
+    plan.details = [
+        f"new session {child}: branch {branch} at {target.head[:12]}, worktree {workspace}",
+        f"files: {len(target.overlay)} uncommitted file(s) of the checkpoint written over it",
+        f"conversation: {len(target.threads)} thread(s) cut to the checkpoint",
+        "tasks: " + (", ".join(f"{t} {s}" for t, s in statuses.items()) or "none"),
+        f"checkpoints copied: {len(copied)}",
+        f"session {parent.id} itself is not changed",
+    ]
+    return plan
 
 
-def _copy_files(parent: Session, child: Session, target: Checkpoint) -> None:
+def _new_child_id(sessions_dir: Path) -> str:
+    while True:
+        candidate = new_session_id()
+        if not (sessions_dir / candidate).exists():
+            return candidate
+
+
+def _fork_of(plan: RewindPlan) -> tuple[dict[str, Any], Session, Checkpoint]:
+    assert plan.fork is not None
+    info = plan.fork
+    child = Session(str(info["child"]), Path(str(info["sessions_dir"])) / str(info["child"]))
+    return info, child, Checkpoint.from_dict(info["checkpoint"])
+
+
+# ---- the executor's fork steps (each idempotent) ---------------------------------------------
+def create_child(parent: Session, plan: RewindPlan) -> None:
+    """The child's directory, marked incomplete until ``finish_child`` runs."""
+    info, child, _ = _fork_of(plan)
+    child.dir.mkdir(parents=True, exist_ok=True)
+    child.events.path.touch()
+    if child.checkpoint_path.is_file():
+        return
+    atomic_write_json(
+        child.checkpoint_path,
+        {
+            "schema": CHECKPOINT_SCHEMA,
+            "session_id": child.id,
+            "source": info["source"],
+            "workspace": None,
+            "branch": None,
+            "status": "failed",
+            "tokens_used": 0,
+            "started_at": utc_now(),
+            "fork_incomplete": True,
+            "parent_session": parent.id,
+        },
+    )
+
+
+def copy_files(parent: Session, plan: RewindPlan) -> None:
+    """The parent's session files, cut to the checkpoint (overwritten whole on a retry)."""
+    info, child, target = _fork_of(plan)
+    for name in COPIED_DIRS:
+        remove_path(child.dir / name)
+    _copy_files(parent, child, target, [int(s) for s in info.get("copy_seqs") or []])
+
+
+def make_worktree(parent: Session, plan: RewindPlan) -> None:
+    """Branch ``session/<child>`` at the checkpoint's head, its overlay written over it."""
+    info, _, target = _fork_of(plan)
+    source = Path(str(info["source"]))
+    worktree = git.ensure_worktree(
+        source, Path(str(info["workspace"])), str(info["branch"]), start=target.head
+    )
+    if target.overlay:
+        apply_overlay(worktree, target.overlay, session_store(parent))
+
+
+def finish_child(parent: Session, plan: RewindPlan) -> None:
+    """The child's final ``checkpoint.json`` (with its lineage) and its ``fork`` event."""
+    info, child, target = _fork_of(plan)
+    record = _child_record(
+        parent.checkpoint(),
+        child,
+        Path(str(info["workspace"])).resolve(),
+        target,
+        {"session": parent.id, "checkpoint": target.id, "label": target.label},
+    )
+    last = last_event(child.events.path) or {}
+    payload = last.get("payload")
+    done = isinstance(payload, dict) and payload.get("op") == plan.op_id
+    if not (last.get("type") == "fork" and done):
+        child.log(
+            "fork",
+            role="child",
+            parent_session=parent.id,
+            checkpoint=target.id,
+            label=target.label,
+            head=target.head,
+            op=plan.op_id,
+        )
+    atomic_write_json(child.checkpoint_path, record)
+
+
+def fork_result(parent: Session, plan: RewindPlan) -> ForkResult:
+    """What a carried-out fork plan made."""
+    info, child, target = _fork_of(plan)
+    return ForkResult(child, parent, target, Path(str(info["workspace"])).resolve())
+
+
+def _copy_files(parent: Session, child: Session, target: Checkpoint, seqs: list[int]) -> None:
     """Copy the parent's session files and cut them to ``target``."""
     for name in COPIED_FILES:
         src = parent.dir / name
@@ -156,7 +270,7 @@ def _copy_files(parent: Session, child: Session, target: Checkpoint) -> None:
     timeline_dir(child).mkdir(parents=True, exist_ok=True)
     remember_store(child, session_store(parent))
     for checkpoint in list_checkpoints(parent):
-        if checkpoint.seq <= target.seq:
+        if checkpoint.seq in seqs:
             write_checkpoint(child, checkpoint)
     if not checkpoint_path(child, target.seq).is_file():
         raise ForkError(f"checkpoint {target.id} could not be copied into the fork")

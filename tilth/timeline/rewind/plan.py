@@ -10,14 +10,16 @@ changes, thread messages dropped and conflicts. ``render()`` is at once the
 from __future__ import annotations
 
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
 from tilth.errors import TilthError
+from tilth.session.migrations import upgrade
 
 SCOPES = ("both", "code", "conversation")
-PLAN_SCHEMA = 1
+PLAN_SCHEMA = 2
+"""2: ``before``/archive fields for undo, ``unwind`` for resume, ``fork`` for forks."""
 
 
 class RewindError(TilthError):
@@ -34,7 +36,7 @@ class RewindPlan:
     """Everything one go-back operation will change, and how to carry it out."""
 
     op: str
-    """``rewind``, ``restart`` or ``reset_to_seed``."""
+    """``rewind``, ``restart``, ``reset_to_seed``, ``undo``, ``resume`` or ``fork``."""
     op_id: str
     session_id: str
     target: str
@@ -68,6 +70,28 @@ class RewindPlan:
     """``{thread, text}``: a message appended to a thread after a code-only restore."""
     event: dict[str, Any] | None = None
     """``{type, payload}`` appended to the event log after the cut."""
+    # ---- undo (see rewind/undo.py) ----
+    before: str | None = None
+    """Kind of the checkpoint recording the state before this operation (``before-rewind``);
+    None records none (reset to the seed, fork, dry runs of plans that change nothing)."""
+    before_seq: int | None = None
+    """The sequence number that checkpoint gets (fixed at plan time, so a retry reuses it)."""
+    drop_seqs: list[int] = field(default_factory=list)
+    """Checkpoints this operation deletes (kept in the undo archive)."""
+    keep_seqs: list[int] | None = None
+    """Undo: exactly the (non-``before-``) checkpoints to keep; others are deleted."""
+    archive: str | None = None
+    """Undo: the session-relative archive whose threads, ledgers and log tail come back."""
+    event_cut: int | None = None
+    """Undo: cut the log here, then append the archive's log tail."""
+    # ---- resume's preparation ----
+    unwind: str | None = None
+    """``git reset --soft`` to this commit (the FAILED placeholder's parent)."""
+    # ---- fork ----
+    fork: dict[str, Any] | None = None
+    """``{child, sessions_dir, source, branch, workspace, checkpoint}`` of the new session."""
+    snapshot_code: bool = False
+    """Code is restored from file snapshots only: no git reset, no commits (chat sessions)."""
     # ---- report ----
     headline: str = ""
     files: list[tuple[str, str]] = field(default_factory=list)
@@ -87,18 +111,36 @@ class RewindPlan:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the journal's copy of the plan, and the web API's dry run."""
         return {"schema": PLAN_SCHEMA, **asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RewindPlan:
-        values = {k: v for k, v in data.items() if k != "schema"}
+        """Read a plan back (any schema up to this one: later fields default)."""
+        data = upgrade("plan", data, where="the rewind journal's plan")
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
         for key in ("files", "commits_dropped", "commits_restored", "task_changes"):
             values[key] = [tuple(item) for item in values.get(key) or []]
         return cls(**values)
 
     @property
     def changes_code(self) -> bool:
-        return self.head is not None
+        return self.head is not None or self.snapshot_code
+
+    @property
+    def changes_anything(self) -> bool:
+        """False for a plan whose execution would only log that it ran."""
+        return bool(
+            self.changes_code
+            or self.unwind
+            or self.state is not None
+            or self.threads is not None
+            or self.event_offset is not None
+            or self.keep_through_seq is not None
+            or self.delete_paths
+            or self.fork
+        )
 
     def summary(self) -> dict[str, Any]:
         """The counts recorded in the event and the operations log."""
@@ -132,7 +174,15 @@ class RewindPlan:
                 lines += _listing(
                     "  commits restored", [f"{s[:10]} {m}" for s, m in self.commits_restored], ""
                 )
-        else:
+        elif self.snapshot_code:
+            lines.append("code: files restored from snapshots (no git)")
+            lines += _listing("  files", [f"{a:7} {p}" for a, p in self.files], "unchanged")
+        elif self.unwind is not None:
+            lines.append(
+                f"code: unwind the FAILED placeholder commit (git reset --soft {self.unwind[:12]});"
+                " its changes stay in the worktree"
+            )
+        elif self.fork is None:
             lines.append("code: files are kept as they are")
         if self.event_offset is not None:
             kinds = ", ".join(f"{t} x{n}" for t, n in sorted(self.event_types.items()))
@@ -153,9 +203,14 @@ class RewindPlan:
             lines.append(f"conversation: a note is added to thread {self.note['thread']}")
         if self.keep_through_seq is not None:
             lines.append(f"checkpoints: {self.checkpoints_dropped} later checkpoint(s) deleted")
+        if self.archive is not None:
+            lines.append(
+                "restored from the undo archive: the event log, conversation, ledgers and "
+                "checkpoints as they were"
+            )
         if self.delete_paths:
             lines.append("deleted: " + ", ".join(self.delete_paths))
-        snapshots = (self.head or "").startswith("manifest:")
+        snapshots = self.snapshot_code or (self.head or "").startswith("manifest:")
         if self.conflicts and (self.keep or self.force or snapshots):
             # Turn snapshots: conflicts are files edited since the latest recorded state.
             verb = (
@@ -168,6 +223,11 @@ class RewindPlan:
             verb = "stashed" if self.stash_message else "LOST (not on any checkpoint)"
             lines += _listing(f"uncommitted changes, {verb}", self.conflicts, "")
         lines += [f"warning: {w}" for w in self.warnings]
+        if self.before is not None and self.before_seq is not None:
+            lines.append(
+                f"undo: the current state is kept as checkpoint cp-{self.before_seq:04d} "
+                f"({self.before}); `tilth rewind --undo` returns to it"
+            )
         return "\n".join(lines)
 
 

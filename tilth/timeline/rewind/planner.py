@@ -1,8 +1,16 @@
-"""The pure half of going back: what a rewind will change (planning never writes)."""
+"""The one planner: a ``Target`` in, the ``RewindPlan`` the executor runs out (never writes).
+
+Every go-back is a target — where to go (a checkpoint's code, conversation and harness
+state), in which scope, with the verb's adjustments (a restart stashes and sets a task
+pending, a reset deletes derived files, an undo restores from its archive). Each part of
+the planner returns a value (``CodePart``, ``HistoryPart``) and ``plan`` assembles them, so
+no verb fills a plan by hand.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +18,7 @@ from tilth import git
 from tilth.errors import UsageError
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import session_store
-from tilth.timeline.record.checkpoints import Checkpoint, stored_seqs
+from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, list_checkpoints
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
@@ -23,121 +31,317 @@ from tilth.timeline.rewind.code_restore import (
     recorded_code_state,
 )
 from tilth.timeline.rewind.plan import SCOPES, RewindError, RewindPlan, new_op_id
-from tilth.timeline.rewind.snapshot_restore import plan_snapshot_files, snapshot_report
+from tilth.timeline.rewind.snapshot_restore import is_snapshot_session, plan_snapshot_files
 
 
-# ---- shared report builders -----------------------------------------------------------------
-def report_code(plan: RewindPlan, worktree: Path, head: str) -> None:
-    """Fill the file, commit and conflict lines for a reset of ``worktree`` to ``head``."""
+@dataclass(frozen=True)
+class Target:
+    """Where one go-back goes and what the verb adds; ``plan`` turns it into a plan."""
+
+    op: str
+    """``rewind``, ``restart``, ``reset_to_seed``, ``undo`` or ``resume``."""
+    ref: str
+    """The checkpoint id (or ``seed`` / a short commit when there is no checkpoint)."""
+    label: str
+    scope: str
+    headline: str
+    head: str | None = None
+    """The commit the code goes back to; None leaves the code alone."""
+    overlay: Overlay = field(default_factory=dict)
+    state: dict[str, Any] | None = None
+    """Harness state to restore (None leaves it)."""
+    threads: dict[str, str | None] | None = None
+    event_offset: int | None = None
+    event_seq: int = 0
+    keep_through_seq: int | None = None
+    """Delete the (non-``before-``) checkpoints after this one; None keeps them."""
+    force: bool = False
+    stash_message: str | None = None
+    """Stash uncommitted changes instead of keeping the user's edits (restart)."""
+    delete_paths: tuple[str, ...] = ()
+    note: bool = False
+    """Add the "files were restored" note to the thread the worker reads next."""
+    undoable: bool = True
+    """Record a ``before-<op>`` checkpoint first (all but reset to the seed)."""
+    archive: str | None = None
+    """Undo: the before-checkpoint's archive (threads, ledgers, log tail, checkpoints)."""
+    unwind: str | None = None
+    """Resume: ``git reset --soft`` to this commit."""
+    checkpoint: Checkpoint | None = None
+    details: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    event: dict[str, Any] | None = None
+
+
+def checkpoint_target(
+    checkpoint: Checkpoint, scope: str, *, op: str = "rewind", force: bool = False
+) -> Target:
+    """Go back to ``checkpoint`` in ``scope`` (what ``tilth rewind`` asks for)."""
+    if scope not in SCOPES:
+        raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+    code = scope in ("both", "code")
+    history = scope in ("both", "conversation")
+    return Target(
+        op=op,
+        ref=checkpoint.id,
+        label=checkpoint.label,
+        scope=scope,
+        headline=f"{op} session {{session}} to {checkpoint.id} ({checkpoint.label}), scope {scope}",
+        head=checkpoint.head if code else None,
+        overlay=dict(checkpoint.overlay) if code else {},
+        state=dict(checkpoint.state) if history else None,
+        threads=dict(checkpoint.threads) if history else None,
+        event_offset=checkpoint.event_offset if history else None,
+        event_seq=checkpoint.event_seq,
+        # A chat checkpoint is the instant before its turn: going back there undoes the turn,
+        # so its checkpoint goes too (the next prompt records a fresh one).
+        keep_through_seq=(
+            checkpoint.seq - 1 if is_manifest_head(checkpoint.head) else checkpoint.seq
+        )
+        if history
+        else None,
+        force=force,
+        note=scope == "code",
+        checkpoint=checkpoint,
+        warnings=tuple(f"{checkpoint.id}: {gap}" for gap in checkpoint.gaps) if code else (),
+        event={"type": op, "payload": {"to": checkpoint.id, "scope": scope}},
+    )
+
+
+# ---- the parts ---------------------------------------------------------------------------------
+@dataclass
+class CodePart:
+    """What restoring the code changes: files, commits, conflicts and kept edits."""
+
+    files: list[tuple[str, str]] = field(default_factory=list)
+    commits_dropped: list[tuple[str, str]] = field(default_factory=list)
+    commits_restored: list[tuple[str, str]] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    keep: Overlay = field(default_factory=dict)
+    overlay: Overlay = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
+    """Reset to ``target.head`` + overlay: the exact file list, commits, and the user's edits."""
+    assert target.head is not None
+    if git.rev_parse(target.head, worktree) is None:
+        raise RewindError(
+            f"the commit {target.head[:12]} of {target.ref} no longer exists",
+            hint="it may have been garbage-collected; pick a later checkpoint",
+        )
     current = git.head(worktree)
-    plan.files = tree_changes(worktree, head)
-    plan.commits_dropped = git.commits_between(head, current, worktree)
-    plan.commits_restored = git.commits_between(current, head, worktree)
-    plan.conflicts = dirty_paths(worktree)
+    part = CodePart(overlay=dict(target.overlay))
+    part.commits_dropped = git.commits_between(target.head, current, worktree)
+    part.commits_restored = git.commits_between(current, target.head, worktree)
+    if target.checkpoint is None:
+        # No snapshot to compare with (a restart to a bare commit): git's view only.
+        part.files = tree_changes(worktree, target.head)
+        part.conflicts = dirty_paths(worktree)
+        return part
+    latest_head, latest_overlay = recorded_code_state(session)
+    if latest_head is not None and git.rev_parse(latest_head, worktree) is None:
+        # The branch was rewritten by hand and the commit collected: there is no known
+        # "last written by the agent" state to compare with, so no conflicts can be told.
+        part.warnings.append(
+            f"the latest recorded commit {latest_head[:12]} is gone; edits made by hand "
+            "since then cannot be told apart and are not protected"
+        )
+        latest_head, latest_overlay = None, {}
+    force = target.force or target.stash_message is not None
+    code = plan_code(worktree, target.head, part.overlay, latest_head, latest_overlay, force=force)
+    if target.stash_message is None:
+        keep_conflicts(code, worktree, session_store(session))
+        part.conflicts, part.keep = code.conflicts, code.keep
+    else:
+        # A restart stashes every uncommitted change instead of carrying edits across.
+        part.conflicts = dirty_paths(worktree)
+    part.files = sorted(
+        [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
+        key=lambda item: item[1],
+    )
+    return part
 
 
-def report_events(plan: RewindPlan, session: Session, offset: int, seq: int) -> None:
-    """Fill the event lines for a cut of the log at ``offset`` (after event ``seq``)."""
+def snapshot_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
+    """A session without git (chat): files from snapshots only — no commits, no reset, no
+    clean (``rewind.snapshot_restore``; chat capture records the manifests it reads)."""
+    assert target.head is not None
+    code = plan_snapshot_files(session, worktree, target.head, target.overlay, force=target.force)
+    return CodePart(
+        files=sorted(
+            [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
+            key=lambda item: item[1],
+        ),
+        conflicts=list(code.conflicts),
+        overlay=dict(code.overlay),
+    )
+
+
+@dataclass
+class HistoryPart:
+    """What going back in the conversation, the harness state and the log drops."""
+
+    events_dropped: int = 0
+    event_types: dict[str, int] = field(default_factory=dict)
+    task_changes: list[tuple[str, str, str]] = field(default_factory=list)
+    messages_dropped: dict[str, int] = field(default_factory=dict)
+    threads_deleted: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def events_part(session: Session, offset: int, seq: int) -> HistoryPart:
+    """The events a cut of the log at ``offset`` (after event ``seq``) drops."""
+    part = HistoryPart()
     size, last_seq = log_tail(session.events.path)
     if offset > size:
         # Only possible when an earlier cut went below this checkpoint (a reset to the seed
         # cuts at seed_committed, before the seed checkpoint was recorded): nothing to cut.
-        plan.warnings.append(
+        part.warnings.append(
             f"the event log ({size} bytes) is already shorter than at this checkpoint "
             f"({offset} bytes); no events are dropped"
         )
-        return
-    plan.events_dropped = max(0, last_seq - seq) if last_seq else 0
-    plan.event_types = tally_events(session.events.path, offset)
-    if not plan.events_dropped:
-        plan.events_dropped = sum(plan.event_types.values())
+        return part
+    part.events_dropped = max(0, last_seq - seq) if last_seq else 0
+    part.event_types = tally_events(session.events.path, offset)
+    if not part.events_dropped:
+        part.events_dropped = sum(part.event_types.values())
+    return part
 
 
-def report_state(plan: RewindPlan, session: Session, state: dict[str, Any]) -> None:
-    """Fill the task status changes between now and ``state``."""
+def task_changes(session: Session, state: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(task, now, then)`` for every task whose status ``state`` changes."""
     now = task_statuses(capture_state(session).get("prd"))
     then = task_statuses(state.get("prd"))
-    plan.task_changes = [
-        (tid, now.get(tid, "-"), then[tid]) for tid in then if now.get(tid, "-") != then[tid]
-    ]
+    return [(t, now.get(t, "-"), then[t]) for t in then if now.get(t, "-") != then[t]]
 
 
-def report_threads(plan: RewindPlan, session: Session, heads: dict[str, str | None]) -> None:
-    plan.messages_dropped, plan.threads_deleted = thread_drops(session.threads.directory, heads)
+def history_part(session: Session, target: Target) -> HistoryPart:
+    part = HistoryPart()
+    if target.event_offset is not None:
+        part = events_part(session, target.event_offset, target.event_seq)
+    if target.state is not None:
+        part.task_changes = task_changes(session, target.state)
+    if target.threads is not None:
+        part.messages_dropped, part.threads_deleted = thread_drops(
+            session.threads.directory, target.threads
+        )
+    return part
 
 
-def plan_rewind(
-    session: Session, target: Checkpoint, scope: str, *, force: bool = False
-) -> RewindPlan:
-    """What ``tilth rewind --to <target> --scope <scope>`` will change (no writes)."""
-    if scope not in SCOPES:
-        raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+def later_checkpoints(session: Session, keep_through: int) -> list[int]:
+    """The (non-``before-``) checkpoints after ``keep_through``: what a cut deletes."""
+    return [c.seq for c in list_checkpoints(session) if c.seq > keep_through and not c.is_before]
+
+
+# ---- assembling ----------------------------------------------------------------------------------
+def plan(session: Session, target: Target) -> RewindPlan:
+    """The plan for ``target``: actions for the executor and the report a user reads."""
     worktree = worktree_of(session)
-    if scope != "conversation" and not worktree.is_dir():
+    snapshots = is_snapshot_session(session) or is_manifest_head(target.head)
+    if target.head is not None and not worktree.is_dir():
         raise RewindError(
             f"the worktree of session {session.id} is missing ({worktree})",
             hint=f"`tilth doctor {session.id} --repair` re-creates it (so does `tilth resume`); "
             "or use --scope conversation",
         )
-    plan = RewindPlan(
-        op="rewind",
+    result = RewindPlan(
+        op=target.op,
         op_id=new_op_id(),
         session_id=session.id,
-        target=target.id,
+        target=target.ref,
         target_label=target.label,
-        scope=scope,
+        scope=target.scope,
         worktree=str(worktree),
-        headline=f"rewind session {session.id} to {target.id} ({target.label}), scope {scope}",
+        headline=target.headline.replace("{session}", session.id),
+        force=target.force,
+        stash_message=target.stash_message,
+        state=target.state,
+        threads=target.threads,
+        event_offset=target.event_offset,
+        keep_through_seq=target.keep_through_seq,
+        delete_paths=list(target.delete_paths),
+        event=target.event,
+        unwind=target.unwind,
+        details=list(target.details),
+        warnings=list(target.warnings),
     )
-    if scope in ("both", "code") and is_manifest_head(target.head):
-        # A session without git (chat): files from snapshots only (rewind.snapshot_restore).
-        plan.head = target.head
-        code = plan_snapshot_files(session, worktree, target.head, target.overlay, force=force)
-        snapshot_report(plan, code)
-        plan.force = force
-        plan.warnings += [f"{target.id}: {gap}" for gap in target.gaps]
-    elif scope in ("both", "code"):
-        if git.rev_parse(target.head, worktree) is None:
-            raise RewindError(
-                f"the commit {target.head[:12]} of {target.id} no longer exists",
-                hint="it may have been garbage-collected; pick a later checkpoint",
-            )
-        plan.head = target.head
-        plan.overlay = dict(target.overlay)
-        report_code(plan, worktree, target.head)
-        # Turn snapshots: the exact file list, and conflicts = files the user edited since
-        # the latest recorded state (kept unless --force). See rewind.code_restore.
-        plan.force = force
-        report_turn_code(plan, session, target.head, plan.overlay)
-        plan.warnings += [f"{target.id}: {gap}" for gap in target.gaps]
-    if scope in ("both", "conversation"):
-        plan.state = dict(target.state)
-        plan.threads = dict(target.threads)
-        plan.event_offset = target.event_offset
-        plan.keep_through_seq = target.seq
-        if is_manifest_head(target.head):
-            # A chat checkpoint is the instant before its turn: going back there undoes the
-            # turn, so its checkpoint goes too (the next prompt records a fresh one).
-            plan.keep_through_seq = target.seq - 1
-        plan.checkpoints_dropped = sum(1 for s in stored_seqs(session) if s > plan.keep_through_seq)
-        report_state(plan, session, target.state)
-        report_threads(plan, session, target.threads)
-        report_events(plan, session, target.event_offset, target.event_seq)
-    if scope == "code":
-        wind_back_tasks(plan, session, target.head, worktree)
-        thread = most_recent_thread(session, among=plan.threads)
-        if thread is not None:
-            plan.note = {
-                "thread": thread,
-                "text": f"[tilth] The files in the worktree were restored to checkpoint "
-                f"{target.id} ({target.label}). The conversation was kept; files may differ "
-                "from what earlier messages describe.",
-            }
-    plan.event = {
-        "type": "rewind",
-        "payload": {"to": target.id, "scope": scope, "op": plan.op_id},
+    if target.head is not None:
+        if snapshots:
+            code = snapshot_code_part(session, worktree, target)
+            result.snapshot_code = True
+            result.head = target.head if is_manifest_head(target.head) else None
+        else:
+            code = git_code_part(session, worktree, target)
+            result.head = target.head
+        result.overlay = code.overlay
+        result.files, result.conflicts, result.keep = code.files, code.conflicts, code.keep
+        result.commits_dropped = code.commits_dropped
+        result.commits_restored = code.commits_restored
+        result.warnings = code.warnings + result.warnings
+    history = history_part(session, target)
+    result.events_dropped, result.event_types = history.events_dropped, history.event_types
+    result.task_changes = history.task_changes
+    result.messages_dropped = history.messages_dropped
+    result.threads_deleted = history.threads_deleted
+    result.warnings += history.warnings
+    if target.keep_through_seq is not None:
+        result.drop_seqs = later_checkpoints(session, target.keep_through_seq)
+        result.checkpoints_dropped = len(result.drop_seqs)
+    if target.scope == "code" and result.head is not None:
+        # No done task without its code (code_only.py): the tasks whose commits go wind back.
+        wind_back_tasks(result, session, result.head, worktree)
+    if target.note:
+        result.note = restored_note(session, target, result)
+    if target.undoable:
+        result.before = f"before-{target.op}"
+        result.before_seq = highest_seq(session) + 1
+    return result
+
+
+def restored_note(session: Session, target: Target, result: RewindPlan) -> dict[str, str] | None:
+    """The "files were restored" note, in the thread the worker will read next."""
+    thread = next_worker_thread(session, result.state, result.threads)
+    if thread is None:
+        return None
+    return {
+        "thread": thread,
+        "text": f"[tilth] The files in the worktree were restored to checkpoint "
+        f"{target.ref} ({target.label}). The conversation was kept; files may differ "
+        "from what earlier messages describe.",
     }
-    return plan
+
+
+def next_worker_thread(
+    session: Session,
+    state: dict[str, Any] | None = None,
+    keep: dict[str, str | None] | None = None,
+) -> str | None:
+    """The thread the worker continues in: the open task's current stage, else the most
+    recent worker thread, else the most recent thread (never an evaluator's when a worker's
+    exists). ``state`` and ``keep`` are the harness state and thread heads after the plan
+    (None: as they are now)."""
+    state = state if state is not None else capture_state(session)
+    directory = session.threads.directory
+
+    def usable(path: Path) -> bool:
+        return path.is_file() and (keep is None or path.stem in keep)
+
+    for task in state.get("prd") or []:
+        if not isinstance(task, dict) or task.get("status") not in ("in_progress", "pending"):
+            continue
+        record = (state.get("tasks") or {}).get(str(task.get("id")))
+        stage = record.get("current_stage") if isinstance(record, dict) else None
+        key = f"worker.{task.get('id')}.{stage}"
+        if stage and usable(directory / f"{key}.jsonl"):
+            return key
+        break
+    paths = list(directory.glob("*.jsonl")) if directory.is_dir() else []
+    for group in ([p for p in paths if p.name.startswith("worker.")], paths):
+        candidates = [p for p in group if usable(p)]
+        if candidates:
+            return max(candidates, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
+    return None
 
 
 def most_recent_thread(session: Session, among: dict[str, Any] | None = None) -> str | None:
@@ -154,32 +358,12 @@ def most_recent_thread(session: Session, among: dict[str, Any] | None = None) ->
     return max(paths, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
 
 
+def plan_rewind(
+    session: Session, target: Checkpoint, scope: str, *, force: bool = False
+) -> RewindPlan:
+    """What ``tilth rewind --to <target> --scope <scope>`` will change (no writes)."""
+    return plan(session, checkpoint_target(target, scope, force=force))
+
+
 def counter_dict(counter: Counter[str]) -> dict[str, int]:
     return dict(sorted(counter.items()))
-
-
-def report_turn_code(plan: RewindPlan, session: Session, head: str, overlay: Overlay) -> None:
-    """Fill ``plan``'s file list, conflicts and kept files for restoring (head, overlay).
-
-    A conflict is a file whose content differs from the latest recorded state: the user
-    edited it since. It is kept (its current content is stored now and written back after
-    the restore) unless ``plan.force``.
-    """
-    worktree = Path(plan.worktree)
-    latest_head, latest_overlay = recorded_code_state(session)
-    if latest_head is not None and git.rev_parse(latest_head, worktree) is None:
-        # The branch was rewritten by hand and the commit collected: there is no known
-        # "last written by the agent" state to compare with, so no conflicts can be told.
-        plan.warnings.append(
-            f"the latest recorded commit {latest_head[:12]} is gone; edits made by hand "
-            "since then cannot be told apart and are not protected"
-        )
-        latest_head, latest_overlay = None, {}
-    code = plan_code(worktree, head, overlay, latest_head, latest_overlay, force=plan.force)
-    keep_conflicts(code, worktree, session_store(session))
-    plan.files = sorted(
-        [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
-        key=lambda item: item[1],
-    )
-    plan.conflicts = code.conflicts
-    plan.keep = code.keep

@@ -11,7 +11,7 @@ a warning.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,9 @@ from tilth.session.events import iter_lines, utc_now
 from tilth.session.pipelines import stages_for
 from tilth.session.store import Session
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
-from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, worktree_of
-from tilth.timeline.rewind.plan import RewindError, RewindPlan, new_op_id
-from tilth.timeline.rewind.planner import plan_rewind, report_code, report_state
+from tilth.timeline.rewind.plan import RewindError, RewindPlan
+from tilth.timeline.rewind.planner import Target, checkpoint_target, plan
 
 
 @dataclass(frozen=True)
@@ -202,74 +201,73 @@ def _fallback_state(
     return state
 
 
+def restart_target(
+    session: Session, task_id: str, from_stage: str | None, default_tier: str
+) -> Target:
+    """Restarting ``task_id`` (from ``from_stage``) as a target: the checkpoint before the
+    stage, uncommitted changes stashed, the task pending."""
+    task = _task(session, task_id)
+    stages = stages_of(task, default_tier)
+    found = find_target(session, task_id, from_stage, default_tier)
+    if found.checkpoint is not None:
+        target = checkpoint_target(found.checkpoint, "both", op="restart")
+        state = dict(target.state or {})
+        warnings = list(target.warnings)
+    else:
+        target = Target(
+            op="restart",
+            ref=found.head[:12],
+            label=f"commit {found.head[:12]}",
+            scope="both",
+            headline="",
+            head=found.head,
+        )
+        state = _fallback_state(session, task_id, stages, found.from_stage)
+        warnings = ["no checkpoint for this point: conversation threads and the event log are kept"]
+    state = json.loads(json.dumps(state))
+    for entry in state.get("prd") or []:
+        if isinstance(entry, dict) and entry.get("id") == task_id:
+            entry["status"] = "pending"
+    if found.warning:
+        warnings.insert(0, found.warning)
+    whole = found.from_stage == stages[0]
+    rerun = stages[stages.index(found.from_stage) :]
+    return replace(
+        target,
+        state=state,
+        stash_message=f"tilth restart {task_id} {utc_now()}",
+        headline=f"restart {task_id} of session {session.id}"
+        + ("" if whole else f" from {found.from_stage}")
+        + f" (back to {found.head[:12]})",
+        details=(f"stages that will re-run: {' -> '.join(rerun)}",),
+        warnings=tuple(warnings),
+        event={
+            "type": "restart",
+            "payload": {
+                "task_id": task_id,
+                "from": found.from_stage,
+                "to": target.ref,
+                "head": found.head,
+            },
+        },
+    )
+
+
 def plan_restart(
     session: Session, task_id: str, from_stage: str | None, default_tier: str
 ) -> RewindPlan:
     """What ``tilth restart <task> [--from <stage>]`` will change (no writes)."""
-    task = _task(session, task_id)
-    stages = stages_of(task, default_tier)
-    target = find_target(session, task_id, from_stage, default_tier)
-    worktree = worktree_of(session)
-    if target.checkpoint is not None:
-        plan = plan_rewind(session, target.checkpoint, "both")
-        plan.op, plan.target_label = "restart", target.checkpoint.label
-        # A restart stashes every uncommitted change instead of carrying edits across.
-        plan.keep = {}
-        plan.conflicts = dirty_paths(worktree)
-    else:
-        plan = RewindPlan(
-            op="restart",
-            op_id=new_op_id(),
-            session_id=session.id,
-            target=target.head[:12],
-            target_label=f"commit {target.head[:12]}",
-            scope="both",
-            worktree=str(worktree),
-            head=target.head,
-            state=_fallback_state(session, task_id, stages, target.from_stage),
-        )
-        report_code(plan, worktree, target.head)
-        plan.warnings.append(
-            "no checkpoint for this point: conversation threads and the event log are kept"
-        )
-    assert plan.state is not None
-    state = json.loads(json.dumps(plan.state))
-    for entry in state.get("prd") or []:
-        if isinstance(entry, dict) and entry.get("id") == task_id:
-            entry["status"] = "pending"
-    plan.state = state
-    report_state(plan, session, state)
-    stamp = utc_now()
-    plan.stash_message = f"tilth restart {task_id} {stamp}"
-    rerun = stages[stages.index(target.from_stage) :]
-    whole = target.from_stage == stages[0]
-    plan.headline = (
-        f"restart {task_id} of session {session.id}"
-        + ("" if whole else f" from {target.from_stage}")
-        + f" (back to {target.head[:12]})"
-    )
+    result = plan(session, restart_target(session, task_id, from_stage, default_tier))
     ref = git.stash_ref(session.id)
     stash_line = (
-        f"{len(plan.conflicts)} file(s) will be saved on {ref} (your own `git stash` is not "
-        f"touched); get them back with: git -C {worktree} cherry-pick --no-commit {ref}"
-        if plan.conflicts
+        f"{len(result.conflicts)} file(s) will be saved on {ref} (your own `git stash` is not "
+        f"touched); get them back with: git -C {result.worktree} cherry-pick --no-commit {ref}"
+        if result.conflicts
         else "none (nothing to stash)"
     )
-    plan.details = [
-        f"stages that will re-run: {' -> '.join(rerun)}",
-        f"commits rolled back: {len(plan.commits_dropped)}",
+    result.details += [
+        f"commits rolled back: {len(result.commits_dropped)}",
         f"uncommitted changes: {stash_line}",
         f"{task_id} becomes pending; nothing runs until `tilth resume {session.id}`",
     ]
-    if target.warning:
-        plan.warnings.insert(0, target.warning)
-    plan.event = {
-        "type": "restart",
-        "payload": {
-            "task_id": task_id,
-            "from": target.from_stage,
-            "to": plan.target,
-            "head": target.head,
-        },
-    }
-    return plan
+    return result

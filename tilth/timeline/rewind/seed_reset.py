@@ -21,8 +21,8 @@ from tilth.session.events import iter_lines
 from tilth.session.seed_rules import SeedRuleError, check_prd
 from tilth.session.store import DERIVED_FILES, Session
 from tilth.timeline.record.checkpoints import list_checkpoints
-from tilth.timeline.rewind.plan import RewindPlan, new_op_id
-from tilth.timeline.rewind.planner import report_code, report_events, report_threads
+from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.planner import Target, plan
 
 CONFIRM_WARNING = (
     "This is destructive and irreversible. Everything the run did after the seed is "
@@ -122,9 +122,8 @@ def preflight(session: Session) -> SeedAnchor:
     return SeedAnchor(sha, str(payload["branch"]), end, seq, tokens)
 
 
-def plan_reset_to_seed(session: Session, anchor: SeedAnchor) -> RewindPlan:
-    """What the reset will change (pure)."""
-    worktree = Path(str(session.checkpoint()["workspace"]))
+def seed_target(session: Session, anchor: SeedAnchor) -> Target:
+    """The seed as a target: everything after ``seed_committed`` goes (not undoable)."""
     seed_cp = next((c for c in list_checkpoints(session) if c.kind == "seed"), None)
     prd = [
         {**task, "status": "pending"} if isinstance(task, dict) else task
@@ -135,14 +134,12 @@ def plan_reset_to_seed(session: Session, anchor: SeedAnchor) -> RewindPlan:
     else:
         # Without a seed checkpoint, keep only the interview's own thread(s).
         heads = {k: v for k, v in session.threads.heads().items() if k.startswith("interview")}
-    plan = RewindPlan(
+    return Target(
         op="reset_to_seed",
-        op_id=new_op_id(),
-        session_id=session.id,
-        target=seed_cp.id if seed_cp else "seed",
-        target_label=f"seed {anchor.sha[:12]}",
+        ref=seed_cp.id if seed_cp else "seed",
+        label=f"seed {anchor.sha[:12]}",
         scope="both",
-        worktree=str(worktree),
+        headline=f"reset session {session.id} to its seed ({anchor.sha[:12]} on {anchor.branch})",
         head=anchor.sha,
         state={
             "prd": prd,
@@ -153,22 +150,22 @@ def plan_reset_to_seed(session: Session, anchor: SeedAnchor) -> RewindPlan:
         },
         threads=heads,
         event_offset=anchor.end,
+        event_seq=anchor.seq,
         keep_through_seq=seed_cp.seq if seed_cp else 0,
-        delete_paths=["ledger", "tasks", *DERIVED_FILES],
-        headline=f"reset session {session.id} to its seed ({anchor.sha[:12]} on {anchor.branch})",
+        delete_paths=("ledger", "tasks", *DERIVED_FILES),
+        undoable=False,
+        details=(
+            f"checkpoint.json: status -> prepared, tokens_used -> {anchor.tokens_used}",
+            "events.jsonl: cut right after the seed_committed line",
+            "kept: seed-meta.json, prd.json (every task back to pending), the seed commit",
+        ),
     )
-    report_code(plan, worktree, anchor.sha)
-    report_events(plan, session, anchor.end, anchor.seq)
-    report_threads(plan, session, heads)
-    keep = plan.keep_through_seq or 0
-    plan.checkpoints_dropped = sum(1 for c in list_checkpoints(session) if c.seq > keep)
-    before = {
-        t.get("id"): t.get("status", "pending") for t in session.load_prd() if isinstance(t, dict)
-    }
-    plan.task_changes = [(str(t), str(s), "pending") for t, s in before.items() if s != "pending"]
-    plan.details = [
-        f"checkpoint.json: status -> prepared, tokens_used -> {anchor.tokens_used}",
-        "events.jsonl: cut right after the seed_committed line",
-        "kept: seed-meta.json, prd.json (every task back to pending), the seed commit",
-    ]
-    return plan
+
+
+def plan_reset_to_seed(session: Session, anchor: SeedAnchor) -> RewindPlan:
+    """What the reset will change (pure)."""
+    result = plan(session, seed_target(session, anchor))
+    keep = result.keep_through_seq or 0
+    # Undo points after the seed go too: the reset is the one go-back that cannot be undone.
+    result.checkpoints_dropped = sum(1 for c in list_checkpoints(session) if c.seq > keep)
+    return result

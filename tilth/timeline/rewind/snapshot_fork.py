@@ -18,7 +18,7 @@ from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
 from tilth.timeline.faults import fault_point
-from tilth.timeline.record.checkpoints import Checkpoint, delete_after
+from tilth.timeline.record.checkpoints import Checkpoint, delete_after, list_checkpoints
 from tilth.timeline.record.dir_recorder import write_code_state
 from tilth.timeline.rewind.fork import ForkResult, _copy_files
 from tilth.timeline.rewind.journal import log_operation
@@ -38,7 +38,8 @@ def fork_snapshot_session(parent: Session, target: Checkpoint, sessions_dir: Pat
         kind="chat",
     )
     fault_point("fork-created")
-    _copy_files(parent, child, target)
+    seqs = [c.seq for c in list_checkpoints(parent) if c.seq <= target.seq and not c.is_before]
+    _copy_files(parent, child, target, seqs)
     delete_after(child, target.seq - 1)
     fault_point("fork-files")
     directory = child.workspace_dir

@@ -157,6 +157,45 @@ def _transcript(messages: list[StoredMessage]) -> str:
     return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class SummaryPlan:
+    """What a summarize would replace (nothing written, no model called)."""
+
+    thread: str
+    replaced: list[str]
+    direction: str
+    checkpoint: str
+
+    def render(self) -> str:
+        return (
+            f"summarize {len(self.replaced)} message(s) {self.direction} {self.checkpoint} "
+            f"in thread {self.thread} into one model-written summary"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thread": self.thread,
+            "replaced": self.replaced,
+            "direction": self.direction,
+            "checkpoint": self.checkpoint,
+        }
+
+
+def plan_summary(
+    session: Session, target: Checkpoint, direction: str, *, thread_key: str | None = None
+) -> SummaryPlan:
+    """Which messages ``summarize`` would replace (``tilth summarize --dry-run``)."""
+    key = pick_thread(target, thread_key)
+    stored = session.threads.get(key).read()
+    _, chosen, _ = split_thread(stored, target.threads.get(key), direction)
+    if not chosen:
+        raise UsageError(
+            f"nothing to summarize {direction} {target.id} in thread {key}",
+            hint="the other --direction may be what you meant",
+        )
+    return SummaryPlan(key, [m.id for m in chosen], direction, target.id)
+
+
 # ---- doing it ---------------------------------------------------------------------------------
 def summarize(
     session: Session,

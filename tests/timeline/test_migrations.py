@@ -1,0 +1,95 @@
+"""Records written by the previous schema still open, and a newer one is refused plainly."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.timeline.conftest import World
+from tests.timeline.simrun import fingerprint, timeline_of
+from tilth.errors import SessionCorrupt
+from tilth.session.migrations import CURRENT, MIGRATIONS, upgrade
+from tilth.session.store import Session
+from tilth.timeline import list_checkpoints, plan_rewind, recover, resolve_checkpoint
+from tilth.timeline.rewind.executor import execute_rewind
+from tilth.timeline.rewind.journal import Journal, journal_path, write_journal
+
+# What the previous Tilth (before undo and chat) wrote.
+OLD_PLAN_FIELDS = {
+    "op", "op_id", "session_id", "target", "target_label", "scope", "worktree", "head",
+    "overlay", "keep", "force", "stash_message", "state", "threads", "event_offset",
+    "keep_through_seq", "delete_paths", "note", "event", "headline", "files",
+    "commits_dropped", "commits_restored", "events_dropped", "event_types", "task_changes",
+    "messages_dropped", "threads_deleted", "checkpoints_dropped", "conflicts", "details",
+    "warnings",
+}  # fmt: skip
+OLD_STEPS = ["code", "state", "ledger", "threads", "events", "checkpoints", "log", "finish"]
+
+
+def test_migrations_are_numbered_in_order_and_reach_the_current_schemas() -> None:
+    numbers = [m.number for m in MIGRATIONS]
+    assert numbers == sorted(numbers) == list(range(1, len(numbers) + 1))
+    assert CURRENT == {"session": 2, "checkpoint": 2, "plan": 2}
+
+
+def test_a_session_of_the_previous_schema_opens(world_clone: Callable[..., World]) -> None:
+    world = world_clone(("L1",), 1)
+    session = world.session
+    record = json.loads(session.checkpoint_path.read_text())
+    record.pop("kind", None)
+    record["schema"] = 1
+    session.checkpoint_path.write_text(json.dumps(record))
+    for path in (session.dir / "timeline" / "checkpoints").glob("cp-*.json"):
+        old = json.loads(path.read_text())
+        old.pop("archive", None)
+        old["schema"] = 1
+        path.write_text(json.dumps(old))
+    reopened = Session.open(world.sessions_dir, session.id)
+    assert reopened.checkpoint()["kind"] == "run"
+    assert reopened.checkpoint()["schema"] == 2
+    assert all(c.archive is None for c in list_checkpoints(reopened))
+    assert resolve_checkpoint(reopened, "T-001/planning").kind == "stage"
+    listed = world.cli_here("checkpoints", session.id)
+    assert listed.returncode == 0 and "unreadable" not in listed.stdout + listed.stderr
+    reopened.set_status("running")  # the next write stores the current schema
+    assert json.loads(session.checkpoint_path.read_text())["schema"] == 2
+
+
+def test_a_rewind_journaled_by_the_previous_schema_is_finished(
+    world_clone: Callable[..., World],
+) -> None:
+    done = world_clone(("L1", "L1"), 1)
+    target = resolve_checkpoint(done.session, "T-001/planning")
+    with done.session.lock():
+        execute_rewind(done.session, plan_rewind(done.session, target, "both"))
+    expected = fingerprint(done.session)
+    expected["checkpoints"] = [f"{c.id}.json" for c in timeline_of(done.session)]
+
+    world = world_clone(("L1", "L1"), 1)
+    plan = plan_rewind(world.session, resolve_checkpoint(world.session, "T-001/planning"), "both")
+    old = {k: v for k, v in plan.to_dict().items() if k in OLD_PLAN_FIELDS}
+    old["schema"] = 1
+    # Killed by the previous Tilth just after its first step started.
+    write_journal(world.session, Journal(plan.op_id, old, OLD_STEPS, started=["code"]))
+    with world.session.lock():
+        message = recover(world.session)
+    assert message and "finished an interrupted rewind" in message
+    assert not journal_path(world.session).exists()
+    now = fingerprint(world.session)
+    assert not [c for c in list_checkpoints(world.session) if c.is_before]
+    for key in ("tree", "head", "files", "checkpoint"):
+        assert now[key] == expected[key], key
+    assert now["checkpoints"] == expected["checkpoints"]
+
+
+def test_a_record_from_a_newer_tilth_is_refused_with_a_plain_message(tmp_path: Path) -> None:
+    with pytest.raises(SessionCorrupt, match="written by a newer Tilth"):
+        upgrade("session", {"schema": 99, "session_id": "x"}, where="checkpoint.json")
+    session = Session.create(tmp_path / "sessions", tmp_path)
+    data = json.loads(session.checkpoint_path.read_text())
+    session.checkpoint_path.write_text(json.dumps({**data, "schema": 99}))
+    with pytest.raises(SessionCorrupt, match="newer Tilth"):
+        session.checkpoint()

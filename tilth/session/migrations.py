@@ -1,0 +1,96 @@
+"""Records that evolve: every persisted record carries its schema number, and older ones
+are brought up to date on read by a numbered list of migrations (llm's habit).
+
+A migration names the record kind it applies to and the schema it produces; ``upgrade``
+runs, in number order, each migration of that kind whose schema is above the record's.
+A record written by a newer Tilth (a schema above every known one) is refused with a
+message saying so, never misread. Migrations never write: the upgraded record is
+persisted the next time its owner writes it.
+
+Record kinds and their schema key: ``session`` (checkpoint.json, ``schema``),
+``checkpoint`` (timeline/checkpoints/cp-NNNN.json, ``schema``), ``plan`` (a go-back plan,
+in the intent journal, ``schema``); line records (events, threads, ledgers, the
+operations log) carry ``v`` and have had no change yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tilth.errors import SessionCorrupt
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step: records of ``kind`` below ``schema`` get ``apply``'d and reach ``schema``."""
+
+    number: int
+    kind: str
+    schema: int
+    what: str
+    apply: Callable[[Record], Record]
+
+
+def _session_kind(record: Record) -> Record:
+    # Sessions before chat existed were all run by the loop (kind "run").
+    return {**record, "kind": record.get("kind") or "run"}
+
+
+def _checkpoint_archive(record: Record) -> Record:
+    # Undo points arrived with schema 2: older checkpoints are never one.
+    return {**record, "archive": record.get("archive")}
+
+
+def _plan_undo_fields(record: Record) -> Record:
+    # Plans journaled before undo: no undo point, no exact drop list (the executor then
+    # deletes every checkpoint after the target, as it did), no unwind, no fork.
+    defaults: Record = {
+        "before": None,
+        "before_seq": None,
+        "drop_seqs": [],
+        "keep_seqs": None,
+        "archive": None,
+        "event_cut": None,
+        "unwind": None,
+        "fork": None,
+        "snapshot_code": False,
+    }
+    return {**defaults, **record}
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "session", 2, "checkpoint.json gains kind (run or chat)", _session_kind),
+    Migration(2, "checkpoint", 2, "checkpoints gain archive (undo points)", _checkpoint_archive),
+    Migration(3, "plan", 2, "plans gain the undo, resume and fork fields", _plan_undo_fields),
+)
+
+CURRENT: dict[str, int] = {}
+for _migration in MIGRATIONS:
+    CURRENT[_migration.kind] = max(CURRENT.get(_migration.kind, 1), _migration.schema)
+
+
+def schema_of(record: Record) -> int:
+    value = record.get("schema", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def upgrade(kind: str, record: Record, *, where: str = "") -> Record:
+    """``record`` brought to the current schema of ``kind`` (a new dict; never written)."""
+    found = schema_of(record)
+    current = CURRENT.get(kind, 1)
+    if found > current:
+        raise SessionCorrupt(
+            f"{where or kind} was written by a newer Tilth (schema {found}; this one reads "
+            f"up to {current})",
+            hint="upgrade Tilth to open it",
+        )
+    out = dict(record)
+    for migration in sorted(MIGRATIONS, key=lambda m: m.number):
+        if migration.kind == kind and schema_of(out) < migration.schema:
+            out = migration.apply(out)
+            out["schema"] = migration.schema
+    return out
