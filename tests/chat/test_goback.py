@@ -258,7 +258,7 @@ def test_doctor_finds_nothing_wrong_with_a_whole_chat_and_names_a_lost_directory
     moved = tmp_path / "moved"
     work.rename(moved)
     problems = diagnose(session)
-    assert [(p.key, p.fix) for p in problems] == [("source", None)]
+    assert [(p.key, p.fix) for p in problems] == [("directory", None)]
     assert problems[0].what.startswith("the chat's directory") and "is gone" in problems[0].what
 
 
