@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,6 +23,9 @@ from tilth.timeline.controller import TimelineController
 from tilth.web import chat_api, views
 from tilth.web.state import ServerState, state_of
 from tilth.web.stream import follow
+
+if TYPE_CHECKING:
+    from tilth.chat import ChatEngine
 
 T = TypeVar("T")
 
@@ -68,6 +71,16 @@ def _session(request: Request) -> tuple[ServerState, Session]:
     return state, views.open_session(state.settings, str(request.path_params["session_id"]))
 
 
+def _run_only(session: Session, verb: str) -> None:
+    """A 400 for a verb that needs a run's tasks, seed and branch, which a chat has not."""
+    if _is_chat(session):
+        raise BadRequest(
+            f"session {session.id} is a chat session: {verb} works on runs (tasks, a seed, "
+            "a branch), which a chat does not have",
+            hint="a chat goes back with rewind to one of its turns, or continues in its composer",
+        )
+
+
 def plan_json(plan: Any, **extra: Any) -> dict[str, Any]:
     """A plan as the API returns it: its data (``to_dict``) and its words (``render``)."""
     return {"plan": plan.to_dict(), "text": plan.render(), **extra}
@@ -92,6 +105,16 @@ def _planning(controller: TimelineController, notes: list[str]) -> Iterator[int 
 
 def _is_chat(session: Session) -> bool:
     return views.session_kind(session.checkpoint()) == "chat"
+
+
+def _chat_engine(state: ServerState, session: Session, *, dry_run: bool) -> ChatEngine | None:
+    """The chat engine a go-back goes through; a dry run never opens one.
+
+    Opening an engine resumes the chat (status ``running``, a ``session_resume`` event),
+    which a dry run must not do: without an open engine it plans through the controller,
+    which gives the same plan.
+    """
+    return state.chats.opened(session.id) if dry_run else state.chats.get(session)
 
 
 async def _blocking(fn: Callable[[], T]) -> T:
@@ -179,9 +202,9 @@ async def rewind(request: Request) -> Response:
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
-        if _is_chat(session):
+        engine = _chat_engine(state, session, dry_run=dry_run) if _is_chat(session) else None
+        if engine is not None:
             # A chat's turns go back through its engine (prompt back, watcher re-based).
-            engine = state.chats.get(session)
             via_engine = chat_api.rewind(engine, to, scope, dry_run=dry_run, force=force)
             if via_engine is not None:
                 return via_engine
@@ -197,6 +220,7 @@ async def rewind(request: Request) -> Response:
 
 async def restart(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "restart")
     body = await read_body(request)
     task = str(_text(body, "task"))
     from_stage = _text(body, "from", required=False)
@@ -224,6 +248,7 @@ async def restart(request: Request) -> Response:
 
 async def reset_to_seed(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "reset to seed")
     body = await read_body(request)
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
@@ -248,8 +273,9 @@ async def undo(request: Request) -> Response:
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
-        if _is_chat(session):
-            return chat_api.undo(state.chats.get(session), dry_run=dry_run)
+        engine = _chat_engine(state, session, dry_run=dry_run) if _is_chat(session) else None
+        if engine is not None:
+            return chat_api.undo(engine, dry_run=dry_run)
         return _go_back(controller, controller.plan_undo, dry_run=dry_run, notes=[])
 
     return await _answer(state, session, work)
@@ -276,7 +302,7 @@ async def fork(request: Request) -> Response:
             "id": child.id,
             "parent": session.id,
             "checkpoint": target.id,
-            "branch": child.branch,
+            "branch": None if _is_chat(child) else child.branch,  # a chat's fork: a directory
             "workspace": str(result.worktree),
             "notes": notes,
         }
@@ -287,6 +313,7 @@ async def fork(request: Request) -> Response:
 # ---- background runs -------------------------------------------------------------------------
 async def resume(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "resume")
     await read_body(request)
     state.runs.reap()
     run = await _blocking(lambda: state.runs.start(session, views.lock_holder(session)))
