@@ -145,6 +145,15 @@ def test_a_chat_message_streams_its_reply_and_a_rewind_puts_the_prompt_back(
     wait_for(lambda: composer.input_value() == SECOND, 10, "the prompt back in the composer")
     users = page.locator("[data-test=chat-user]")
     wait_for(lambda: users.count() == 1, 10, "the transcript cut before turn 2")
+
+    # undo the rewind: the file and the second turn come back
+    page.click("[data-test=undo]")
+    page.wait_for_selector("dialog#dialog[open]")
+    assert "restore goodbye.txt" in page.inner_text("[data-test=plan-files]")
+    page.click("[data-test=dialog-confirm]")
+    page.wait_for_selector("#toast.show:has-text('undone')")
+    wait_for(lambda: (directory / "goodbye.txt").exists(), 10, "goodbye.txt back after undo")
+    wait_for(lambda: users.count() == 2, 10, "the second turn back after undo")
     no_script_ran(page)
     assert page.errors == []
 

@@ -24,7 +24,10 @@ const Dialog = (() => {
       parts.push(el("ul", { class: "details", "data-test": "plan-details" },
         plan.details.map((line) => el("li", {}, line))));
     }
-    if (plan.head) {
+    // A plan changes code when it has a head to reset to ("" for a chat's snapshots) or
+    // files to write back (a chat's undo restores files with no head).
+    const code = (plan.head !== null && plan.head !== undefined) || (plan.files || []).length > 0;
+    if (code) {
       parts.push(section("files restored or deleted", (plan.files || []).map(([a, p]) => a + " " + p), "plan-files")
         || el("p", { class: "muted", "data-test": "plan-files" }, "files: unchanged"));
       parts.push(section("commits rolled back", (plan.commits_dropped || []).map(([s, m]) => s.slice(0, 10) + " " + m), "plan-commits"));
