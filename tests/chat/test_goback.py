@@ -231,3 +231,28 @@ def test_summarize_from_the_command_line_on_a_chat_session(tmp_path: Path) -> No
     assert "summarized 4 message(s) up-to" in done.stdout
     history = engine.history()
     assert history[0]["kind"] == "summary" and "hello.py was written" in history[0]["text"]
+
+
+def test_undo_returns_to_the_state_before_the_last_go_back(tmp_path: Path) -> None:
+    engine, events, work = story(tmp_path, extra=[reply("after undo")])
+    history = engine.history()
+    engine.rewind(1, "both")
+    assert sorted(os.listdir(work)) == ["keep.txt"] and engine.history() == []
+    plan = engine.plan_undo()
+    assert ("restore", "hello.py") in plan.files and ("restore", "made.txt") in plan.files
+    engine.undo()
+    assert sorted(os.listdir(work)) == ["hello.py", "keep.txt", "made.txt"]
+    assert engine.history() == history
+    assert [t.label for t in engine.turns()] == ["write hello", "make a file"]
+    assert events.of("rewound")[-1]["op"] == "undo"
+    # Undoing the undo is redo; and the chat goes on from wherever it stands.
+    engine.undo()
+    assert sorted(os.listdir(work)) == ["keep.txt"]
+    engine.undo()
+    assert engine.send("and on")["turn"] == 3
+
+
+def test_undo_with_nothing_to_undo_is_a_clear_error(tmp_path: Path) -> None:
+    engine, _, _ = story(tmp_path)
+    with pytest.raises(UsageError, match="has nothing to undo"):
+        engine.plan_undo()
