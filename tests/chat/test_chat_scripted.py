@@ -34,6 +34,7 @@ STORY = [
     "/fork 2",
     "/summarize 2 up-to",
     "/rewind 1 both",
+    "/undo",
 ]
 
 
@@ -70,8 +71,10 @@ def check_story(result: subprocess.CompletedProcess[str], work: Path, home: Path
     assert "summarized 4 message(s) up to turn 2" in out
     assert "rewound to just before turn 1 (both)" in out
     assert "prompt of turn 1: write hello" in out
+    assert "undone: back to the state before the last go-back" in out
     assert "error" not in result.stderr.lower(), result.stderr
-    assert sorted(p for p in os.listdir(work) if p != ".git") == ["keep.txt"]
+    # /undo took back the last rewind: made.txt (made again by the re-sent turn 2) is back.
+    assert sorted(p for p in os.listdir(work) if p != ".git") == ["keep.txt", "made.txt"]
     sessions = [
         json.loads((p / "checkpoint.json").read_text()) for p in (home / "sessions").iterdir()
     ]
