@@ -170,9 +170,13 @@ def test_the_command_line_verbs_work_on_a_chat_session(tmp_path: Path) -> None:
     )
     assert dry.returncode == 0, dry.stderr
     assert "delete  hello.py" in dry.stdout and (work / "hello.py").exists()
+    assert "tasks" not in dry.stdout  # a chat has none
     done = run_cli("rewind", engine.id, "--to", rows[0]["id"], "--scope", "code", "-y", env=env)
     assert done.returncode == 0, done.stderr
     assert sorted(os.listdir(work)) == ["keep.txt"]
+    undo = run_cli("rewind", "--undo", engine.id, "-y", env=env)
+    assert undo.returncode == 0, undo.stderr
+    assert sorted(os.listdir(work)) == ["hello.py", "keep.txt", "made.txt"]
     fork = run_cli("fork", engine.id, "--at", rows[1]["id"], "--json", env=env)
     assert fork.returncode == 0, fork.stderr
     child = json.loads(fork.stdout)
