@@ -34,12 +34,19 @@ def open_session(session_id: str | None = None, settings: Settings | None = None
     return resolve_session((settings or load_settings()).sessions_dir, session_id)
 
 
+def sessions_of(
+    workspace: str | Path, *, statuses: tuple[str, ...] = (), settings: Settings | None = None
+) -> list[Session]:
+    """The runs of the repository ``workspace`` (with one of ``statuses``), oldest first."""
+    cfg = settings or load_settings()
+    return sessions_for(cfg.sessions_dir, Path(workspace).resolve(), statuses=statuses)
+
+
 def find_session(
     workspace: str | Path, *, statuses: tuple[str, ...] = (), settings: Settings | None = None
 ) -> Session | None:
     """The newest session of the repository ``workspace`` (with one of ``statuses``)."""
-    cfg = settings or load_settings()
-    found = sessions_for(cfg.sessions_dir, Path(workspace).resolve(), statuses=statuses)
+    found = sessions_of(workspace, statuses=statuses, settings=settings)
     return found[-1] if found else None
 
 

@@ -69,13 +69,16 @@ def test_the_source_git_dir_is_read_only_but_readable(world: dict[str, Path]) ->
 
 
 def test_tmp_is_private(world: dict[str, Path], tmp_path: Path) -> None:
-    (Path("/tmp") / f"tilth-host-{os.getpid()}.txt").write_text("host tmp\n")
+    host = Path("/tmp") / f"tilth-host-{os.getpid()}.txt"
+    made = Path("/tmp") / f"tilth-made-in-sandbox-{os.getpid()}.txt"
+    host.write_text("host tmp\n")
     try:
-        out = _run(_box(world), f"ls /tmp; cat /tmp/tilth-host-{os.getpid()}.txt; echo t > /tmp/t")
+        out = _run(_box(world), f"ls /tmp; cat {host}; echo inside > {made}; cat {made}")
     finally:
-        (Path("/tmp") / f"tilth-host-{os.getpid()}.txt").unlink()
+        host.unlink()
     assert "host tmp" not in out and "No such file" in out
-    assert not Path("/tmp/t").exists() or Path("/tmp/t").read_text() != "t\n"
+    assert "inside" in out  # /tmp is writable in there...
+    assert not made.exists()  # ...and gone with the command
 
 
 def test_own_pid_namespace_hides_the_parent_environment(

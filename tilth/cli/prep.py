@@ -16,7 +16,7 @@ from tilth import git
 from tilth.cli.common import io, settings, workspace_argument
 from tilth.config import Settings
 from tilth.errors import UsageError
-from tilth.session.discovery import sessions_for
+from tilth.library import sessions_of
 from tilth.session.store import Session
 from tilth.ui import pickers
 from tilth.ui.io import IO
@@ -142,7 +142,7 @@ def _existing_sessions(
     out: IO, cfg: Settings, source: Path, brief: str | None, *, force: bool, keep: bool
 ) -> int | None:
     """Deal with sessions already in flight; an exit code when the prep should not go on."""
-    found = sessions_for(cfg.sessions_dir, source, pickers.BLOCKING_STATUSES)
+    found = sessions_of(source, statuses=pickers.BLOCKING_STATUSES, settings=cfg)
     blockers = [session for session in found if pickers.in_flight(session)]
     if not blockers:
         return None

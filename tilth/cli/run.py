@@ -11,7 +11,7 @@ from tilth import Stop, git
 from tilth.cli.common import io, pick_session, session_id_argument, settings, workspace_argument
 from tilth.config import Settings
 from tilth.errors import TilthError, UsageError
-from tilth.session.discovery import sessions_for
+from tilth.library import sessions_of
 from tilth.session.store import Session
 from tilth.ui.io import IO
 
@@ -30,7 +30,7 @@ def run(workspace: Path) -> int:
     cfg = settings()
     out = io()
     source = git.ensure_repo(workspace)
-    prepared = sessions_for(cfg.sessions_dir, source, statuses=("prepared",))
+    prepared = sessions_of(source, statuses=("prepared",), settings=cfg)
     if len(prepared) > 1:
         out.error(f"{len(prepared)} prepared sessions for {source}; `tilth run` needs exactly one")
         from tilth.ui.pickers import print_rows
@@ -165,5 +165,5 @@ def _prep_then_run(source: Path) -> int:
 
 def prior_session(cfg: Settings, source: Path) -> Session | None:
     """The newest session of ``source`` that ran (or began prep) and stopped short."""
-    found = sessions_for(cfg.sessions_dir, source, statuses=("running", "failed"))
+    found = sessions_of(source, statuses=("running", "failed"), settings=cfg)
     return found[-1] if found else None

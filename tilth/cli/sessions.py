@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from tilth import SessionInfo, list_sessions
 from tilth.cli.common import io, settings
-from tilth.session.discovery import SessionInfo, list_sessions
 from tilth.ui.io import IO
 
 
@@ -20,7 +20,7 @@ def sessions(as_json: bool, workspace: str | None) -> None:
 
     cfg = settings()
     out = io()
-    rows = list_sessions(cfg.sessions_dir)
+    rows = list_sessions(cfg)
     scope = ""
     if workspace:
         wanted = str(Path(workspace).expanduser().resolve())
