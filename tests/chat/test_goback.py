@@ -283,3 +283,17 @@ def test_run_only_verbs_refuse_a_chat_and_reset_names_only_what_it_deletes(
     assert done.returncode == 0, done.stderr
     assert not engine.session.dir.exists()
     assert tree_hash(work) == before
+
+
+def test_run_only_verbs_without_an_id_skip_a_newer_chat(tmp_path: Path) -> None:
+    """``tilth resume`` / ``restart`` with no id mean the latest *run*, not a newer chat."""
+    engine, _, _ = story(tmp_path)
+    engine.close()
+    env = {"TILTH_HOME": str(engine.settings.home)}
+    alone = run_cli("resume", env=env)
+    assert alone.returncode == 2, alone.stderr
+    assert "no run sessions found" in alone.stderr and "chat session" not in alone.stderr
+    restart = run_cli("restart", "T-001", "-y", env=env)
+    assert restart.returncode == 2 and "no run sessions found" in restart.stderr
+    listed = run_cli("checkpoints", env=env)  # verbs that work on chats still pick it
+    assert listed.returncode == 0 and engine.id in listed.stderr
