@@ -46,12 +46,14 @@ def test_ensure_repo_missing_path(tmp_path: Path) -> None:
         git.ensure_repo(tmp_path / "missing")
     assert "does not exist" in str(info.value) and str(tmp_path / "missing") in str(info.value)
     assert info.value.exit_code == 2
+    assert info.value.hint  # every error carries the one thing to do
 
 
 def test_ensure_repo_file_not_dir(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
-    with pytest.raises(WorkspaceError, match="not a directory"):
+    with pytest.raises(WorkspaceError, match="not a directory") as info:
         git.ensure_repo(tmp_path / "f")
+    assert info.value.hint
 
 
 def test_ensure_repo_not_a_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,9 +71,13 @@ def ensure_repo(path: Path) -> Path:
     """The resolved top-level of the repository at ``path``, with actionable errors."""
     path = path.expanduser()
     if not path.exists():
-        raise WorkspaceError(f"{path} does not exist")
+        raise WorkspaceError(
+            f"{path} does not exist", hint="give the directory of your project's git repository"
+        )
     if not path.is_dir():
-        raise WorkspaceError(f"{path} is not a directory")
+        raise WorkspaceError(
+            f"{path} is not a directory", hint="give the directory of your project's git repository"
+        )
     path = path.resolve()
     if not ok("rev-parse", "--git-dir", cwd=path):
         raise WorkspaceError(

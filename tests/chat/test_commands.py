@@ -62,3 +62,19 @@ def test_only_slash_words_are_commands() -> None:
     assert not is_command("/etc/hosts looks odd, why?")  # a path is a prompt
     assert not is_command("//not a command")
     assert not is_command("please /rewind")
+
+
+def test_the_docs_show_a_real_transcript_with_a_rewind() -> None:
+    """docs/chat.md promises a captured session; the placeholder once shipped instead."""
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "chat.md").read_text()
+    section = docs.split("## A session, captured from a terminal", 1)[1].split("## Keys", 1)[0]
+    assert "TRANSCRIPT" not in section
+    for line in (
+        "/help for commands · Esc Esc on an empty prompt to rewind · Ctrl-D to leave",
+        "Go back to which turn? (each is the instant just before its prompt)",
+        "Go ahead? [y/N] y",
+        "rewound to just before turn 1 (code)",
+    ):
+        assert line in section

@@ -226,6 +226,21 @@ def test_resume_continues_the_thread_and_the_turn_numbers(tmp_path: Path) -> Non
     assert [t.label for t in again.turns()] == ["first", "second"]
 
 
+def test_resuming_a_chat_whose_directory_moved_says_where_it_belongs(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    engine, _ = start(tmp_path, work, [reply("one")])
+    engine.send("first")
+    engine.close()
+    work.rename(tmp_path / "moved")
+    model = ScriptedModel(Script({"*": [reply("never")]}))
+    with pytest.raises(UsageError) as info:
+        ChatEngine.resume(chat_settings(tmp_path), engine.id, model, index_in_background=False)
+    assert f"chat session {engine.id} works in" in info.value.message
+    assert info.value.hint is not None and "tilth chat [DIR]" not in info.value.hint
+    assert "move the directory back to" in info.value.hint
+
+
 def test_sessions_lists_a_chat_with_its_kind_and_run_ignores_it(tmp_path: Path) -> None:
     from tests.conftest import run_cli
     from tilth.session.discovery import sessions_for

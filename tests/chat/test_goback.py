@@ -173,6 +173,8 @@ def test_the_command_line_verbs_work_on_a_chat_session(tmp_path: Path) -> None:
     assert "tasks" not in dry.stdout  # a chat has none
     done = run_cli("rewind", engine.id, "--to", rows[0]["id"], "--scope", "code", "-y", env=env)
     assert done.returncode == 0, done.stderr
+    assert f"continue the chat with: tilth chat --resume {engine.id}" in done.stdout
+    assert "tilth resume" not in done.stdout
     assert sorted(os.listdir(work)) == ["keep.txt"]
     undo = run_cli("rewind", "--undo", engine.id, "-y", env=env)
     assert undo.returncode == 0, undo.stderr
@@ -181,6 +183,11 @@ def test_the_command_line_verbs_work_on_a_chat_session(tmp_path: Path) -> None:
     assert fork.returncode == 0, fork.stderr
     child = json.loads(fork.stdout)
     assert sorted(os.listdir(child["workspace"])) == ["hello.py", "keep.txt"]
+    assert child["branch"] is None  # a chat's fork has a directory of its own, no branch
+    told = run_cli("fork", engine.id, "--at", rows[1]["id"], env=env)
+    assert told.returncode == 0, told.stderr
+    assert "tilth chat --resume" in told.stdout
+    assert "tilth resume" not in told.stdout and "branch" not in told.stdout
 
 
 def test_an_interrupted_chat_rewind_is_finished_on_the_next_start(tmp_path: Path) -> None:
@@ -260,3 +267,62 @@ def test_undo_with_nothing_to_undo_is_a_clear_error(tmp_path: Path) -> None:
     engine, _, _ = story(tmp_path)
     with pytest.raises(UsageError, match="has nothing to undo"):
         engine.plan_undo()
+
+
+@pytest.mark.parametrize("in_git", [False, True])
+def test_doctor_finds_nothing_wrong_with_a_whole_chat_and_names_a_lost_directory(
+    tmp_path: Path, in_git: bool
+) -> None:
+    """A chat has no prd.json and no branch; neither is damage to repair or discard."""
+    from tilth.session.repair import diagnose
+
+    work = tmp_path / "work"
+    if in_git:
+        make_repo(work)
+    engine, _events, work = story(tmp_path, work)
+    engine.close()
+    session = engine.session
+    assert diagnose(session) == []
+
+    moved = tmp_path / "moved"
+    work.rename(moved)
+    problems = diagnose(session)
+    assert [(p.key, p.fix) for p in problems] == [("directory", None)]
+    assert problems[0].what.startswith("the chat's directory") and "is gone" in problems[0].what
+
+
+def test_run_only_verbs_refuse_a_chat_and_reset_names_only_what_it_deletes(
+    tmp_path: Path,
+) -> None:
+    """restart / reset --to-seed have nothing to act on in a chat; reset keeps DIR."""
+    engine, _, work = story(tmp_path)
+    engine.close()
+    env = {"TILTH_HOME": str(engine.settings.home)}
+    before = tree_hash(work)
+    for args in (("restart", engine.id, "T-001", "-y"), ("reset", "--to-seed", engine.id, "-y")):
+        refused = run_cli(*args, env=env)
+        assert refused.returncode == 2, refused.stderr
+        assert f"session {engine.id} is a chat session" in refused.stderr
+        assert "prep-feature" not in refused.stderr and "Traceback" not in refused.stderr
+    asked = run_cli("reset", engine.id, env=env)
+    assert asked.returncode == 2
+    assert f"directory  {work}" in asked.stdout and "yours" in asked.stdout
+    assert "worktree" not in asked.stdout and "branch" not in asked.stdout
+    done = run_cli("reset", engine.id, "-y", env=env)
+    assert done.returncode == 0, done.stderr
+    assert not engine.session.dir.exists()
+    assert tree_hash(work) == before
+
+
+def test_run_only_verbs_without_an_id_skip_a_newer_chat(tmp_path: Path) -> None:
+    """``tilth resume`` / ``restart`` with no id mean the latest *run*, not a newer chat."""
+    engine, _, _ = story(tmp_path)
+    engine.close()
+    env = {"TILTH_HOME": str(engine.settings.home)}
+    alone = run_cli("resume", env=env)
+    assert alone.returncode == 2, alone.stderr
+    assert "no run sessions found" in alone.stderr and "chat session" not in alone.stderr
+    restart = run_cli("restart", "T-001", "-y", env=env)
+    assert restart.returncode == 2 and "no run sessions found" in restart.stderr
+    listed = run_cli("checkpoints", env=env)  # verbs that work on chats still pick it
+    assert listed.returncode == 0 and engine.id in listed.stderr

@@ -131,3 +131,11 @@ def test_a_setup_command_is_shown_and_its_venv_must_be_gitignored(
     assert ignored["ok"] is False and ignored["required"] is False
     assert ignored["fix"] == "add `.venv/` to the repository's .gitignore"
     assert result.returncode == 0, "a warning does not stop a run"
+
+
+def test_an_unknown_session_id_is_named_as_a_session(tmp_path: Path, tilth_home: Path) -> None:
+    """A session-shaped argument that is no session is not checked as a repository path."""
+    result = tilth("doctor", "20990101-000000-abcdef", env={"TILTH_BASE_URL": ""})
+    assert result.returncode == 2, result.stdout
+    assert "error: no session 20990101-000000-abcdef" in result.stderr
+    assert "tilth sessions" in result.stderr and "repository" not in result.stdout

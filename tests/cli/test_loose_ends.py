@@ -65,7 +65,9 @@ def test_a_task_whose_verifying_never_passes_ends_with_the_cap_named(
         )
     assert result.returncode == 3, result.stdout + result.stderr
     assert "T-001 failed (verify_cap) [TILTH_MAX_VERIFY_FAILURES_PER_TASK=3]" in result.stdout
-    assert seeded.stops() == ["verify_cap"]
+    assert seeded.stops() == ["evaluator_cap"]  # SPEC §4's list; the detail names the cap
+    (stop,) = [e.payload for e in seeded.events() if e.type == "stop"]
+    assert "verify_cap" in stop["detail"] and "TILTH_MAX_VERIFY_FAILURES_PER_TASK" in stop["detail"]
     failed = [e.payload for e in seeded.events() if e.type == "task_failed"]
     assert failed[0]["reason"] == "verify_cap" and failed[0]["verify_failures"] == 3
     assert seeded.statuses() == {"T-001": "failed"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -197,3 +198,68 @@ def test_undo_returns_to_before_the_last_go_back(client: TestClient, built: Buil
     assert words.exists()
     assert state(built)[0] == before[0]
     assert state(built)[2] == before[2]
+
+
+def test_a_dry_run_on_a_chat_session_leaves_it_as_it_was(
+    client: TestClient, tmp_path: Path
+) -> None:
+    """A dry run must not resume the chat (no ``running`` status, no new events)."""
+    from tilth.chat import ChatEngine
+    from tilth.config import load_settings
+    from tilth.model import Script, ScriptedModel
+    from tilth.model.script import reply, tool_call
+
+    directory = tmp_path / "chat-dir"
+    directory.mkdir()
+    write = tool_call("write_file", path="a.txt", content="A\n")
+    script = Script({"*": [reply("Writing.", write), reply("ok")]})
+    settings = load_settings()
+    engine = ChatEngine.start(
+        settings, directory, ScriptedModel(script, name="chat"), index_in_background=False
+    )
+    engine.send("make a.txt")
+    engine.close()
+    session_dir = Path(settings.sessions_dir) / engine.id
+    files = sorted(p for p in session_dir.rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in files}
+
+    body = {"to": "cp-0001", "scope": "code", "dry_run": True}
+    answer = client.post(f"/api/sessions/{engine.id}/rewind", json=body)
+    assert answer.status_code == 200, answer.text
+    assert ["delete", "a.txt"] in answer.json()["plan"]["files"]
+    assert sorted(p for p in session_dir.rglob("*") if p.is_file()) == files
+    assert {p: p.read_bytes() for p in files} == before
+    assert (directory / "a.txt").read_text() == "A\n"
+
+    forked = client.post(f"/api/sessions/{engine.id}/fork", json={"at": "cp-0001"}).json()
+    assert forked["branch"] is None  # a chat's fork is a directory of its own, no branch
+    assert sorted(os.listdir(forked["workspace"])) == []
+
+
+def test_run_only_verbs_on_a_chat_session_are_a_400_that_changes_nothing(
+    client: TestClient, tmp_path: Path
+) -> None:
+    """restart, reset-to-seed and resume need tasks, a seed and a branch: no 500, no child."""
+    from tilth.chat import ChatEngine
+    from tilth.config import load_settings
+    from tilth.model import Script, ScriptedModel
+    from tilth.model.script import reply
+
+    directory = tmp_path / "chat-dir"
+    directory.mkdir()
+    settings = load_settings()
+    model = ScriptedModel(Script({"*": [reply("hello")]}), name="chat")
+    engine = ChatEngine.start(settings, directory, model, index_in_background=False)
+    engine.send("hi")
+    engine.close()
+    log = engine.session.events.path.read_bytes()
+    for verb, body in (
+        ("restart", {"task": "T-001", "dry_run": True}),
+        ("reset-to-seed", {"dry_run": True}),
+        ("resume", {}),
+    ):
+        answer = client.post(f"/api/sessions/{engine.id}/{verb}", json=body)
+        assert answer.status_code == 400, (verb, answer.text)
+        assert "is a chat session" in answer.json()["error"]
+    assert engine.session.events.path.read_bytes() == log
+    assert not (settings.home / "serve" / "runs" / f"{engine.id}.log").exists()

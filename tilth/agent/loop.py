@@ -17,7 +17,7 @@ from tilth.agent.pipeline import run_task, set_task_status
 from tilth.agent.records import append_progress, write_summary
 from tilth.agent.resume import failed_subject
 from tilth.agent.run_context import RunContext
-from tilth.agent.stops import CAP_SETTINGS, Stop, StopRun
+from tilth.agent.stops import CAP_SETTINGS, STOP_FOR_FAILURE, Stop, StopRun, stop_reason
 from tilth.errors import StorageError, TilthError
 
 
@@ -42,7 +42,7 @@ def run_loop(ctx: RunContext) -> Stop:
             if outcome is not None:
                 return finish(ctx, outcome)
     except StopRun as stop:
-        return finish(ctx, Stop(stop.reason, stop.detail))
+        return finish(ctx, Stop(stop_reason(stop.reason), stop.detail))
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP, a closed output pipe
         return finish(ctx, Stop("interrupted", str(exc) or "interrupted by the user (Ctrl-C)"))
     except TilthError as exc:
@@ -82,7 +82,10 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
     )
     hint = cap_hint(ctx, reason)
     ctx.progress.note(f"✗ {task_id} failed ({reason}){hint}; halting the run", style="red")
-    return Stop(reason, outcome.summary or "", task_id=task_id)
+    detail = outcome.summary or ""
+    if reason in STOP_FOR_FAILURE:
+        detail = f"{task_id} failed ({reason}){hint}" + (f": {detail}" if detail else "")
+    return Stop(STOP_FOR_FAILURE.get(reason, stop_reason(reason)), detail, task_id=task_id)
 
 
 def cap_hint(ctx: RunContext, reason: str) -> str:

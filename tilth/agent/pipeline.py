@@ -16,7 +16,7 @@ from tilth import git
 from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.run_context import RunContext
 from tilth.agent.stages import StageResult, run_stage
-from tilth.agent.stops import StopReason, TaskFailed
+from tilth.agent.stops import FailureReason, TaskFailed
 from tilth.agent.task_state import TaskState
 from tilth.agent.verdict import verdict_summary
 from tilth.agent.worker import mark_stage_done
@@ -29,7 +29,7 @@ class TaskOutcome:
     """How ``run_task`` ended."""
 
     status: Literal["done", "failed"]
-    reason: StopReason | None = None
+    reason: FailureReason | None = None
     """failed: iter_cap, evaluator_cap, verify_cap, empty_responses or no_case."""
     summary: str = ""
     fields: dict[str, Any] = field(default_factory=dict)

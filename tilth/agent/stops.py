@@ -19,13 +19,18 @@ StopReason = Literal[
     "token_cap",
     "iter_cap",
     "evaluator_cap",
-    "verify_cap",
     "empty_responses",
     "no_case",
     "interrupted",
     "error",
 ]
 STOP_REASONS: tuple[str, ...] = get_args(StopReason)
+FailureReason = StopReason | Literal["verify_cap"]
+"""Why one task failed: a stop reason, or ``verify_cap`` (its checks failed too often)."""
+STOP_FOR_FAILURE: dict[str, StopReason] = {"verify_cap": "evaluator_cap"}
+"""Task failures the ``stop`` event reports under SPEC §4's list: the objective checks
+rejecting the work is a rejection, so ``verify_cap`` stops the run as ``evaluator_cap``
+(its detail names ``TILTH_MAX_VERIFY_FAILURES_PER_TASK``)."""
 RESUMABLE_STOPS: tuple[StopReason, ...] = ("wall_clock", "token_cap", "interrupted")
 CAP_SETTINGS: dict[str, str] = {
     "iter_cap": "TILTH_MAX_ITERATIONS_PER_TASK",
@@ -69,9 +74,9 @@ def stop_reason(text: str | None) -> StopReason:
 class StopSignal(Exception):
     """Raised to end a task or the run; ``reason`` becomes the ``stop`` reason."""
 
-    def __init__(self, reason: StopReason, detail: str = "", **fields: Any) -> None:
+    def __init__(self, reason: FailureReason, detail: str = "", **fields: Any) -> None:
         super().__init__(detail or reason)
-        self.reason: StopReason = reason
+        self.reason: FailureReason = reason
         self.detail = detail or reason
         self.fields = fields
 

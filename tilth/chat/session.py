@@ -82,4 +82,11 @@ def chat_workspace(session: Session) -> Path:
     raw = session.checkpoint().get("workspace")
     if not raw:
         raise SessionCorrupt(f"chat session {session.id} names no directory")
-    return chat_directory(Path(str(raw)))
+    try:
+        return chat_directory(Path(str(raw)))
+    except UsageError as exc:
+        # The hint of a new chat (give a DIR) does not fit: a chat resumes where it started.
+        raise UsageError(
+            f"chat session {session.id} works in {raw}, but {exc.message}",
+            hint=f"move the directory back to {raw}, or start a new chat: tilth chat DIR",
+        ) from None

@@ -50,7 +50,11 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
             return
         result = timeline.fork(target)
     child = result.session
+    from tilth.chat.session import is_chat
     from tilth.worktree_setup import prepare_worktree
+
+    chat = is_chat(child)  # a chat's fork is a directory of its own: no branch, no run
+    branch = None if chat else child.branch
 
     for note in prepare_worktree(child, result.worktree, cfg, why="fork"):
         out.warn(note)
@@ -60,12 +64,16 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
                 "session_id": child.id,
                 "parent_session": parent.id,
                 "checkpoint": target.id,
-                "branch": child.branch,
+                "branch": branch,
                 "workspace": str(result.worktree),
             }
         )
         return
     out.ok(f"forked session {parent.id} at {target.id} ({target.label}) into {child.id}")
+    if chat:
+        out.say(f"directory {result.worktree}")
+        out.say(f"continue it with: tilth chat --resume {child.id}")
+        return
     out.say(f"branch {child.branch}, worktree {result.worktree}")
     out.say(f"continue it with: tilth resume {child.id}")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tilth.config import Settings, load_settings
+from tilth.errors import UsageError
 from tilth.session.discovery import resolve_session
 from tilth.session.store import Session
 from tilth.ui.io import IO
@@ -30,12 +31,31 @@ def io() -> IO:
     return IO()
 
 
-def pick_session(cfg: Settings, session_id: str | None, out: IO, verb: str) -> Session:
-    """The named session, or the latest one — announced on stderr, so stdout stays clean."""
-    session = resolve_session(cfg.sessions_dir, session_id)
+def pick_session(
+    cfg: Settings, session_id: str | None, out: IO, verb: str, *, kind: str | None = None
+) -> Session:
+    """The named session, or the latest one — announced on stderr, so stdout stays clean.
+
+    ``kind="run"`` for verbs that only runs have (tasks, a seed): "latest" skips chats.
+    """
+    session = resolve_session(cfg.sessions_dir, session_id, kind=kind)
     if session_id is None:
-        out.note(f"{verb}: latest session is {session.id}")
+        shown = "latest session" if kind is None else f"latest {kind} session"
+        out.note(f"{verb}: {shown} is {session.id}")
     return session
+
+
+def refuse_chat(session: Session, verb: str) -> None:
+    """A ``UsageError`` for a verb that works on runs only (tasks, a seed, a branch)."""
+    from tilth.chat.session import is_chat
+
+    if is_chat(session):
+        raise UsageError(
+            f"session {session.id} is a chat session: `tilth {verb}` works on runs "
+            "(tasks, a seed, a branch), which a chat does not have",
+            hint=f"go back in a chat with `tilth rewind {session.id} --to cp-NNNN` "
+            f"or /rewind in `tilth chat --resume {session.id}`",
+        )
 
 
 session_id_argument = click.argument("session_id", required=False, metavar="[SESSION_ID]")

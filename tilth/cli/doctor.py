@@ -62,7 +62,10 @@ def _settings() -> tuple[Settings | None, ConfigError | None]:
 
 
 def _names_session(cfg: Settings, target: str | None) -> bool:
-    return bool(target) and is_session_id(str(target)) and (cfg.sessions_dir / str(target)).is_dir()
+    """A session id, unless a directory of that name is here (then it is a workspace)."""
+    if not target or not is_session_id(str(target)):
+        return False
+    return (cfg.sessions_dir / str(target)).is_dir() or not Path(str(target)).expanduser().exists()
 
 
 def _session_doctor(

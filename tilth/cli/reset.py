@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from tilth import TimelineController
-from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
+from tilth.cli.common import (
+    io,
+    pick_session,
+    refuse_chat,
+    session_id_argument,
+    settings,
+    yes_option,
+)
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound
 from tilth.session.store import Session
@@ -50,18 +57,24 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
         source = recorded_source(session)
         workspace = str(source) if source else "unknown workspace"
         out.say(f"reset session {session.id}")
-        out.say(f"  workspace  {source or '(unknown: only the session dir will be removed)'}")
-        out.say(f"  worktree   {session.workspace_dir}")
-        out.say(f"  branch     {session.branch}")
+        from tilth.chat.session import is_chat
+
+        if is_chat(session):
+            # A chat has no worktree and no branch; its directory is the user's own.
+            out.say(f"  directory  {source or '(unknown)'} (yours: it stays as it is)")
+            question = f"Delete chat session {session.id} (its conversation and checkpoints)?"
+        else:
+            out.say(f"  workspace  {source or '(unknown: only the session dir will be removed)'}")
+            out.say(f"  worktree   {session.workspace_dir}")
+            out.say(f"  branch     {session.branch}")
+            question = (
+                f"Delete session {session.id} of {workspace} (worktree, branch {session.branch} "
+                "and session dir)?"
+            )
         if dry_run:
             out.dim("dry run: nothing was changed")
             return
-        out.confirm(
-            f"Delete session {session.id} of {workspace} (worktree, branch {session.branch} "
-            "and session dir)?",
-            assume_yes=assume_yes,
-            command=f"tilth reset {session.id} -y",
-        )
+        out.confirm(question, assume_yes=assume_yes, command=f"tilth reset {session.id} -y")
         notes = teardown(session)
     for note in notes:
         out.dim(f"  {note}")
@@ -73,7 +86,7 @@ def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) 
     from tilth.session.discovery import resolve_session
 
     try:
-        session = resolve_session(settings.sessions_dir, session_id)
+        session = resolve_session(settings.sessions_dir, session_id, kind="run")
     except SessionNotFound as exc:
         raise SeedResetError(
             f"cannot reset to seed: {exc}",
@@ -81,7 +94,8 @@ def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) 
             "(`tilth reset <id>` discards a broken one)",
         ) from None
     if session_id is None:
-        out.note(f"reset: latest session is {session.id}")
+        out.note(f"reset: latest run session is {session.id}")
+    refuse_chat(session, "reset --to-seed")
     return session
 
 

@@ -7,7 +7,14 @@ from contextlib import ExitStack
 import click
 
 from tilth import Checkpoint, TimelineController
-from tilth.cli.common import io, pick_session, session_id_argument, settings, yes_option
+from tilth.cli.common import (
+    io,
+    pick_session,
+    refuse_chat,
+    session_id_argument,
+    settings,
+    yes_option,
+)
 from tilth.errors import SessionLocked, StorageError, UsageError
 from tilth.ui.io import IO
 
@@ -214,7 +221,11 @@ def rewind(
         out.confirm(f"Rewind session {session.id} to {target.id}?", assume_yes=assume_yes)
         timeline.execute(plan)
     out.ok(f"rewound session {session.id} to {target.id} ({scope})")
-    if scope != "code":
+    from tilth.chat.session import is_chat
+
+    if is_chat(session):  # `tilth resume` refuses a chat
+        out.say(f"continue the chat with: tilth chat --resume {session.id}")
+    elif scope != "code":
         out.say(f"continue from there with: tilth resume {session.id}")
 
 
@@ -273,7 +284,8 @@ def restart(
         )
     cfg = settings()
     out = io()
-    session = pick_session(cfg, session_id, out, "restart")
+    session = pick_session(cfg, session_id, out, "restart", kind="run")
+    refuse_chat(session, "restart")
     timeline = TimelineController(session, cfg)
     if dry_run:
         _recover_if_free(timeline, out)

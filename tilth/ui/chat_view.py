@@ -32,6 +32,22 @@ def terminal_safe(text: str) -> str:
     return neutralise(text)
 
 
+def reply_markdown(text: str) -> Markdown:
+    """``text`` as rich Markdown, with any HTML in it shown as written.
+
+    rich drops HTML tags and blocks from Markdown, so a reply such as "add a <br> tag"
+    would lose words; a model's reply about HTML must read as the model wrote it.
+    """
+    rendered = Markdown(text)
+    for token in rendered.parsed:
+        if token.type == "html_block":
+            token.type = "code_block"
+        for child in token.children or []:
+            if child.type == "html_inline":
+                child.type = "text"
+    return rendered
+
+
 def status_text(turn: int | None, tokens: int, turn_tokens: int | None = None) -> str:
     """``turn 2 · 1,234 tokens (56 this turn)``: the status line's words."""
     parts = []
@@ -87,13 +103,13 @@ class ChatView:
         now = time.monotonic()
         if now - self._last_refresh >= _REFRESH_SECONDS:
             self._last_refresh = now
-            self._display.update(Markdown(self._text), refresh=True)
+            self._display.update(reply_markdown(self._text), refresh=True)
 
     def end_block(self) -> None:
         """Finish the reply text shown so far (before a tool line, at a turn's end)."""
         with self._lock:
             if self._display is not None:
-                self._display.update(Markdown(self._text), refresh=True)
+                self._display.update(reply_markdown(self._text), refresh=True)
                 self._display.stop()
                 self._display = None
             elif self._text and not self._text.endswith("\n"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,6 +23,9 @@ from tilth.timeline.controller import TimelineController
 from tilth.web import chat_api, views
 from tilth.web.state import ServerState, state_of
 from tilth.web.stream import follow
+
+if TYPE_CHECKING:
+    from tilth.chat import ChatEngine
 
 T = TypeVar("T")
 
@@ -72,6 +75,16 @@ def _session(request: Request) -> tuple[ServerState, Session]:
     return state, views.open_session(state.settings, str(request.path_params["session_id"]))
 
 
+def _run_only(session: Session, verb: str) -> None:
+    """A 400 for a verb that needs a run's tasks, seed and branch, which a chat has not."""
+    if _is_chat(session):
+        raise BadRequest(
+            f"session {session.id} is a chat session: {verb} works on runs (tasks, a seed, "
+            "a branch), which a chat does not have",
+            hint="a chat goes back with rewind to one of its turns, or continues in its composer",
+        )
+
+
 def _library(controller: TimelineController, name: str) -> Callable[..., Any]:
     """A controller method by name; a clear 501 while the library does not have it."""
     method = getattr(controller, name, None)
@@ -107,6 +120,16 @@ def _planning(controller: TimelineController, notes: list[str]) -> Iterator[int 
 
 def _is_chat(session: Session) -> bool:
     return views.session_kind(session.checkpoint()) == "chat"
+
+
+def _chat_engine(state: ServerState, session: Session, *, dry_run: bool) -> ChatEngine | None:
+    """The chat engine a go-back goes through; a dry run never opens one.
+
+    Opening an engine resumes the chat (status ``running``, a ``session_resume`` event),
+    which a dry run must not do: without an open engine it plans through the controller,
+    which gives the same plan.
+    """
+    return state.chats.opened(session.id) if dry_run else state.chats.get(session)
 
 
 async def _blocking(fn: Callable[[], T]) -> T:
@@ -172,11 +195,10 @@ async def rewind(request: Request) -> Response:
 
     def work() -> dict[str, Any]:
         notes: list[str] = []
-        if chat:
+        engine = _chat_engine(state, session, dry_run=dry_run) if chat else None
+        if engine is not None:
             # A chat's turns go back through its engine (prompt back, watcher re-based).
-            via_engine = chat_api.rewind(
-                state.chats.get(session), str(to), scope, dry_run=dry_run, force=force
-            )
+            via_engine = chat_api.rewind(engine, str(to), scope, dry_run=dry_run, force=force)
             if via_engine is not None:
                 return via_engine
         if dry_run:
@@ -195,6 +217,7 @@ async def rewind(request: Request) -> Response:
 
 async def restart(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "restart")
     body = await read_body(request)
     task = _text(body, "task")
     from_stage = _text(body, "from", required=False)
@@ -224,6 +247,7 @@ async def restart(request: Request) -> Response:
 
 async def reset_to_seed(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "reset to seed")
     body = await read_body(request)
     dry_run = _flag(body, "dry_run")
     controller = TimelineController(session, state.settings)
@@ -263,8 +287,9 @@ async def undo(request: Request) -> Response:
 
     def work() -> dict[str, Any]:
         notes: list[str] = []
-        if _is_chat(session):
-            return chat_api.undo(state.chats.get(session), dry_run=dry_run)
+        engine = _chat_engine(state, session, dry_run=dry_run) if _is_chat(session) else None
+        if engine is not None:
+            return chat_api.undo(engine, dry_run=dry_run)
         plan_undo = _library(controller, "plan_undo")
         if dry_run:
             with _planning(controller, notes) as live:
@@ -302,7 +327,7 @@ async def fork(request: Request) -> Response:
             "id": child.id,
             "parent": session.id,
             "checkpoint": target.id,
-            "branch": child.branch,
+            "branch": None if _is_chat(child) else child.branch,  # a chat's fork: a directory
             "workspace": str(result.worktree),
             "notes": notes,
         }
@@ -313,6 +338,7 @@ async def fork(request: Request) -> Response:
 # ---- background runs -------------------------------------------------------------------------
 async def resume(request: Request) -> Response:
     state, session = _session(request)
+    _run_only(session, "resume")
     await read_body(request)
     state.runs.reap()
     run = await _blocking(lambda: state.runs.start(session, views.lock_holder(session)))
