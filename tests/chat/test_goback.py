@@ -274,7 +274,7 @@ def test_doctor_finds_nothing_wrong_with_a_whole_chat_and_names_a_lost_directory
     tmp_path: Path, in_git: bool
 ) -> None:
     """A chat has no prd.json and no branch; neither is damage to repair or discard."""
-    from tilth.session.repair import diagnose
+    from tilth.health.repair import diagnose
 
     work = tmp_path / "work"
     if in_git:
