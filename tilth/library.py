@@ -175,7 +175,7 @@ def _drive(
     resume: bool,
 ) -> Stop:
     from tilth.agent.progress_sinks import SilentProgress
-    from tilth.agent.runner import drive
+    from tilth.runner import drive
 
     if (worker is None) != (evaluator is None):
         raise UsageError("pass both worker and evaluator, or neither (the settings' models)")

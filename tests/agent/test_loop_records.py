@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 from tilth.agent.loop import next_task
-from tilth.agent.progress import TerminalProgress
 from tilth.agent.records import append_progress, write_summary
 from tilth.agent.stops import Stop
 from tilth.session.store import Session
 from tilth.ui.io import IO
+from tilth.ui.progress import TerminalProgress
 
 
 def _session(tmp_path: Path) -> Session:

@@ -34,6 +34,7 @@ STORY = [
     "/fork 2",
     "/summarize 2 up-to",
     "/rewind 1 both",
+    "/undo",
 ]
 
 
@@ -70,8 +71,10 @@ def check_story(result: subprocess.CompletedProcess[str], work: Path, home: Path
     assert "summarized 4 message(s) up to turn 2" in out
     assert "rewound to just before turn 1 (both)" in out
     assert "prompt of turn 1: write hello" in out
+    assert "undone: back to the state before the last go-back" in out
     assert "error" not in result.stderr.lower(), result.stderr
-    assert sorted(p for p in os.listdir(work) if p != ".git") == ["keep.txt"]
+    # /undo took back the last rewind: made.txt (made again by the re-sent turn 2) is back.
+    assert sorted(p for p in os.listdir(work) if p != ".git") == ["keep.txt", "made.txt"]
     sessions = [
         json.loads((p / "checkpoint.json").read_text()) for p in (home / "sessions").iterdir()
     ]
@@ -146,3 +149,42 @@ def test_a_directory_that_is_not_writable_is_one_line_and_exit_2(
     assert result.returncode == 2
     assert "is not writable" in result.stderr
     assert len([ln for ln in result.stderr.splitlines() if ln.startswith("error:")]) == 1
+
+
+def test_resume_continues_the_chat_where_it_stopped(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    first = run_chat(tmp_path, "work", ["write hello"], STORY_REPLIES[:2])
+    assert first.returncode == 0, first.stderr
+    session_id = first.stderr.split("session ", 1)[1].split()[0]
+    server = server_for([reply("Still here, and hello.py is too.")])
+    try:
+        env = chat_env(tmp_path / "home", server)
+        again = subprocess.run(
+            [sys.executable, "-m", "tilth", "chat", "--resume", session_id],
+            input="what did you write?\n/checkpoints\n",
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=120,
+        )
+        both = subprocess.run(
+            [sys.executable, "-m", "tilth", "chat", "--resume", session_id, "work"],
+            input="",
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=120,
+        )
+        request = server.requests[0]["body"]["messages"]
+    finally:
+        server.stop()
+    assert again.returncode == 0, again.stderr
+    assert "last prompt (turn 1): write hello" in again.stderr
+    assert "── turn 2 ·" in again.stdout
+    assert "write hello  [hello.py]" in again.stdout and "what did you write?  [" in again.stdout
+    assert [m["role"] for m in request][:2] == ["system", "user"]
+    assert request[1]["content"] == "write hello"
+    assert both.returncode == 2 and "not both" in both.stderr

@@ -110,6 +110,15 @@ def test_the_whole_story_through_a_terminal(tmp_path: Path) -> None:
         assert sorted(os.listdir(work)) == ["keep.txt"]
         assert [m["role"] for m in _thread(home, work)] == ["system"]
         chat.child.send("\x15")  # Ctrl-U: clear the restored prompt
+
+        # /undo returns to the state before the last go-back.
+        chat.send("/undo")
+        chat.expect(r"restore\s+made\.txt")
+        chat.answer("Go ahead? [y/N]", "y")
+        chat.expect_exact("undone: back to the state before the last go-back")
+        chat.prompt()
+        assert sorted(os.listdir(work)) == ["keep.txt", "made.txt"]
+        assert "[Summary of" in _thread(home, work)[1]["content"]
         assert chat.leave() == 0
     finally:
         chat.close()

@@ -170,11 +170,15 @@ def test_the_command_line_verbs_work_on_a_chat_session(tmp_path: Path) -> None:
     )
     assert dry.returncode == 0, dry.stderr
     assert "delete  hello.py" in dry.stdout and (work / "hello.py").exists()
+    assert "tasks" not in dry.stdout  # a chat has none
     done = run_cli("rewind", engine.id, "--to", rows[0]["id"], "--scope", "code", "-y", env=env)
     assert done.returncode == 0, done.stderr
     assert f"continue the chat with: tilth chat --resume {engine.id}" in done.stdout
     assert "tilth resume" not in done.stdout
     assert sorted(os.listdir(work)) == ["keep.txt"]
+    undo = run_cli("rewind", "--undo", engine.id, "-y", env=env)
+    assert undo.returncode == 0, undo.stderr
+    assert sorted(os.listdir(work)) == ["hello.py", "keep.txt", "made.txt"]
     fork = run_cli("fork", engine.id, "--at", rows[1]["id"], "--json", env=env)
     assert fork.returncode == 0, fork.stderr
     child = json.loads(fork.stdout)
@@ -240,12 +244,37 @@ def test_summarize_from_the_command_line_on_a_chat_session(tmp_path: Path) -> No
     assert history[0]["kind"] == "summary" and "hello.py was written" in history[0]["text"]
 
 
+def test_undo_returns_to_the_state_before_the_last_go_back(tmp_path: Path) -> None:
+    engine, events, work = story(tmp_path, extra=[reply("after undo")])
+    history = engine.history()
+    engine.rewind(1, "both")
+    assert sorted(os.listdir(work)) == ["keep.txt"] and engine.history() == []
+    plan = engine.plan_undo()
+    assert ("restore", "hello.py") in plan.files and ("restore", "made.txt") in plan.files
+    engine.undo()
+    assert sorted(os.listdir(work)) == ["hello.py", "keep.txt", "made.txt"]
+    assert engine.history() == history
+    assert [t.label for t in engine.turns()] == ["write hello", "make a file"]
+    assert events.of("rewound")[-1]["op"] == "undo"
+    # Undoing the undo is redo; and the chat goes on from wherever it stands.
+    engine.undo()
+    assert sorted(os.listdir(work)) == ["keep.txt"]
+    engine.undo()
+    assert engine.send("and on")["turn"] == 3
+
+
+def test_undo_with_nothing_to_undo_is_a_clear_error(tmp_path: Path) -> None:
+    engine, _, _ = story(tmp_path)
+    with pytest.raises(UsageError, match="has nothing to undo"):
+        engine.plan_undo()
+
+
 @pytest.mark.parametrize("in_git", [False, True])
 def test_doctor_finds_nothing_wrong_with_a_whole_chat_and_names_a_lost_directory(
     tmp_path: Path, in_git: bool
 ) -> None:
     """A chat has no prd.json and no branch; neither is damage to repair or discard."""
-    from tilth.session.repair import diagnose
+    from tilth.health.repair import diagnose
 
     work = tmp_path / "work"
     if in_git:
@@ -283,3 +312,17 @@ def test_run_only_verbs_refuse_a_chat_and_reset_names_only_what_it_deletes(
     assert done.returncode == 0, done.stderr
     assert not engine.session.dir.exists()
     assert tree_hash(work) == before
+
+
+def test_run_only_verbs_without_an_id_skip_a_newer_chat(tmp_path: Path) -> None:
+    """``tilth resume`` / ``restart`` with no id mean the latest *run*, not a newer chat."""
+    engine, _, _ = story(tmp_path)
+    engine.close()
+    env = {"TILTH_HOME": str(engine.settings.home)}
+    alone = run_cli("resume", env=env)
+    assert alone.returncode == 2, alone.stderr
+    assert "no run sessions found" in alone.stderr and "chat session" not in alone.stderr
+    restart = run_cli("restart", "T-001", "-y", env=env)
+    assert restart.returncode == 2 and "no run sessions found" in restart.stderr
+    listed = run_cli("checkpoints", env=env)  # verbs that work on chats still pick it
+    assert listed.returncode == 0 and engine.id in listed.stderr

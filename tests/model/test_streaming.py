@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
-from tilth.agent.progress import TerminalProgress
 from tilth.errors import ModelError
 from tilth.model import FakeServer, OpenAIModel, Script, function_tool, raw, reply, tool_call
 from tilth.model.base import Delta
 from tilth.model.script import stall
 from tilth.ui.io import IO
+from tilth.ui.progress import TerminalProgress
 
 ModelFactory = Callable[..., OpenAIModel]
 USER = [{"role": "user", "content": "build the thing"}]

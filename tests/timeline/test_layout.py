@@ -81,3 +81,21 @@ def test_no_import_circles_in_the_timeline() -> None:
 
     circles = [m for m in start if m in reach(m)]
     assert not circles, f"import circles through {circles}"
+
+
+# Lower layers never import the ones above them (imports point down, front ends on top).
+_BELOW: dict[str, tuple[str, ...]] = {
+    "tilth.session": ("tilth.timeline", "tilth.tools", "tilth.agent", "tilth.chat", "tilth.ui"),
+    "tilth.tools": ("tilth.timeline", "tilth.agent", "tilth.chat", "tilth.ui", "tilth.cli"),
+    "tilth.agent": ("tilth.ui", "tilth.cli", "tilth.chat", "tilth.web", "tilth.runner"),
+    "tilth.chat": ("tilth.ui", "tilth.cli", "tilth.web"),
+}
+
+
+def test_lower_layers_never_import_upper_ones() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        for layer, above in _BELOW.items():
+            if name == layer or name.startswith(layer + "."):
+                bad = {m for m in _imports(path) if m.startswith(above)}
+                assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"

@@ -135,6 +135,8 @@ class ChatEngine(ChatTimeline):
                 self.session.log("stop", reason=status if status != "failed" else "error")
         except SessionLocked:
             pass  # another front end holds it; it records its own ending
+        except (OSError, TilthError):
+            pass  # the session was deleted meanwhile (tilth reset): nothing left to record
 
     # ---- facts a front end shows ----------------------------------------------------------
     @property

@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from tilth.chat.session import THREAD_KEY
 from tilth.errors import Aborted, UsageError
+from tilth.session.store import Session
 from tilth.session.threads import StoredMessage
 from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.rewind.plan import SCOPES, RewindPlan
+from tilth.timeline.rewind.summarize import SummaryPlan
 
 if TYPE_CHECKING:
     from tilth.config import Settings
     from tilth.model.base import Model
-    from tilth.session.store import Session
     from tilth.session.threads import Thread
     from tilth.timeline.controller import TimelineController
     from tilth.timeline.record.dir_capture import DirCapture
@@ -129,12 +130,12 @@ class ChatTimeline:
     def plan_undo(self) -> RewindPlan:
         """What undoing the last go-back changes (writes nothing)."""
         with self.controller.writing():
-            return self._undo_planner()()
+            return self.controller.plan_undo()
 
     def undo(self, *, show: ShowPlan | None = None) -> dict[str, Any]:
         """Return to the state before the last rewind (or undo)."""
         with self.controller.writing(lambda text: self.emit("notice", text=text)):
-            plan = self._undo_planner()()
+            plan = self.controller.plan_undo()
             if show is not None and not show(plan):
                 raise Aborted("cancelled; nothing was changed")
             self.controller.execute(plan)
@@ -151,44 +152,52 @@ class ChatTimeline:
         self.emit("rewound", **data)
         return data
 
-    def _undo_planner(self) -> Callable[[], RewindPlan]:
-        planner = getattr(self.controller, "plan_undo", None)
-        if planner is None:
-            raise UsageError("undo is not available in this version of the timeline")
-        return planner
-
     # ---- fork and summarize ----------------------------------------------------------------------
-    def fork(self, number: int) -> dict[str, Any]:
-        """A new chat session whose directory and conversation equal the instant before turn N."""
+    def plan_fork(self, number: int) -> RewindPlan:
+        """What forking from just before turn ``number`` makes (writes nothing)."""
+        with self.controller.writing():
+            return self.controller.plan_fork(self.turn(number))
+
+    def fork(self, number: int, *, show: ShowPlan | None = None) -> dict[str, Any]:
+        """A new chat session whose directory and conversation equal the instant before turn N.
+
+        The fork gets a directory of its own; this chat and its directory are not changed.
+        """
         with self.controller.writing(lambda text: self.emit("notice", text=text)):
             target = self.turn(number)
-            result = self.controller.fork(target)
+            plan = self.controller.plan_fork(target)
+            if show is not None and not show(plan):
+                raise Aborted("cancelled; nothing was changed")
+            result = self.controller.execute(plan)
+        child = Session(
+            str(result.new_session_id), self.session.dir.parent / str(result.new_session_id)
+        )
         data = {
-            "session_id": result.session.id,
-            "directory": str(result.worktree),
+            "session_id": child.id,
+            "directory": str(child.checkpoint().get("workspace") or child.workspace_dir),
             "checkpoint": target.id,
             "turn": number,
         }
         self.emit("forked", **data)
         return data
 
-    def plan_summarize(self, number: int, direction: str) -> dict[str, Any]:
-        """What summarizing from / up to turn ``number`` replaces (writes nothing)."""
-        from tilth.timeline.rewind.summarize import split_thread
-
+    def plan_summarize(self, number: int, direction: str) -> SummaryPlan:
+        """Which messages summarizing from / up to turn ``number`` replaces (no model call)."""
         if direction not in DIRECTIONS:
             raise UsageError(f"direction must be 'from' or 'up-to', got {direction!r}")
-        target = self.turn(number)
-        _, chosen, _ = split_thread(self.thread.read(), target.threads.get(THREAD_KEY), direction)
-        prompts = sum(1 for m in chosen if m.message.get("role") == "user")
-        return {"turn": number, "direction": direction, "messages": len(chosen), "prompts": prompts}
+        return self.controller.plan_summary(self.turn(number), direction, thread_key=THREAD_KEY)
 
-    def summarize(self, number: int, direction: str) -> dict[str, Any]:
+    def summarize(
+        self, number: int, direction: str, *, show: Callable[[SummaryPlan], bool] | None = None
+    ) -> dict[str, Any]:
         """Replace the conversation up to / from the instant before turn N with a summary."""
         if direction not in DIRECTIONS:
             raise UsageError(f"direction must be 'from' or 'up-to', got {direction!r}")
         with self.controller.writing(lambda text: self.emit("notice", text=text)):
             target = self.turn(number)
+            plan = self.controller.plan_summary(target, direction, thread_key=THREAD_KEY)
+            if show is not None and not show(plan):
+                raise Aborted("cancelled; nothing was changed")
             result = self.controller.summarize(target, direction, self.model, thread_key=THREAD_KEY)
         data = {
             "checkpoint": target.id,

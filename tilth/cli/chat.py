@@ -28,7 +28,7 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
     from tilth.errors import UsageError
     from tilth.model import model_for
     from tilth.ui.chat_repl import ChatRepl
-    from tilth.ui.chat_view import ChatView
+    from tilth.ui.chat_view import ChatView, terminal_safe
 
     cfg = settings()
     out = io()
@@ -50,10 +50,13 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
     options = {"listener": view, "confirm": confirm if interactive else None}
     if resume_id:
         engine = ChatEngine.resume(cfg, resume_id, model, **options)
+        turns = engine.turns()
         out.note(
             f"tilth chat: resumed session {engine.id} in {engine.directory} "
-            f"({len(engine.turns())} turn(s) so far)"
+            f"({len(turns)} turn(s) so far)"
         )
+        if turns:
+            out.note(f"last prompt (turn {len(turns)}): {terminal_safe(turns[-1].label)}")
     else:
         assert where is not None
         engine = ChatEngine.start(cfg, where, model, **options)

@@ -31,11 +31,17 @@ def io() -> IO:
     return IO()
 
 
-def pick_session(cfg: Settings, session_id: str | None, out: IO, verb: str) -> Session:
-    """The named session, or the latest one — announced on stderr, so stdout stays clean."""
-    session = resolve_session(cfg.sessions_dir, session_id)
+def pick_session(
+    cfg: Settings, session_id: str | None, out: IO, verb: str, *, kind: str | None = None
+) -> Session:
+    """The named session, or the latest one — announced on stderr, so stdout stays clean.
+
+    ``kind="run"`` for verbs that only runs have (tasks, a seed): "latest" skips chats.
+    """
+    session = resolve_session(cfg.sessions_dir, session_id, kind=kind)
     if session_id is None:
-        out.note(f"{verb}: latest session is {session.id}")
+        shown = "latest session" if kind is None else f"latest {kind} session"
+        out.note(f"{verb}: {shown} is {session.id}")
     return session
 
 

@@ -2,7 +2,7 @@
 
 ``tilth doctor`` (tilth/cli/doctor.py) calls ``session_doctor`` when its target is a
 session or ``--repair`` is given. Parsing and printing only; the diagnosis and the
-repairs live in ``tilth.session.repair``.
+repairs live in ``tilth.health.repair``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tilth.errors import Aborted, TilthError, UsageError
-from tilth.session.repair import Problem, diagnose, repair
+from tilth.health.repair import Problem, diagnose, repair
 from tilth.session.store import Session
 from tilth.ui.io import IO
 

@@ -86,7 +86,7 @@ def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) 
     from tilth.session.discovery import resolve_session
 
     try:
-        session = resolve_session(settings.sessions_dir, session_id)
+        session = resolve_session(settings.sessions_dir, session_id, kind="run")
     except SessionNotFound as exc:
         raise SeedResetError(
             f"cannot reset to seed: {exc}",
@@ -94,7 +94,7 @@ def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) 
             "(`tilth reset <id>` discards a broken one)",
         ) from None
     if session_id is None:
-        out.note(f"reset: latest session is {session.id}")
+        out.note(f"reset: latest run session is {session.id}")
     refuse_chat(session, "reset --to-seed")
     return session
 

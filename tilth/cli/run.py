@@ -63,7 +63,7 @@ def resume(session_id: str | None, dry_run: bool) -> int:
     """
     cfg = settings()
     out = io()
-    session = pick_session(cfg, session_id, out, "resume")
+    session = pick_session(cfg, session_id, out, "resume", kind="run")
     if dry_run:
         from tilth.library import plan_resume
 

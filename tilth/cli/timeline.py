@@ -284,7 +284,7 @@ def restart(
         )
     cfg = settings()
     out = io()
-    session = pick_session(cfg, session_id, out, "restart")
+    session = pick_session(cfg, session_id, out, "restart", kind="run")
     refuse_chat(session, "restart")
     timeline = TimelineController(session, cfg)
     if dry_run:

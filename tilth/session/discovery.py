@@ -147,9 +147,16 @@ def sessions_for(
 
 
 def resolve_session(
-    sessions_dir: Path, session_id: str | None, source: Path | None = None
+    sessions_dir: Path,
+    session_id: str | None,
+    source: Path | None = None,
+    *,
+    kind: str | None = None,
 ) -> Session:
-    """The named session, or the latest (for ``source`` when given, else overall)."""
+    """The named session, or the latest (for ``source`` when given, else overall).
+
+    ``kind`` (``run`` or ``chat``): "latest" means the latest of that kind.
+    """
     # An empty id is a mistake, not "latest": never resolve it to some other session.
     if session_id is not None:
         return Session.open(sessions_dir, session_id)
@@ -162,12 +169,17 @@ def resolve_session(
             )
         return mine[-1]
     ids = session_ids(sessions_dir)
-    if not ids:
-        raise SessionNotFound(
-            f"no sessions found under {sessions_dir}",
-            hint="start one with `tilth prep-feature <workspace>`",
-        )
-    return Session(ids[-1], sessions_dir / ids[-1])
+    for found in reversed(ids):
+        session = Session(found, sessions_dir / found)
+        if kind is None or _kind_of(session) == kind:
+            return session
+    what = "sessions" if kind is None else f"{kind} sessions"
+    raise SessionNotFound(
+        f"no {what} found under {sessions_dir}",
+        hint="start one with `tilth prep-feature <workspace>`"
+        if kind != "chat"
+        else "start one with `tilth chat [DIR]`",
+    )
 
 
 def require_session(sessions_dir: Path, session_id: str | None) -> Session:

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tilth.chat.commands import Command, help_text
-from tilth.errors import Aborted, UsageError
+from tilth.errors import UsageError
 from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.summarize import SummaryPlan
 from tilth.ui.chat_view import terminal_safe
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class ChatCommands:
         when = cp.ts[11:19] if len(cp.ts) >= 19 else cp.ts
         return f"  {number:>3}  {when}  {terminal_safe(cp.label)}  [{files}]  ({cp.id})"
 
-    def _show(self, plan: RewindPlan) -> bool:
+    def _show(self, plan: RewindPlan | SummaryPlan) -> bool:
         """Show a plan; on a terminal, ask before it runs."""
         self.view.end_block()
         self.io.say(terminal_safe(plan.render()))
@@ -130,15 +131,7 @@ class ChatCommands:
         self.io.ok(f"undone: back to the state before the last go-back ({result['target']})")
 
     def _fork(self, turn: int) -> None:
-        target = self.engine.turn(turn)
-        self.io.say(
-            f"fork: a new chat session whose directory and conversation are those of just "
-            f"before turn {turn} ({terminal_safe(target.label)}), in a directory of its own; "
-            "this chat and its directory stay as they are"
-        )
-        if self.interactive and not self._yes("Go ahead?"):
-            raise Aborted("cancelled; nothing was changed")
-        result = self.engine.fork(turn)
+        result = self.engine.fork(turn, show=self._show)
         self.io.ok(f"forked into session {result['session_id']}")
         directory = Path(result["directory"])
         self.io.say(f"directory: {directory}")
@@ -150,15 +143,7 @@ class ChatCommands:
 
     def _summarize(self, turn: int, direction: str) -> None:
         where = "up to" if direction == "up-to" else "from"
-        plan = self.engine.plan_summarize(turn, direction)
-        self.io.say(
-            f"summarize: {plan['messages']} message(s) ({plan['prompts']} of them yours) "
-            f"{where} just before turn {turn} are replaced by one summary the model writes; "
-            "files are not touched and later rewinds still work"
-        )
-        if self.interactive and not self._yes("Go ahead?"):
-            raise Aborted("cancelled; nothing was changed")
-        result = self.engine.summarize(turn, direction)
+        result = self.engine.summarize(turn, direction, show=self._show)
         self.io.ok(f"summarized {result['replaced']} message(s) {where} turn {turn}")
 
     # ---- the picker ------------------------------------------------------------------------------

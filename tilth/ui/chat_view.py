@@ -70,6 +70,7 @@ class ChatView:
         self._display: Any = None
         self._last_refresh = 0.0
         self._lock = threading.RLock()
+        self._thinking = False
         self.last_status = ""
 
     def __call__(self, event: ChatEvent) -> None:
@@ -79,6 +80,12 @@ class ChatView:
                 handler(event.data)
 
     # ---- the reply text -------------------------------------------------------------------------
+    def _on_reasoning(self, data: dict[str, Any]) -> None:
+        """A thinking model's reasoning is not shown, only that it is happening (once)."""
+        if not self._thinking and not self._text:
+            self._thinking = True
+            self.console.print(Text("thinking...", style="dim italic"))
+
     def _on_text(self, data: dict[str, Any]) -> None:
         piece = terminal_safe(str(data.get("text", "")))
         self._text += piece
@@ -109,6 +116,7 @@ class ChatView:
                 self.console.file.write("\n")
                 self.console.file.flush()
             self._text = ""
+            self._thinking = False
 
     # ---- tools ----------------------------------------------------------------------------------
     def _on_tool_started(self, data: dict[str, Any]) -> None:

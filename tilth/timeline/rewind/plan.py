@@ -189,7 +189,8 @@ class RewindPlan:
             lines.append(
                 f"events: {self.events_dropped} dropped" + (f" ({kinds})" if kinds else "")
             )
-        if self.state is not None:
+        if self.state is not None and self.state.get("prd") is not None:
+            # (a chat has no tasks: no line about them)
             lines += _listing(
                 "tasks", [f"{t}: {old} -> {new}" for t, old, new in self.task_changes], "unchanged"
             )

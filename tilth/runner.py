@@ -17,7 +17,6 @@ from typing import Any
 from tilth import git
 from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.loop import run_loop
-from tilth.agent.progress import TerminalProgress
 from tilth.agent.records import task_counts
 from tilth.agent.resume import prepare_resume
 from tilth.agent.run_context import CheckpointRecorder, Progress, RunContext, prep_tokens
@@ -29,6 +28,7 @@ from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
 from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
 from tilth.ui.io import IO
+from tilth.ui.progress import TerminalProgress
 from tilth.worktree_setup import prepare_worktree
 
 

@@ -20,9 +20,7 @@ from typing import Any
 
 from tilth import git
 from tilth.errors import GitError, SessionCorrupt, TilthError
-from tilth.session.events import EventLog, utc_now
-from tilth.session.files import atomic_write_json
-from tilth.session.recorded import (
+from tilth.health.recorded import (
     CHAT_KIND,
     chat_directory_of,
     checkpoint_json,
@@ -35,6 +33,8 @@ from tilth.session.recorded import (
     source_of,
     status_now,
 )
+from tilth.session.events import EventLog, utc_now
+from tilth.session.files import atomic_write_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
 from tilth.session.teardown import recorded_source
 

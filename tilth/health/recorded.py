@@ -14,12 +14,11 @@ from tilth import git
 from tilth.errors import SessionCorrupt
 from tilth.session.store import Session
 from tilth.session.teardown import recorded_source
+from tilth.timeline.record.checkpoints import list_checkpoints
 
 
 def checkpoints_of(session: Session) -> list[Any]:
     """The session's checkpoints, oldest first (unreadable ones skipped)."""
-    from tilth.timeline.record.checkpoints import list_checkpoints
-
     return list_checkpoints(session)
 
 
