@@ -229,8 +229,8 @@ import sys, time
 from pathlib import Path
 from tilth.session.lock import SessionLock
 lock = SessionLock(Path(sys.argv[1]), sys.argv[2]).acquire()
-print("locked", flush=True)
-try:
+try:  # "locked" is said inside the try: a SIGINT right after it is still handled
+    print("locked", flush=True)
     time.sleep(120)
 except KeyboardInterrupt:
     lock.release()

@@ -40,8 +40,7 @@ def pick_session(
     """
     session = resolve_session(cfg.sessions_dir, session_id, kind=kind)
     if session_id is None:
-        shown = "latest session" if kind is None else f"latest {kind} session"
-        out.note(f"{verb}: {shown} is {session.id}")
+        out.note(f"{verb}: latest session is {session.id}")
     return session
 
 

@@ -94,7 +94,7 @@ def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) 
             "(`tilth reset <id>` discards a broken one)",
         ) from None
     if session_id is None:
-        out.note(f"reset: latest run session is {session.id}")
+        out.note(f"reset: latest session is {session.id}")
     refuse_chat(session, "reset --to-seed")
     return session
 
