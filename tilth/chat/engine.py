@@ -28,6 +28,7 @@ from tilth.chat.session import (
     chat_workspace,
     create_chat_session,
     open_chat_session,
+    transcript,
 )
 from tilth.chat.toolview import describe_call, edit_diff, read_before
 from tilth.config import Settings
@@ -158,23 +159,7 @@ class ChatEngine(ChatTimeline):
 
     def history(self) -> list[dict[str, Any]]:
         """The conversation as a front end shows it: ``{role, text, turn?, tools?}`` items."""
-        shown: list[dict[str, Any]] = []
-        for stored in self.thread.read():
-            message = stored.message
-            role = str(message.get("role"))
-            if role == "system":
-                continue
-            item: dict[str, Any] = {"id": stored.id, "role": role}
-            item["text"] = str(message.get("content") or "")
-            if "turn" in stored.meta:
-                item["turn"] = stored.meta["turn"]
-            calls = message.get("tool_calls") or []
-            if calls:
-                item["tools"] = [c.get("function", {}).get("name") for c in calls]
-            if stored.meta.get("kind"):
-                item["kind"] = stored.meta["kind"]
-            shown.append(item)
-        return shown
+        return transcript(self.thread)
 
     # ---- one user turn -------------------------------------------------------------------------
     def send(self, prompt: str, cancel: CancelToken | None = None) -> dict[str, Any]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, UsageError
 from tilth.session.store import Session
+from tilth.session.threads import Thread
 
 CHAT_KIND = "chat"
 THREAD_KEY = "chat"
@@ -90,3 +92,25 @@ def chat_workspace(session: Session) -> Path:
             f"chat session {session.id} works in {raw}, but {exc.message}",
             hint=f"move the directory back to {raw}, or start a new chat: tilth chat DIR",
         ) from None
+
+
+def transcript(thread: Thread) -> list[dict[str, Any]]:
+    """A chat thread as front ends show it: ``{id, role, text, turn?, tools?, kind?}`` items
+    (the system prompt left out). A pure read, so a web page can show a chat it has not opened."""
+    shown: list[dict[str, Any]] = []
+    for stored in thread.read():
+        message = stored.message
+        role = str(message.get("role"))
+        if role == "system":
+            continue
+        item: dict[str, Any] = {"id": stored.id, "role": role}
+        item["text"] = str(message.get("content") or "")
+        if "turn" in stored.meta:
+            item["turn"] = stored.meta["turn"]
+        calls = message.get("tool_calls") or []
+        if calls:
+            item["tools"] = [c.get("function", {}).get("name") for c in calls]
+        if stored.meta.get("kind"):
+            item["kind"] = stored.meta["kind"]
+        shown.append(item)
+    return shown

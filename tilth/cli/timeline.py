@@ -30,23 +30,6 @@ def _recover_if_free(timeline: TimelineController, out: IO) -> None:
         out.warn(message)
 
 
-def _row(cp: Checkpoint) -> dict[str, object]:
-    return {
-        "id": cp.id,
-        "seq": cp.seq,
-        "ts": cp.ts,
-        "kind": cp.kind,
-        "task_id": cp.task_id,
-        "stage": cp.stage,
-        "turn": cp.turn,
-        "actor": cp.actor,
-        "label": cp.label,
-        "head": cp.head,
-        "files_changed": cp.files_changed,
-        "gaps": cp.gaps,
-    }
-
-
 @click.command()
 @session_id_argument
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -86,7 +69,7 @@ def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
     for problem in timeline.problems:
         out.warn(problem)
     if as_json:
-        out.print_json([_row(cp) for cp in timeline.checkpoints])
+        out.print_json([cp.summary() for cp in timeline.checkpoints])
         return
     if not timeline.checkpoints:
         out.say(f"session {session.id} has no checkpoints yet")

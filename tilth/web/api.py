@@ -16,11 +16,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from tilth.errors import SessionLocked, UsageError
+from tilth.errors import SessionLocked
 from tilth.session.store import Session
 from tilth.timeline import SCOPES, RewindPlan
 from tilth.timeline.controller import TimelineController
 from tilth.web import chat_api, views
+from tilth.web.bodies import BadRequest, flag_field, plan_json, read_body, text_field
 from tilth.web.state import ServerState, state_of
 from tilth.web.stream import follow
 
@@ -28,42 +29,6 @@ if TYPE_CHECKING:
     from tilth.chat import ChatEngine
 
 T = TypeVar("T")
-
-
-class BadRequest(UsageError):
-    """The request body is not what the endpoint takes."""
-
-
-# ---- helpers -----------------------------------------------------------------------------------
-async def read_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        data = await request.json()
-    except ValueError:
-        raise BadRequest("the request body is not JSON", hint="send a JSON object") from None
-    if not isinstance(data, dict):
-        raise BadRequest("the request body must be a JSON object")
-    return data
-
-
-def _text(body: dict[str, Any], key: str, *, required: bool = True) -> str | None:
-    value = body.get(key)
-    if value is None or value == "":
-        if required:
-            raise BadRequest(f"{key!r} is required", hint=f'e.g. {{"{key}": "..."}}')
-        return None
-    if not isinstance(value, str):
-        raise BadRequest(f"{key!r} must be a string")
-    return value
-
-
-def _flag(body: dict[str, Any], key: str) -> bool:
-    value = body.get(key, False)
-    if not isinstance(value, bool):
-        raise BadRequest(f"{key!r} must be true or false")
-    return value
 
 
 def _session(request: Request) -> tuple[ServerState, Session]:
@@ -79,11 +44,6 @@ def _run_only(session: Session, verb: str) -> None:
             "a branch), which a chat does not have",
             hint="a chat goes back with rewind to one of its turns, or continues in its composer",
         )
-
-
-def plan_json(plan: Any, **extra: Any) -> dict[str, Any]:
-    """A plan as the API returns it: its data (``to_dict``) and its words (``render``)."""
-    return {"plan": plan.to_dict(), "text": plan.render(), **extra}
 
 
 @contextmanager
@@ -194,11 +154,11 @@ async def _answer(state: ServerState, session: Session, work: Callable[[], Any])
 async def rewind(request: Request) -> Response:
     state, session = _session(request)
     body = await read_body(request)
-    to = str(_text(body, "to"))
-    scope = _text(body, "scope", required=False) or "both"
+    to = str(text_field(body, "to"))
+    scope = text_field(body, "scope", required=False) or "both"
     if scope not in SCOPES:
         raise BadRequest(f"'scope' must be one of {', '.join(SCOPES)}")
-    dry_run, force = _flag(body, "dry_run"), _flag(body, "force")
+    dry_run, force = flag_field(body, "dry_run"), flag_field(body, "force")
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
@@ -222,9 +182,9 @@ async def restart(request: Request) -> Response:
     state, session = _session(request)
     _run_only(session, "restart")
     body = await read_body(request)
-    task = str(_text(body, "task"))
-    from_stage = _text(body, "from", required=False)
-    dry_run = _flag(body, "dry_run")
+    task = str(text_field(body, "task"))
+    from_stage = text_field(body, "from", required=False)
+    dry_run = flag_field(body, "dry_run")
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
@@ -250,7 +210,7 @@ async def reset_to_seed(request: Request) -> Response:
     state, session = _session(request)
     _run_only(session, "reset to seed")
     body = await read_body(request)
-    dry_run = _flag(body, "dry_run")
+    dry_run = flag_field(body, "dry_run")
     controller = TimelineController(session, state.settings)
     from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
 
@@ -269,7 +229,7 @@ async def reset_to_seed(request: Request) -> Response:
 async def undo(request: Request) -> Response:
     state, session = _session(request)
     body = await read_body(request)
-    dry_run = _flag(body, "dry_run")
+    dry_run = flag_field(body, "dry_run")
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
@@ -284,8 +244,8 @@ async def undo(request: Request) -> Response:
 async def fork(request: Request) -> Response:
     state, session = _session(request)
     body = await read_body(request)
-    at = str(_text(body, "at"))
-    dry_run = _flag(body, "dry_run")
+    at = str(text_field(body, "at"))
+    dry_run = flag_field(body, "dry_run")
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:

@@ -20,12 +20,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from tilth.chat.session import THREAD_KEY as CHAT_THREAD
+from tilth.chat.session import transcript
 from tilth.errors import TilthError, UsageError
 from tilth.session.store import Session
 from tilth.web import views
+from tilth.web.bodies import BadRequest, plan_json, read_body
 from tilth.web.state import ServerState, state_of
 
-CHAT_THREAD = "chat"
 """The chat's conversation thread (``tilth.chat.THREAD_KEY``)."""
 
 if TYPE_CHECKING:
@@ -50,22 +52,7 @@ def history(session: Session, settings: Any) -> dict[str, Any]:
     """
     from tilth.timeline.controller import TimelineController
 
-    shown: list[dict[str, Any]] = []
-    for stored in session.threads.get(CHAT_THREAD).read():
-        message = stored.message
-        role = str(message.get("role"))
-        if role == "system":
-            continue
-        item: dict[str, Any] = {"id": stored.id, "role": role}
-        item["text"] = str(message.get("content") or "")
-        if "turn" in stored.meta:
-            item["turn"] = stored.meta["turn"]
-        calls = message.get("tool_calls") or []
-        if calls:
-            item["tools"] = [c.get("function", {}).get("name") for c in calls]
-        if stored.meta.get("kind"):
-            item["kind"] = stored.meta["kind"]
-        shown.append(item)
+    shown = transcript(session.threads.get(CHAT_THREAD))
     found = TimelineController(session, settings).checkpoints().checkpoints
     chat_turns = [cp for cp in found if cp.kind == "turn" and cp.actor == "chat"]
     turns = [
@@ -86,7 +73,6 @@ async def messages(request: Request) -> Response:
     if request.method == "GET":
         return JSONResponse(await run_in_threadpool(history, session, state.settings))
     engine = await run_in_threadpool(state.chats.get, session)
-    from tilth.web.api import BadRequest, read_body
 
     body = await read_body(request)
     text = body.get("text")
@@ -156,7 +142,6 @@ def rewind(
     engine: ChatEngine, to: str, scope: str, *, dry_run: bool, force: bool
 ) -> dict[str, Any] | None:
     """A chat turn's rewind through the engine (None when ``to`` is not a chat turn)."""
-    from tilth.web.api import plan_json
 
     number = chat_turn_of(engine, engine.controller.resolve(to).id)
     if number is None:
@@ -170,7 +155,6 @@ def rewind(
 
 def undo(engine: ChatEngine, *, dry_run: bool) -> dict[str, Any]:
     """Undo the last go-back of a chat through its engine."""
-    from tilth.web.api import plan_json
 
     if dry_run:
         return plan_json(engine.plan_undo(), dry_run=True)

@@ -15,7 +15,6 @@ from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
 from tilth.session.discovery import describe, session_ids
 from tilth.session.files import read_json
 from tilth.session.store import Session, is_session_id
-from tilth.timeline import Checkpoint
 from tilth.timeline.controller import TimelineController
 
 
@@ -61,30 +60,11 @@ def _title(session: Session, record: dict[str, Any]) -> str | None:
     return str(tldr) if tldr else None
 
 
-def checkpoint_row(cp: Checkpoint) -> dict[str, Any]:
-    """One checkpoint as the API shows it (the stored state and threads left out)."""
-    return {
-        "id": cp.id,
-        "seq": cp.seq,
-        "ts": cp.ts,
-        "kind": cp.kind,
-        "task_id": cp.task_id,
-        "stage": cp.stage,
-        "turn": cp.turn,
-        "actor": cp.actor,
-        "label": cp.label,
-        "where": cp.where,
-        "head": cp.head,
-        "files_changed": cp.files_changed,
-        "gaps": cp.gaps,
-    }
-
-
 def checkpoints(controller: TimelineController) -> dict[str, Any]:
     """The timeline: every checkpoint, oldest first, and the files that could not be read."""
     timeline = controller.checkpoints()
     return {
-        "checkpoints": [checkpoint_row(cp) for cp in timeline.checkpoints],
+        "checkpoints": [cp.summary() for cp in timeline.checkpoints],
         "problems": timeline.problems,
     }
 

@@ -57,6 +57,24 @@ class Checkpoint:
         """True for the state recorded just before a go-back (what undo returns to)."""
         return self.kind.startswith(BEFORE_PREFIX)
 
+    def summary(self) -> dict[str, Any]:
+        """What front ends show of it (``checkpoints --json``, the web API): no stored state."""
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "ts": self.ts,
+            "kind": self.kind,
+            "task_id": self.task_id,
+            "stage": self.stage,
+            "turn": self.turn,
+            "actor": self.actor,
+            "label": self.label,
+            "where": self.where,
+            "head": self.head,
+            "files_changed": self.files_changed,
+            "gaps": self.gaps,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON object (with its schema version)."""
         return {"schema": CHECKPOINT_FILE_SCHEMA, **asdict(self)}

@@ -1,0 +1,49 @@
+"""Request bodies and plan replies, shared by the API modules (``api``, ``chat_api``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from tilth.errors import UsageError
+
+
+class BadRequest(UsageError):
+    """The request body is not what the endpoint takes."""
+
+
+async def read_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        data = await request.json()
+    except ValueError:
+        raise BadRequest("the request body is not JSON", hint="send a JSON object") from None
+    if not isinstance(data, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return data
+
+
+def text_field(body: dict[str, Any], key: str, *, required: bool = True) -> str | None:
+    value = body.get(key)
+    if value is None or value == "":
+        if required:
+            raise BadRequest(f"{key!r} is required", hint=f'e.g. {{"{key}": "..."}}')
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"{key!r} must be a string")
+    return value
+
+
+def flag_field(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{key!r} must be true or false")
+    return value
+
+
+def plan_json(plan: Any, **extra: Any) -> dict[str, Any]:
+    """A plan as the API returns it: its data (``to_dict``) and its words (``render``)."""
+    return {"plan": plan.to_dict(), "text": plan.render(), **extra}
