@@ -137,6 +137,8 @@ def test_bad_input_on_a_terminal_is_a_clear_line_and_nothing_is_lost(tmp_path: P
             stall(2.0, reply("streaming words " * 40), after=2),
             reply(None, risky),
             reply("Ran it."),
+            # Cancelled at its question: no further model call, so the next turn gets the next.
+            reply(None, tool_call("bash", command="chmod -R u+w . && echo no > no.txt")),
             reply("Still here."),
         ]
     )
@@ -170,6 +172,13 @@ def test_bad_input_on_a_terminal_is_a_clear_line_and_nothing_is_lost(tmp_path: P
         chat.expect(r"Ran it\.")
         chat.prompt()
         assert (work / "ran.txt").read_text() == "ran\n"
+        # Ctrl-C at that question refuses the command and cancels the whole turn.
+        chat.send("run another risky thing")
+        chat.expect_exact("Run it? [y/N]")
+        chat.child.send("\x03")
+        chat.expect_exact("cancelling the turn")
+        chat.prompt()
+        assert not (work / "no.txt").exists()
         # A 1 MB prompt (pasted) is refused with the reason; it stays in the history.
         chat.child.send("\x1b[200~" + "y" * (1 << 20) + "\x1b[201~")
         chat.send("")

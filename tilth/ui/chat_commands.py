@@ -42,7 +42,7 @@ class ChatCommands:
     prefill: str
     _turns: int
 
-    def _ask(self, question: str) -> str:
+    def _ask(self, question: str, *, interrupt: bool = False) -> str:
         raise NotImplementedError
 
     def _yes(self, question: str) -> bool:

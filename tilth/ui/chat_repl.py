@@ -169,15 +169,22 @@ class ChatRepl(ChatCommands):
         default, self.prefill = self.prefill, ""
         return str(self._session().prompt("› ", default=default))
 
-    def _ask(self, question: str) -> str:
-        """A one-line answer on the main thread (no history); Ctrl-C/Ctrl-D answer ''."""
+    def _ask(self, question: str, *, interrupt: bool = False) -> str:
+        """A one-line answer on the main thread (no history); Ctrl-C/Ctrl-D answer ''.
+
+        ``interrupt``: Ctrl-C raises ``KeyboardInterrupt`` instead (it cancels the turn).
+        """
         if not self.interactive:
             return ""
         from prompt_toolkit import prompt
 
         try:
             return str(prompt(question)).strip()
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
+            return ""
+        except KeyboardInterrupt:
+            if interrupt:
+                raise
             return ""
 
     # ---- one turn --------------------------------------------------------------------------------
@@ -257,7 +264,12 @@ class ChatRepl(ChatCommands):
             self.view.end_block()
             self.io.say(f"The guard flags this command ({reason}):", style="yellow")
             self.io.say(f"  {terminal_safe(command)}")
-            answer.put(self._yes("Run it?"))
+            try:
+                said = self._ask("Run it? [y/N] ", interrupt=True)
+            except KeyboardInterrupt:
+                answer.put(False)  # refused; the caller then cancels the whole turn
+                raise
+            answer.put(said.lower() in ("y", "yes"))
 
     def _refuse_pending(self) -> None:
         while True:
