@@ -18,6 +18,12 @@ _WHERE = {
     "open_session": "tilth.library",
     "find_session": "tilth.library",
     "prepare": "tilth.library",
+    "interview": "tilth.library",
+    "delete_session": "tilth.library",
+    # a session's health
+    "doctor_checks": "tilth.library",
+    "diagnose_session": "tilth.library",
+    "repair_session": "tilth.library",
     # running
     "run": "tilth.library",
     "resume": "tilth.library",
@@ -62,12 +68,17 @@ __all__ = [
     "TilthError",
     "TimelineController",
     "__version__",
+    "delete_session",
+    "diagnose_session",
+    "doctor_checks",
     "find_session",
+    "interview",
     "list_sessions",
     "load_settings",
     "open_session",
     "open_timeline",
     "prepare",
+    "repair_session",
     "resume",
     "run",
 ]
@@ -93,11 +104,16 @@ if TYPE_CHECKING:
     from tilth.config import Settings, load_settings
     from tilth.errors import TilthError
     from tilth.library import (
+        delete_session,
+        diagnose_session,
+        doctor_checks,
         find_session,
+        interview,
         list_sessions,
         open_session,
         open_timeline,
         prepare,
+        repair_session,
         resume,
         run,
     )

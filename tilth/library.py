@@ -8,12 +8,12 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from tilth.agent.run_context import Progress
 from tilth.agent.stops import Stop
-from tilth.config import Settings, load_settings
-from tilth.errors import SessionNotFound, UsageError, WorkspaceError
+from tilth.config import Role, Settings, load_settings
+from tilth.errors import ConfigError, SessionNotFound, TilthError, UsageError, WorkspaceError
 from tilth.model.base import Model
 from tilth.session.discovery import SessionInfo, resolve_session, sessions_for
 from tilth.session.discovery import list_sessions as _list_sessions
@@ -23,15 +23,25 @@ from tilth.timeline.record.retention import GcReport
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.ui.io import IO
 
+if TYPE_CHECKING:
+    from tilth.doctor import Check as Check
+    from tilth.health.repair import Problem as Problem
+    from tilth.model import RetryHook
+    from tilth.seed.prepare import Prepared
+    from tilth.seed.terminal import TerminalFrontend as TerminalFrontend
+
 
 def list_sessions(settings: Settings | None = None) -> list[SessionInfo]:
     """Every session under ``TILTH_SESSIONS_DIR``, oldest first."""
     return _list_sessions((settings or load_settings()).sessions_dir)
 
 
-def open_session(session_id: str | None = None, settings: Settings | None = None) -> Session:
-    """The session ``session_id`` (the newest one when None); raises ``SessionNotFound``."""
-    return resolve_session((settings or load_settings()).sessions_dir, session_id)
+def open_session(
+    session_id: str | None = None, settings: Settings | None = None, *, kind: str | None = None
+) -> Session:
+    """The session ``session_id`` (the newest one when None; ``kind="run"`` skips chats
+    then); raises ``SessionNotFound``."""
+    return resolve_session((settings or load_settings()).sessions_dir, session_id, kind=kind)
 
 
 def sessions_of(
@@ -98,6 +108,164 @@ def collect_snapshots(settings: Settings | None = None) -> GcReport:
 def open_timeline(session: Session, settings: Settings | None = None) -> TimelineController:
     """The timeline controller of ``session``: checkpoints, plans, execute, undo, fork."""
     return TimelineController(session, settings)
+
+
+# What the CLI's own verbs need besides running (prep-feature, reset, doctor).
+
+
+def is_session_id(text: str) -> bool:
+    """True when ``text`` has the shape of a session id (``tilth doctor`` tells ids from paths)."""
+    from tilth.session.store import is_session_id as shaped
+
+    return shaped(text)
+
+
+def is_chat(session: Session) -> bool:
+    """True for a ``tilth chat`` session (no tasks, seed, worktree or branch)."""
+    from tilth.chat.session import is_chat as chat
+
+    return chat(session)
+
+
+def session_source(session: Session) -> Path | None:
+    """The repository ``session`` was made for (its checkpoint, else its first event)."""
+    from tilth.session.teardown import recorded_source
+
+    return recorded_source(session)
+
+
+def delete_session(session: Session) -> list[str]:
+    """Delete ``session``: its worktree, branch ``session/<id>`` and directory (a chat: its
+    directory only). Hold ``session.lock()``. Returns notes on what could not be removed."""
+    from tilth.session.teardown import teardown
+
+    return teardown(session)
+
+
+def seed_reset_warning() -> str:
+    """The warning ``tilth reset --to-seed`` shows before it asks."""
+    from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
+
+    return CONFIRM_WARNING
+
+
+def seed_reset_error(message: str, hint: str) -> TilthError:
+    """The error a failed ``reset --to-seed`` pre-flight raises (``SeedResetError``)."""
+    from tilth.timeline.rewind.seed_reset import SeedResetError
+
+    return SeedResetError(message, hint=hint)
+
+
+def source_hint(session: Session) -> str:
+    """The source repository to name in a hint (``<workspace>`` when the record lacks it)."""
+    from tilth.timeline.rewind.seed_reset import source_hint as hint
+
+    return hint(session)
+
+
+def doctor_checks(
+    workspace: Path, settings: Settings | None, settings_problem: ConfigError | None = None
+) -> list[Check]:
+    """Every ``tilth doctor`` check of ``workspace`` (``settings`` None: they did not load,
+    ``settings_problem`` says why), in order."""
+    from tilth.doctor import DoctorContext, run_checks
+
+    return run_checks(DoctorContext(workspace, settings, settings_problem))
+
+
+def checks_pass(checks: list[Check]) -> bool:
+    """True when a real run could start: every required check passed."""
+    from tilth.doctor import ready
+
+    return ready(checks)
+
+
+def checks_as_dicts(checks: list[Check]) -> list[dict[str, object]]:
+    """The checks as JSON-ready dicts (``tilth doctor --json``)."""
+    from tilth.doctor import as_dicts
+
+    return as_dicts(checks)
+
+
+def diagnose_session(session: Session, source: Path | None = None) -> list[Problem]:
+    """What is wrong with ``session`` on disk, each with its repair (``tilth doctor <id>``);
+    ``source``: the repository, when it moved."""
+    from tilth.health.repair import diagnose
+
+    return diagnose(session, source=source)
+
+
+def repair_session(session: Session, problem: Problem, source: Path | None = None) -> str:
+    """Apply ``problem``'s repair (hold ``session.lock()``); returns what was done."""
+    from tilth.health.repair import repair
+
+    return repair(session, problem, source=source)
+
+
+def ensure_repository(workspace: Path) -> Path:
+    """``workspace`` as a git repository's root; raises ``WorkspaceError`` otherwise."""
+    from tilth import git
+
+    return git.ensure_repo(workspace)
+
+
+def has_uncommitted_changes(repository: Path) -> bool:
+    """True when the repository's working tree differs from its last commit."""
+    from tilth import git
+
+    return git.is_dirty(repository)
+
+
+def model_for(settings: Settings, role: Role, *, on_retry: RetryHook | None = None) -> Model:
+    """The model the settings name for ``role`` (``prep``, ``worker``, ``evaluator``, ...)."""
+    from tilth.model import model_for as configured
+
+    return configured(settings, role, on_retry=on_retry)
+
+
+def read_answers(path: Path) -> list[str]:
+    """Interview answers from ``path``, one a line (``prep-feature --answers``)."""
+    from tilth.seed.terminal import load_answers
+
+    return load_answers(path)
+
+
+def terminal_frontend(out: IO, answers: list[str] | None, source: str) -> TerminalFrontend:
+    """The interview's terminal side: asks ``out``'s user, or takes ``answers`` in order."""
+    from tilth.seed.terminal import TerminalFrontend
+
+    return TerminalFrontend(out, answers, source=source)
+
+
+def interview(
+    settings: Settings,
+    source: Path,
+    brief: str,
+    model: Model,
+    frontend: TerminalFrontend,
+    *,
+    on_started: Callable[[Session, Path], None],
+) -> Prepared:
+    """``tilth prep-feature``'s interview: ``model`` asks through ``frontend``, the seed is
+    committed; a ``Prepared`` (``session``, ``sha``, ``notes``). ``prepare`` is the quiet one."""
+    from tilth.seed.prepare import prepare as prepare_seed
+
+    return prepare_seed(
+        settings=settings,
+        source=source,
+        brief=brief,
+        model=model,
+        frontend=frontend,
+        on_started=on_started,
+        on_delta=frontend.on_delta,
+    )
+
+
+def recover_torn_seed(session: Session) -> bool:
+    """Roll back a seed write a crash left half done (hold ``session.lock()``)."""
+    from tilth.seed.sink import recover
+
+    return recover(session.dir)
 
 
 class _Lines(io.TextIOBase):

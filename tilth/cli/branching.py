@@ -50,7 +50,7 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
             return
         result = timeline.fork(target)
     child = result.session
-    from tilth.chat.session import is_chat
+    from tilth.library import is_chat
     from tilth.worktree_setup import prepare_worktree
 
     chat = is_chat(child)  # a chat's fork is a directory of its own: no branch, no run
@@ -101,7 +101,7 @@ def summarize(
     """Replace part of a thread with a model-written summary (checkpoints keep working)."""
     from tilth import TimelineController
     from tilth.errors import UsageError
-    from tilth.model import model_for
+    from tilth.library import model_for
 
     cfg = settings()
     out = io()

@@ -26,7 +26,7 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
     from tilth.chat import ChatEngine
     from tilth.chat.session import chat_directory
     from tilth.errors import UsageError
-    from tilth.model import model_for
+    from tilth.library import model_for
     from tilth.ui.chat_repl import ChatRepl
     from tilth.ui.chat_view import ChatView, terminal_safe
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tilth.config import Settings, load_settings
 from tilth.errors import UsageError
-from tilth.session.discovery import resolve_session
-from tilth.session.store import Session
 from tilth.ui.io import IO
+
+if TYPE_CHECKING:
+    from tilth import Session
 
 
 def settings() -> Settings:
@@ -38,7 +40,9 @@ def pick_session(
 
     ``kind="run"`` for verbs that only runs have (tasks, a seed): "latest" skips chats.
     """
-    session = resolve_session(cfg.sessions_dir, session_id, kind=kind)
+    from tilth.library import open_session
+
+    session = open_session(session_id, cfg, kind=kind)
     if session_id is None:
         out.note(f"{verb}: latest session is {session.id}")
     return session
@@ -46,7 +50,7 @@ def pick_session(
 
 def refuse_chat(session: Session, verb: str) -> None:
     """A ``UsageError`` for a verb that works on runs only (tasks, a seed, a branch)."""
-    from tilth.chat.session import is_chat
+    from tilth.library import is_chat
 
     if is_chat(session):
         raise UsageError(

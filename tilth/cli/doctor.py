@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tilth.cli.common import io
 from tilth.config import Settings, load_settings
-from tilth.doctor import Check
 from tilth.errors import ConfigError
-from tilth.session.store import is_session_id
+from tilth.library import is_session_id
 from tilth.ui.io import IO
+
+if TYPE_CHECKING:
+    from tilth.library import Check
 
 
 @click.command()
@@ -40,14 +43,18 @@ def doctor(
     cfg, problem = _settings()
     if cfg is not None and (repair or _names_session(cfg, target)):
         return _session_doctor(cfg, target, repair, source, assume_yes, as_json, out)
-    from tilth.doctor import DoctorContext, as_dicts, ready, run_checks
+    from tilth.library import checks_as_dicts, checks_pass, doctor_checks
 
     workspace = Path(target or ".").expanduser()
-    checks = run_checks(DoctorContext(workspace, cfg, problem))
-    passed = ready(checks)
+    checks = doctor_checks(workspace, cfg, problem)
+    passed = checks_pass(checks)
     if as_json:
         out.print_json(
-            {"ok": passed, "workspace": str(workspace.absolute()), "checks": as_dicts(checks)}
+            {
+                "ok": passed,
+                "workspace": str(workspace.absolute()),
+                "checks": checks_as_dicts(checks),
+            }
         )
     else:
         _render(out, checks, passed)
@@ -79,10 +86,10 @@ def _session_doctor(
 ) -> int:
     """A session's health (and ``--repair``): provided by ``tilth.cli.repair``."""
     from tilth.cli.repair import session_doctor
-    from tilth.session.discovery import resolve_session
+    from tilth.library import open_session
 
     session_id = target if target and is_session_id(target) else None
-    session = resolve_session(cfg.sessions_dir, session_id)
+    session = open_session(session_id, cfg)
     code: int = session_doctor(
         session, repair=repair, source=source, yes=assume_yes, as_json=as_json, out=out
     )

@@ -12,17 +12,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tilth import git
 from tilth.cli.common import io, settings, workspace_argument
 from tilth.config import Settings
 from tilth.errors import UsageError
-from tilth.library import sessions_of
-from tilth.session.store import Session
+from tilth.library import ensure_repository, has_uncommitted_changes, sessions_of
 from tilth.ui import pickers
 from tilth.ui.io import IO
 
 if TYPE_CHECKING:
-    from tilth.seed.terminal import TerminalFrontend
+    from tilth import Session
+    from tilth.library import TerminalFrontend
 
 
 @click.command("prep-feature")
@@ -54,23 +53,22 @@ def prep_feature(
         raise UsageError("--force and --keep-existing are mutually exclusive")
     out = io()
     cfg = settings()
-    source = git.ensure_repo(workspace)
-    from tilth.seed.terminal import TerminalFrontend, load_answers
+    source = ensure_repository(workspace)
+    from tilth.library import read_answers, terminal_frontend
 
-    answer_lines = load_answers(answers) if answers is not None else None
+    answer_lines = read_answers(answers) if answers is not None else None
     endpoint = cfg.endpoint("prep")  # a missing setting fails here, before anything is created
     handed_over = _existing_sessions(out, cfg, source, brief, force=force, keep=keep_existing)
     if handed_over is not None:
         return handed_over
     text = _brief(out, brief)
-    if git.is_dirty(source):
+    if has_uncommitted_changes(source):
         out.warn(
             "the workspace has uncommitted changes: the interview can read them, but the "
             "session's worktree starts from the last commit"
         )
 
-    from tilth.model import model_for
-    from tilth.seed.prepare import prepare
+    from tilth.library import interview, model_for
 
     def on_retry(attempt: int, reason: str, delay: float) -> None:
         out.warn(f"prep model: {reason}; retry {attempt} in {delay:.1f}s")
@@ -80,16 +78,15 @@ def prep_feature(
         out.say(f"branch   {session.branch}")
         out.say(f"model    {endpoint.model}")
 
-    frontend = TerminalFrontend(out, answer_lines, source=str(answers))
+    frontend = terminal_frontend(out, answer_lines, str(answers))
     with _terminate_as_interrupt(), _live_count_cleared(frontend):
-        prepared = prepare(
-            settings=cfg,
-            source=source,
-            brief=text,
-            model=model_for(cfg, "prep", on_retry=on_retry),
-            frontend=frontend,
+        prepared = interview(
+            cfg,
+            source,
+            text,
+            model_for(cfg, "prep", on_retry=on_retry),
+            frontend,
             on_started=on_started,
-            on_delta=frontend.on_delta,
         )
     if prepared.checkpoint_note:
         out.warn(prepared.checkpoint_note)
@@ -195,22 +192,22 @@ def confirm_discard(out: IO, sessions: list[Session]) -> None:
 def _roll_back_torn_seed(session: Session) -> None:
     """Undo a seed write a crash left half done, unless the session is in use."""
     from tilth.errors import SessionLocked
-    from tilth.seed.sink import recover
+    from tilth.library import recover_torn_seed
 
     try:
         with session.lock():
-            recover(session.dir)
+            recover_torn_seed(session)
     except SessionLocked:
         pass
 
 
 def _discard(out: IO, blockers: list[Session]) -> None:
     """Tear every blocking session down (worktree, branch, directory)."""
-    from tilth.session.teardown import teardown
+    from tilth.library import delete_session
 
     for session in blockers:
         with session.lock():
-            notes = teardown(session)
+            notes = delete_session(session)
         out.dim(f"discarded {session.id}")
         for note in notes:
             out.dim(f"  {note}")

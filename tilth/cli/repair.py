@@ -2,18 +2,21 @@
 
 ``tilth doctor`` (tilth/cli/doctor.py) calls ``session_doctor`` when its target is a
 session or ``--repair`` is given. Parsing and printing only; the diagnosis and the
-repairs live in ``tilth.health.repair``.
+repairs are ``tilth.library.diagnose_session`` and ``repair_session``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from tilth.errors import Aborted, TilthError, UsageError
-from tilth.health.repair import Problem, diagnose, repair
-from tilth.session.store import Session
+from tilth.library import diagnose_session, repair_session
 from tilth.ui.io import IO
+
+if TYPE_CHECKING:
+    from tilth import Session
+    from tilth.library import Problem
 
 
 def session_doctor(
@@ -34,7 +37,7 @@ def session_doctor(
     wrong, 1 when a problem remains.
     """
     term = out if isinstance(out, IO) else IO(stdout=out)
-    problems = diagnose(session, source=source)
+    problems = diagnose_session(session, source)
     if not repair:
         return _report(session, problems, term, as_json)
     if not yes and not term.interactive and any(p.fix for p in problems):
@@ -44,7 +47,7 @@ def session_doctor(
             hint=f"to confirm non-interactively, run: tilth doctor {session.id} --repair{extra} -y",
         )
     done = _repair_all(session, source, term, yes=yes, quiet=as_json)
-    left = diagnose(session, source=source)
+    left = diagnose_session(session, source)
     if as_json:
         term.print_json({"session": session.id, "repaired": done, "problems": _rows(left)})
         return 1 if left else 0
@@ -68,7 +71,7 @@ def _repair_all(
     declined: set[str] = set()
     with session.lock():
         while True:
-            todo = [p for p in diagnose(session, source=source) if p.fix and p.key not in declined]
+            todo = [p for p in diagnose_session(session, source) if p.fix and p.key not in declined]
             if not todo:
                 return done
             problem = todo[0]
@@ -82,7 +85,7 @@ def _repair_all(
                 term.say("skipped")
                 continue
             try:
-                result = repair(session, problem, source=source)
+                result = repair_session(session, problem, source)
             except TilthError as exc:
                 term.error(exc.message, hint=exc.hint)
                 declined.add(problem.key)

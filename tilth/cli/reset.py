@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from tilth import TimelineController
@@ -15,10 +17,19 @@ from tilth.cli.common import (
 )
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound
-from tilth.session.store import Session
-from tilth.session.teardown import recorded_source, teardown
-from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING, SeedResetError, source_hint
+from tilth.library import (
+    delete_session,
+    is_chat,
+    open_session,
+    seed_reset_error,
+    seed_reset_warning,
+    session_source,
+    source_hint,
+)
 from tilth.ui.io import IO
+
+if TYPE_CHECKING:
+    from tilth import Session
 
 
 @click.command()
@@ -54,11 +65,9 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
         except SessionCorrupt as exc:
             # Reset exists to get rid of broken sessions, so a bad checkpoint only warns.
             out.warn(f"{exc}; using the workspace recorded in events.jsonl")
-        source = recorded_source(session)
+        source = session_source(session)
         workspace = str(source) if source else "unknown workspace"
         out.say(f"reset session {session.id}")
-        from tilth.chat.session import is_chat
-
         if is_chat(session):
             # A chat has no worktree and no branch; its directory is the user's own.
             out.say(f"  directory  {source or '(unknown)'} (yours: it stays as it is)")
@@ -75,7 +84,7 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
             out.dim("dry run: nothing was changed")
             return
         out.confirm(question, assume_yes=assume_yes, command=f"tilth reset {session.id} -y")
-        notes = teardown(session)
+        notes = delete_session(session)
     for note in notes:
         out.dim(f"  {note}")
     out.ok("reset complete")
@@ -83,12 +92,10 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
 
 def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) -> Session:
     """The session to reset; a missing one gets the reset + prep-feature pointer."""
-    from tilth.session.discovery import resolve_session
-
     try:
-        session = resolve_session(settings.sessions_dir, session_id, kind="run")
+        session = open_session(session_id, settings, kind="run")
     except SessionNotFound as exc:
-        raise SeedResetError(
+        raise seed_reset_error(
             f"cannot reset to seed: {exc}",
             hint="start a session with `tilth prep-feature <workspace>` "
             "(`tilth reset <id>` discards a broken one)",
@@ -111,7 +118,7 @@ def reset_to_seed_command(
             out.dim("dry run: nothing was changed")
             return
         out.say()
-        out.say(CONFIRM_WARNING, style="bold red")
+        out.say(seed_reset_warning(), style="bold red")
         out.confirm(
             f"Erase the run and reset session {session.id} to its seed?", assume_yes=assume_yes
         )

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import click
 
-from tilth import Stop, git
+from tilth import Session, Stop
 from tilth.cli.common import io, pick_session, session_id_argument, settings, workspace_argument
 from tilth.config import Settings
 from tilth.errors import TilthError, UsageError
-from tilth.library import sessions_of
-from tilth.session.store import Session
+from tilth.library import ensure_repository, sessions_of
 from tilth.ui.io import IO
 
 EXIT_USAGE = 2
@@ -29,7 +28,7 @@ def run(workspace: Path) -> int:
     """
     cfg = settings()
     out = io()
-    source = git.ensure_repo(workspace)
+    source = ensure_repository(workspace)
     prepared = sessions_of(source, statuses=("prepared",), settings=cfg)
     if len(prepared) > 1:
         out.error(f"{len(prepared)} prepared sessions for {source}; `tilth run` needs exactly one")
@@ -143,11 +142,11 @@ def _nothing_prepared(cfg: Settings, out: IO, source: Path) -> int:
         return resume_session(prior, cfg, out)
     if action == pickers.DISCARD and prior is not None:
         from tilth.cli.prep import confirm_discard
-        from tilth.session.teardown import teardown
+        from tilth.library import delete_session
 
         confirm_discard(out, [prior])
         with prior.lock():
-            teardown(prior)
+            delete_session(prior)
         out.dim(f"discarded {prior.id}")
         return _prep_then_run(source)
     if action == pickers.PREP_NOW:
