@@ -24,6 +24,7 @@ from tilth.timeline.rewind.plan import RewindPlan
 from tilth.ui.io import IO
 
 if TYPE_CHECKING:
+    from tilth.chat import ChatEngine
     from tilth.doctor import Check as Check
     from tilth.health.repair import Problem as Problem
     from tilth.model import RetryHook
@@ -266,6 +267,52 @@ def recover_torn_seed(session: Session) -> bool:
     from tilth.seed.sink import recover
 
     return recover(session.dir)
+
+
+# The front ends the CLI starts: a fork's worktree, chat, the web UI, the demo.
+
+
+def set_up_worktree(session: Session, worktree: Path, settings: Settings, *, why: str) -> list[str]:
+    """Make a new worktree ready (submodules, the setup command); warnings for the user.
+    Raises ``SetupFailed`` when the setup command fails."""
+    from tilth.worktree_setup import prepare_worktree
+
+    return prepare_worktree(session, worktree, settings, why=why)
+
+
+def chat_directory(path: Path | str) -> Path:
+    """``path`` resolved, or a ``UsageError`` saying why a chat cannot work there."""
+    from tilth.chat.session import chat_directory as checked
+
+    return checked(path)
+
+
+def start_chat(settings: Settings, directory: Path, model: Model, **options: Any) -> ChatEngine:
+    """A new chat session in ``directory``: its ``ChatEngine`` (``listener=``, ``confirm=``)."""
+    from tilth.chat import ChatEngine
+
+    return ChatEngine.start(settings, directory, model, **options)
+
+
+def resume_chat(settings: Settings, session_id: str, model: Model, **options: Any) -> ChatEngine:
+    """The ``ChatEngine`` of the chat session ``session_id``, continued."""
+    from tilth.chat import ChatEngine
+
+    return ChatEngine.resume(settings, session_id, model, **options)
+
+
+def serve_web(settings: Settings, port: int, *, open_browser: bool) -> int:
+    """``tilth serve``: the web UI and JSON API on 127.0.0.1 until interrupted."""
+    from tilth.web.server import serve
+
+    return serve(settings, port, open_browser=open_browser)
+
+
+def demo_tour(out: IO, *, live: bool, keep: bool, home: Path | None) -> int:
+    """``tilth demo``: the scripted story end to end on ``out`` (``live``: a real model)."""
+    from tilth.demo.tour import DemoOptions, run_demo
+
+    return run_demo(out, DemoOptions(live=live, keep=keep, home=home))
 
 
 class _Lines(io.TextIOBase):

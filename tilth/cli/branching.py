@@ -50,13 +50,12 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
             return
         result = timeline.fork(target)
     child = result.session
-    from tilth.library import is_chat
-    from tilth.worktree_setup import prepare_worktree
+    from tilth.library import is_chat, set_up_worktree
 
     chat = is_chat(child)  # a chat's fork is a directory of its own: no branch, no run
     branch = None if chat else child.branch
 
-    for note in prepare_worktree(child, result.worktree, cfg, why="fork"):
+    for note in set_up_worktree(child, result.worktree, cfg, why="fork"):
         out.warn(note)
     if as_json:
         out.print_json(

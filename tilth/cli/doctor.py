@@ -10,7 +10,6 @@ import click
 from tilth.cli.common import io
 from tilth.config import Settings, load_settings
 from tilth.errors import ConfigError
-from tilth.library import is_session_id
 from tilth.ui.io import IO
 
 if TYPE_CHECKING:
@@ -70,6 +69,8 @@ def _settings() -> tuple[Settings | None, ConfigError | None]:
 
 def _names_session(cfg: Settings, target: str | None) -> bool:
     """A session id, unless a directory of that name is here (then it is a workspace)."""
+    from tilth.library import is_session_id
+
     if not target or not is_session_id(str(target)):
         return False
     return (cfg.sessions_dir / str(target)).is_dir() or not Path(str(target)).expanduser().exists()
@@ -86,7 +87,7 @@ def _session_doctor(
 ) -> int:
     """A session's health (and ``--repair``): provided by ``tilth.cli.repair``."""
     from tilth.cli.repair import session_doctor
-    from tilth.library import open_session
+    from tilth.library import is_session_id, open_session
 
     session_id = target if target and is_session_id(target) else None
     session = open_session(session_id, cfg)
