@@ -12,10 +12,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.agent.support import recipes
+from tests.conftest import GIT_IDENTITY
 from tests.web.support import Built, build_session, fake_model
 from tilth.config import load_settings
 from tilth.demo.script import Team
 from tilth.model import FakeServer
+from tilth.session.store import Session
 from tilth.web.app import create_app
 
 TOKEN = "test-token-0123456789"
@@ -40,10 +42,49 @@ def model(tilth_home: Path) -> Iterator[FakeServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def built_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Built]:
+    """One scripted run per worker, kept as a read-only template ``built`` copies per test.
+
+    Sessions and git worktrees record absolute paths, so every test gets the copy at the
+    same place (``live``) the template was made in.
+    """
+    root = tmp_path_factory.mktemp("web-built")
+    live, saved = root / "live", root / "saved"
+    with pytest.MonkeyPatch.context() as patch:
+        for key in list(os.environ):
+            if key.startswith("TILTH_"):
+                patch.delenv(key)
+        live.mkdir()
+        (live / "tilth-home").mkdir()
+        patch.setenv("TILTH_HOME", str(live / "tilth-home"))
+        patch.chdir(live)
+        for key, value in GIT_IDENTITY.items():
+            patch.setenv(key, value)
+        with fake_model(Team(recipes())) as server:
+            template = build_session(live, server)
+    shutil.copytree(live, saved, symlinks=True)
+    return live, saved, template
+
+
 @pytest.fixture
-def built(tmp_path: Path, model: FakeServer) -> Built:
-    """Two tasks (L1) run to the end by the scripted team."""
-    return build_session(tmp_path, model)
+def built(
+    built_template: tuple[Path, Path, Built], model: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> Built:
+    """Two tasks (L1) run to the end by the scripted team (a fresh copy of one such run)."""
+    live, saved, template = built_template
+    shutil.rmtree(live)
+    shutil.copytree(saved, live, symlinks=True)
+    home = live / "tilth-home"
+    monkeypatch.setenv("TILTH_HOME", str(home))
+    session = Session.open(home / "sessions", template.id)
+    return Built(
+        session,
+        template.repo,
+        template.worktree,
+        template.seed_sha,
+        {**template.env, "TILTH_BASE_URL": model.base_url},
+    )
 
 
 def app_client(token: str = TOKEN, **headers: str) -> TestClient:
@@ -52,8 +93,10 @@ def app_client(token: str = TOKEN, **headers: str) -> TestClient:
 
 
 @pytest.fixture
-def client(tilth_home: Path) -> Iterator[TestClient]:
+def client(tilth_home: Path, request: pytest.FixtureRequest) -> Iterator[TestClient]:
     """The app in-process, with the token in the Authorization header."""
+    if "built" in request.fixturenames:
+        request.getfixturevalue("built")  # the app reads the TILTH_HOME ``built`` sets
     with app_client(Authorization=f"Bearer {TOKEN}") as test_client:
         yield test_client
 
