@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from tilth.agent.stops import StopRun
 from tilth.config import Settings
 from tilth.model.base import Delta, Model, OnDelta
 from tilth.project_env import ProjectEnv, resolve_project_env
-from tilth.session.events import iter_lines
+from tilth.session.events import payloads_of
 from tilth.session.store import Session
 from tilth.tools.base import ToolObserver
 from tilth.tools.sandbox import Sandbox
@@ -56,28 +55,17 @@ class Progress(Protocol):
 
 def prep_tokens(session: Session) -> int:
     """``tokens_used`` recorded by ``session_prepared`` (0 when the session was never prepped)."""
-    for line, _, _, complete in iter_lines(session.events.path):
-        if complete and b'"session_prepared"' in line:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.get("type") == "session_prepared":
-                return int((record.get("payload") or {}).get("tokens_used") or 0)
+    for payload in payloads_of(session.events.path, "session_prepared"):
+        return int(payload.get("tokens_used") or 0)
     return 0
 
 
 def seed_commit(session: Session) -> str | None:
     """The sha of the session's seed commit (its ``seed_committed`` event), or None."""
-    for line, _, _, complete in iter_lines(session.events.path):
-        if complete and b'"seed_committed"' in line:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            sha = (record.get("payload") or {}).get("sha")
-            if record.get("type") == "seed_committed" and isinstance(sha, str) and sha:
-                return sha
+    for payload in payloads_of(session.events.path, "seed_committed"):
+        sha = payload.get("sha")
+        if isinstance(sha, str) and sha:
+            return sha
     return None
 
 

@@ -18,6 +18,7 @@ from tilth.agent.worker import StageSpec, Submission
 from tilth.agent.worker import run_stage as run_worker_stage
 from tilth.config import secret_values
 from tilth.model.base import ToolCall, function_tool
+from tilth.session.events import payloads_of
 
 SENDS_BACK_TO = REVIEWED_STAGE
 """A rejection returns the task to the stage that produced the rejected work."""
@@ -186,9 +187,9 @@ def gate_report(stored: Any) -> str:
 def tampering_note(ctx: RunContext, task_id: str) -> str:
     """What the evaluator is told when the worker changed seed tests during this task."""
     files: dict[str, None] = {}
-    for event in ctx.session.events.events():
-        if event.type == "seed_tests_changed" and event.payload.get("task_id") == task_id:
-            files.update(dict.fromkeys(str(f) for f in event.payload.get("files") or []))
+    for payload in payloads_of(ctx.session.events.path, "seed_tests_changed"):
+        if payload.get("task_id") == task_id:
+            files.update(dict.fromkeys(str(f) for f in payload.get("files") or []))
     if not files:
         return ""
     return (

@@ -95,6 +95,25 @@ def iter_lines(path: Path, start: int = 0) -> Iterator[tuple[bytes, int, int, bo
             offset = end
 
 
+def payloads_of(path: Path, type_: str) -> Iterator[dict[str, Any]]:
+    """The payload of every whole ``type_`` event in the log at ``path``, oldest first.
+
+    Lines that cannot hold the type are skipped before parsing, so a scan of a long log
+    for a rare event costs a read, not a JSON parse per line.
+    """
+    needle = f'"{type_}"'.encode()
+    for line, _, _, complete in iter_lines(path):
+        if not complete or needle not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("type") == type_:
+            payload = record.get("payload")
+            yield payload if isinstance(payload, dict) else {}
+
+
 def read_json_objects(path: Path) -> list[dict[str, Any]]:
     """Every complete line of ``path`` that parses as a JSON object (others skipped)."""
     out: list[dict[str, Any]] = []
