@@ -45,8 +45,7 @@ class LogWatch:
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     task: asyncio.Task[None] | None = None
 
-    async def _poll(self) -> None:
-        last = _signature(self.path)
+    async def _poll(self, last: tuple[int, int, int] | None) -> None:
         while self.listeners > 0:
             await asyncio.sleep(POLL_SECONDS)
             now = _signature(self.path)
@@ -63,7 +62,10 @@ class LogWatch:
     def join(self) -> None:
         self.listeners += 1
         if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._poll())
+            # The signature is taken now, before the joining follower reads the log: a change
+            # made after that read but before the task first runs must still count as one.
+            start = _signature(self.path)
+            self.task = asyncio.get_running_loop().create_task(self._poll(start))
 
     def leave(self) -> None:
         self.listeners -= 1
