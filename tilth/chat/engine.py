@@ -122,6 +122,11 @@ class ChatEngine(ChatTimeline):
     ) -> ChatEngine:
         """Continue the chat session ``session_id`` with its thread and checkpoints."""
         session = open_chat_session(settings, session_id)
+        # A fork a crash interrupted is completed first: its directory may not exist yet.
+        listener = options.get("listener")
+        TimelineController(session, settings).complete_fork(
+            (lambda text: listener(ChatEvent("notice", {"text": text}))) if listener else None
+        )
         engine = cls(session, settings, model, **options)
         session.update_checkpoint(status="running")
         session.log("session_resume", kind="chat", turns=len(engine.turns()))

@@ -25,14 +25,17 @@ from tilth.timeline.record.checkpoints import (
     read_timeline,
     resolve_checkpoint,
 )
-from tilth.timeline.record.dir_state import is_manifest_head
-from tilth.timeline.rewind.executor import execute_rewind, open_for_writing, recover
+from tilth.timeline.rewind.executor import (
+    complete_own_fork,
+    execute_rewind,
+    open_for_writing,
+    recover,
+)
 from tilth.timeline.rewind.fork import ForkResult, fork_result, plan_fork
 from tilth.timeline.rewind.plan import SCOPES, RewindPlan
 from tilth.timeline.rewind.planner import plan_rewind
 from tilth.timeline.rewind.restart import plan_restart
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
-from tilth.timeline.rewind.snapshot_fork import fork_snapshot_session
 from tilth.timeline.rewind.summarize import SummaryPlan, SummaryResult, plan_summary, summarize
 from tilth.timeline.rewind.undo import plan_undo
 
@@ -87,6 +90,11 @@ class TimelineController:
         except SessionLocked:
             return None
 
+    def complete_fork(self, notify: Callable[[str], Any] | None = None) -> None:
+        """If this session is a fork a crash interrupted, complete it from its parent's
+        journal (``writing()`` does this first too)."""
+        complete_own_fork(self.session, notify)
+
     def checkpoints(self) -> TimelineRead:
         """Every checkpoint, oldest first, plus the files that could not be read."""
         return read_timeline(self.session)
@@ -120,13 +128,6 @@ class TimelineController:
     # ---- carrying a plan out ----------------------------------------------------------------
     def execute(self, plan: RewindPlan) -> ExecuteResult:
         """Carry out a plan, crash-safely; a fork's result names the new session."""
-        if plan.fork and plan.fork.get("snapshot"):
-            # A chat's fork copies its directory (rewind.snapshot_fork), outside the journal.
-            target = self.resolve(plan.target)
-            child = fork_snapshot_session(self.session, target, self.session.dir.parent)
-            return ExecuteResult(
-                plan.op, plan.op_id, self.session.id, plan.target, child.session.id
-            )
         execute_rewind(self.session, plan)
         return ExecuteResult(
             op=plan.op,
@@ -139,9 +140,6 @@ class TimelineController:
 
     def fork(self, target: Checkpoint) -> ForkResult:
         """A new session whose state equals ``target``; this one is left untouched."""
-        if is_manifest_head(target.head):
-            # A chat: the fork gets a directory of its own (rewind.snapshot_fork).
-            return fork_snapshot_session(self.session, target, self.session.dir.parent)
         plan = self.plan_fork(target)
         self.execute(plan)
         return fork_result(self.session, plan)

@@ -309,7 +309,7 @@ def open_for_writing(
 ) -> Iterator[None]:
     """Hold the session lock and recover any interrupted operation first (for a fork that
     was interrupted half-way, its parent's: the parent's journal completes it)."""
-    _complete_own_fork(session, notify)
+    complete_own_fork(session, notify)
     with session.lock():
         message = recover(session)
         if message and notify is not None:
@@ -317,7 +317,9 @@ def open_for_writing(
         yield
 
 
-def _complete_own_fork(session: Session, notify: Callable[[str], Any] | None) -> None:
+def complete_own_fork(session: Session, notify: Callable[[str], Any] | None = None) -> None:
+    """When ``session`` is a fork interrupted half-way, complete it through its parent's
+    journal (the parent's lock is taken for that); otherwise do nothing."""
     try:
         record = session.checkpoint()
     except SessionCorrupt:

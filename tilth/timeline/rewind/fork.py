@@ -6,7 +6,9 @@ cut to the checkpoint: the event log to ``event_offset``, threads to their heads
 summaries), ledgers to their counts, prd/tasks/tokens/status from the recorded state, and
 the checkpoints up to and including the target. ``checkpoint.json`` names
 ``parent_session`` and ``forked_from``. The parent is only read, apart from one line in
-its operations log; it is locked meanwhile so nothing moves under the copy.
+its operations log; it is locked meanwhile so nothing moves under the copy. A chat
+(no git, manifest heads) forks into a directory of its own instead of a branch and
+worktree (``rewind.snapshot_fork``), through the same plan and steps.
 
 A fork is planned like every go-back and carried out by the one executor, journaled in
 the parent: a fork interrupted half-way leaves the child marked ``fork_incomplete``
@@ -29,6 +31,7 @@ from tilth.timeline.record.blob_store import remember_store, session_store
 from tilth.timeline.record.checkpoints import (
     Checkpoint,
     checkpoint_path,
+    delete_after,
     list_checkpoints,
     resolve_checkpoint,
     timeline_dir,
@@ -38,6 +41,13 @@ from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event, task_statuses, worktree_of
 from tilth.timeline.rewind.code_restore import apply_overlay
 from tilth.timeline.rewind.plan import RewindPlan, new_op_id
+from tilth.timeline.rewind.snapshot_fork import (
+    CHAT,
+    chat_record,
+    is_chat_fork,
+    make_chat_directory,
+    plan_chat_fork,
+)
 from tilth.timeline.rewind.state_restore import (
     cut_lines,
     remove_path,
@@ -86,34 +96,21 @@ def _copy_prefix(src: Path, dst: Path, size: int) -> None:
 def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> RewindPlan:
     """What forking ``parent`` at ``target`` makes (no writes): the executor carries it out in
     the parent's journal, so a crash half-way is completed by the parent's next command."""
-    if is_manifest_head(target.head):
-        # A chat: its fork copies the directory (rewind.snapshot_fork); nothing is journaled.
-        return RewindPlan(
-            op="fork",
-            op_id=new_op_id(),
-            session_id=parent.id,
-            target=target.id,
-            target_label=target.label,
-            scope="both",
-            worktree=str(worktree_of(parent)),
-            headline=f"fork chat session {parent.id} at {target.id} ({target.label})",
-            fork={"snapshot": True, "checkpoint": target.to_dict()},
-            details=[
-                "a new chat session with its own copy of the directory as it was then",
-                f"session {parent.id} itself is not changed",
-            ],
+    if target.is_before:
+        raise ForkError(
+            f"{target.id} is an undo point; fork from a checkpoint of the timeline itself",
+            hint=f"`tilth checkpoints {parent.id}` lists them",
         )
+    copied = [c.seq for c in list_checkpoints(parent) if c.seq <= target.seq and not c.is_before]
+    if is_manifest_head(target.head):
+        # A chat: a directory of its own, written from snapshots (rewind.snapshot_fork).
+        return plan_chat_fork(parent, target, sessions_dir, _new_child_id(sessions_dir), copied)
     info = parent.checkpoint()
     source = Path(str(info.get("source") or ""))
     if not info.get("source") or not source.is_dir():
         raise ForkError(
             f"the source repository of session {parent.id} is missing ({source})",
             hint="a fork needs it to create the new branch and worktree",
-        )
-    if target.is_before:
-        raise ForkError(
-            f"{target.id} is an undo point; fork from a checkpoint of the timeline itself",
-            hint=f"`tilth checkpoints {parent.id}` lists them",
         )
     worktree = worktree_of(parent)
     probe = worktree if worktree.is_dir() else source
@@ -125,7 +122,6 @@ def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> Rewind
     child = _new_child_id(sessions_dir)
     branch = f"session/{child}"
     workspace = sessions_dir / child / "workspace"
-    copied = [c.seq for c in list_checkpoints(parent) if c.seq <= target.seq and not c.is_before]
     plan = RewindPlan(
         op="fork",
         op_id=new_op_id(),
@@ -179,21 +175,22 @@ def create_child(parent: Session, plan: RewindPlan) -> None:
     child.events.path.touch()
     if child.checkpoint_path.is_file():
         return
-    atomic_write_json(
-        child.checkpoint_path,
-        {
-            "schema": CHECKPOINT_SCHEMA,
-            "session_id": child.id,
-            "source": info["source"],
-            "workspace": None,
-            "branch": None,
-            "status": "failed",
-            "tokens_used": 0,
-            "started_at": utc_now(),
-            "fork_incomplete": True,
-            "parent_session": parent.id,
-        },
-    )
+    record: dict[str, Any] = {
+        "schema": CHECKPOINT_SCHEMA,
+        "session_id": child.id,
+        "source": info["source"],
+        "workspace": None,
+        "branch": None,
+        "status": "failed",
+        "tokens_used": 0,
+        "started_at": utc_now(),
+        "fork_incomplete": True,
+        "parent_session": parent.id,
+    }
+    if is_chat_fork(info):
+        # Already a chat, so opening the half-made fork (`tilth chat --resume`) completes it.
+        record.update(kind=CHAT, workspace=info["workspace"])
+    atomic_write_json(child.checkpoint_path, record)
 
 
 def copy_files(parent: Session, plan: RewindPlan) -> None:
@@ -202,11 +199,18 @@ def copy_files(parent: Session, plan: RewindPlan) -> None:
     for name in COPIED_DIRS:
         remove_path(child.dir / name)
     _copy_files(parent, child, target, [int(s) for s in info.get("copy_seqs") or []])
+    if is_chat_fork(info):
+        # A chat checkpoint is the instant before its turn: the turn did not happen here.
+        delete_after(child, target.seq - 1)
 
 
 def make_worktree(parent: Session, plan: RewindPlan) -> None:
-    """Branch ``session/<child>`` at the checkpoint's head, its overlay written over it."""
-    info, _, target = _fork_of(plan)
+    """Branch ``session/<child>`` at the checkpoint's head, its overlay written over it; for
+    a chat, its own directory written from snapshots."""
+    info, child, target = _fork_of(plan)
+    if is_chat_fork(info):
+        make_chat_directory(parent, child, Path(str(info["workspace"])), target)
+        return
     source = Path(str(info["source"]))
     worktree = git.ensure_worktree(
         source, Path(str(info["workspace"])), str(info["branch"]), start=target.head
@@ -218,13 +222,16 @@ def make_worktree(parent: Session, plan: RewindPlan) -> None:
 def finish_child(parent: Session, plan: RewindPlan) -> None:
     """The child's final ``checkpoint.json`` (with its lineage) and its ``fork`` event."""
     info, child, target = _fork_of(plan)
+    workspace = Path(str(info["workspace"])).resolve()
     record = _child_record(
         parent.checkpoint(),
         child,
-        Path(str(info["workspace"])).resolve(),
+        workspace,
         target,
         {"session": parent.id, "checkpoint": target.id, "label": target.label},
     )
+    if is_chat_fork(info):
+        record = chat_record(record, workspace, target)
     last = last_event(child.events.path) or {}
     payload = last.get("payload")
     done = isinstance(payload, dict) and payload.get("op") == plan.op_id

@@ -89,7 +89,8 @@ class RewindPlan:
     """``git reset --soft`` to this commit (the FAILED placeholder's parent)."""
     # ---- fork ----
     fork: dict[str, Any] | None = None
-    """``{child, sessions_dir, source, branch, workspace, checkpoint}`` of the new session."""
+    """``{child, sessions_dir, source, branch, workspace, checkpoint, copy_seqs}`` of the new
+    session; ``kind: "chat"`` for a chat's fork (a directory of its own, no branch)."""
     snapshot_code: bool = False
     """Code is restored from file snapshots only: no git reset, no commits (chat sessions)."""
     # ---- report ----

@@ -1,6 +1,6 @@
-"""Forking a session without git (a chat): a new chat in a new directory of its own.
+"""The chat half of a fork (no git): its plan, its directory and its record.
 
-The parent works directly in the user's directory, which the fork must not share. The
+A chat works directly in the user's directory, which the fork must not share. The
 fork gets ``sessions/<new>/workspace/`` holding the checkpoint's files (every captured
 file of the directory at that instant, written from snapshots), the session files cut
 to the checkpoint as any fork's are, and ``kind: "chat"`` with that directory as its
@@ -8,84 +8,91 @@ workspace, so ``tilth chat --resume <new>`` continues there. A chat checkpoint i
 instant before its turn, so the fork's timeline ends just before the target: the turn
 did not happen in the fork. Ignored paths (``node_modules/``, ``.venv/``...) and ``.git``
 are not captured, so they are not in the fork's directory.
+
+``rewind.fork`` plans every fork and its steps call these; the executor runs them
+journaled in the parent like a git fork's.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
-from tilth.session.events import utc_now
-from tilth.session.files import atomic_write_json
-from tilth.session.store import CHECKPOINT_SCHEMA, Session
-from tilth.timeline.faults import fault_point
-from tilth.timeline.record.checkpoints import Checkpoint, delete_after, list_checkpoints
+from tilth.session.store import Session
+from tilth.timeline.record.blob_store import session_store
+from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.record.dir_recorder import write_code_state
-from tilth.timeline.rewind.fork import ForkResult, _copy_files
-from tilth.timeline.rewind.journal import log_operation
-from tilth.timeline.rewind.plan import new_op_id
+from tilth.timeline.record.dir_state import resolve_state
+from tilth.timeline.record.state_capture import worktree_of
+from tilth.timeline.rewind.plan import RewindPlan, new_op_id
 from tilth.timeline.rewind.snapshot_restore import materialize
 
+CHAT = "chat"
+"""The ``kind`` of a fork plan (``plan.fork["kind"]``) that makes a chat."""
 
-def fork_snapshot_session(parent: Session, target: Checkpoint, sessions_dir: Path) -> ForkResult:
-    """Make the new chat session and its directory. The caller holds the parent's lock."""
-    info = parent.checkpoint()
-    child = Session.create(
-        sessions_dir,
-        Path("."),
-        status="failed",
-        fork_incomplete=True,
-        parent_session=parent.id,
-        kind="chat",
-    )
-    fault_point("fork-created")
-    seqs = [c.seq for c in list_checkpoints(parent) if c.seq <= target.seq and not c.is_before]
-    _copy_files(parent, child, target, seqs)
-    delete_after(child, target.seq - 1)
-    fault_point("fork-files")
-    directory = child.workspace_dir
-    materialize(parent, target.head, target.overlay, directory)
-    write_code_state(child, target.head, dict(target.overlay))
-    fault_point("fork-worktree")
-    op_id = new_op_id()
-    record = {k: v for k, v in info.items() if k != "fork_incomplete"}
-    record.update(
-        {
-            "schema": CHECKPOINT_SCHEMA,
-            "session_id": child.id,
-            "kind": "chat",
-            "source": str(directory),
-            "workspace": str(directory),
-            "branch": None,
-            "started_at": utc_now(),
-            "status": "all_done",
-            "tokens_used": int(target.state.get("tokens_used") or 0),
-            "parent_session": parent.id,
-            "forked_from": {
-                "session": parent.id,
-                "checkpoint": target.id,
-                "label": target.label,
-                "head": target.head,
-                "at": utc_now(),
-            },
-        }
-    )
-    atomic_write_json(child.checkpoint_path, record)
-    child.log(
-        "fork",
-        role="child",
-        parent_session=parent.id,
-        checkpoint=target.id,
-        label=target.label,
-        head=target.head,
-        op=op_id,
-    )
-    log_operation(
-        parent,
-        op_id,
-        "fork",
+
+def is_chat_fork(info: dict[str, Any]) -> bool:
+    """True for the ``plan.fork`` of a chat (a git fork's has no ``kind``)."""
+    return info.get("kind") == CHAT
+
+
+def plan_chat_fork(
+    parent: Session, target: Checkpoint, sessions_dir: Path, child: str, seqs: list[int]
+) -> RewindPlan:
+    """What forking the chat ``parent`` just before ``target``'s turn makes (no writes)."""
+    workspace = sessions_dir / child / "workspace"
+    files = resolve_state(session_store(parent), target.head, dict(target.overlay))
+    kept = [s for s in seqs if s < target.seq]
+    plan = RewindPlan(
+        op="fork",
+        op_id=new_op_id(),
+        session_id=parent.id,
         target=target.id,
-        label=target.label,
-        child_session=child.id,
-        head=target.head,
+        target_label=target.label,
+        scope="both",
+        worktree=str(worktree_of(parent)),
+        headline=f"fork chat session {parent.id} at {target.id} ({target.label}) into {child}",
+        fork={
+            "kind": CHAT,
+            "child": child,
+            "sessions_dir": str(sessions_dir),
+            "source": str(workspace),
+            "branch": None,
+            "workspace": str(workspace),
+            "checkpoint": target.to_dict(),
+            "copy_seqs": seqs,
+        },
     )
-    return ForkResult(child, parent, target, directory)
+    plan.details = [
+        f"new chat session {child} in a directory of its own: {workspace} (no branch)",
+        f"files: {len(files)} file(s) written from snapshots, as they were just before the turn",
+        f"conversation: {len(target.threads)} thread(s) cut to just before the turn",
+        f"checkpoints copied: {len(kept)} (the turns before this one)",
+        f"session {parent.id} itself is not changed, nor its directory",
+    ]
+    return plan
+
+
+def make_chat_directory(
+    parent: Session, child: Session, workspace: Path, target: Checkpoint
+) -> None:
+    """The fork's directory, written afresh from snapshots (so a retry after a crash never
+    keeps a half-written file), pinned as the fork's recorded code state."""
+    if workspace.is_dir() and workspace.resolve().is_relative_to(child.dir.resolve()):
+        shutil.rmtree(workspace)
+    materialize(parent, target.head, dict(target.overlay), workspace)
+    write_code_state(child, target.head, dict(target.overlay))
+
+
+def chat_record(record: dict[str, Any], workspace: Path, target: Checkpoint) -> dict[str, Any]:
+    """A fork's ``checkpoint.json`` made a chat's: it works in its own directory, no branch."""
+    return {
+        **record,
+        "kind": CHAT,
+        "source": str(workspace),
+        "workspace": str(workspace),
+        "branch": None,
+        "status": "all_done",
+        "tokens_used": int(target.state.get("tokens_used") or 0),
+    }
