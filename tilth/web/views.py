@@ -14,6 +14,7 @@ from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
 from tilth.session.discovery import describe, session_ids
 from tilth.session.files import read_json
+from tilth.session.lock import pid_alive
 from tilth.session.store import Session, is_session_id
 from tilth.timeline.controller import TimelineController
 
@@ -138,10 +139,7 @@ def lock_holder(session: Session) -> int | None:
     pid = session.lock().holder_pid()
     if pid is None or pid == os.getpid():
         return None  # this server's own operation in flight is not a run
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None  # a crashed holder leaves its pid file behind
-    except PermissionError:
-        return pid
+    # A crashed holder leaves its pid file behind; a killed child not yet reaped is a
+    # zombie, which is gone too (the run's state, read next, reaps it).
+    return pid if pid_alive(pid) else None
     return pid
