@@ -167,8 +167,10 @@ def plan_code(
     if latest_head is not None:
         latest_overlay = latest_overlay or {}
         suspects = (changed_since(latest_head) | set(latest_overlay)) - unchanged
-        if latest_head == target_head:
-            # One tree read for both questions (a subprocess when the tree is not cached).
+        if latest_head == target_head or changed is not None:
+            # Every file the plan may write is checked for an edit since the latest state
+            # (a walk found them all already; without one, these are the ones that matter).
+            # With the same head, one tree read answers both questions.
             suspects |= relevant
         latest_tree = trees.entries(latest_head, suspects)
         for rel in sorted(suspects):
