@@ -13,7 +13,7 @@ HEAD changes) and is idempotent — running it again after a crash gives the sam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tilth import git
@@ -107,6 +107,23 @@ def _same(
     return (state.git_mode, git_blob_sha(state.data)) == head_id
 
 
+def _with_parents(overlay: Overlay) -> Overlay:
+    """``overlay`` saying outright that no file stands where its files' directories are.
+
+    A turn that replaces head's file ``p`` by a directory holding ``p/b`` may record only
+    ``p/b``; read literally, ``p`` would still be head's file, and the directory a user's
+    edit (a false conflict that, kept, deletes the restored file).
+    """
+    parents = {
+        str(parent)
+        for rel, entry in overlay.items()
+        if entry is not None
+        for parent in PurePosixPath(rel).parents
+    }
+    parents.discard(".")
+    return {**{rel: None for rel in parents if rel not in overlay}, **overlay}
+
+
 def plan_code(
     worktree: Path,
     target_head: str,
@@ -128,6 +145,9 @@ def plan_code(
     the plan then costs what differs, not the size of the repository. None walks.
     """
     trees = trees or TreeCache(worktree)
+    target_overlay = _with_parents(target_overlay)
+    if latest_overlay is not None:
+        latest_overlay = _with_parents(latest_overlay)
     plan = CodePlan(target_head, dict(target_overlay), force=force)
     head_now = read_head(worktree)
     plan.fast = head_now == target_head
