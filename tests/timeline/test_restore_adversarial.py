@@ -32,6 +32,8 @@ def test_kinds_change_across_commits_and_every_checkpoint_comes_back(
         out = _ok(_cli(sessions_dir, "rewind", sid, "--to", target, "--scope", "code", "-y"))
         assert "files you changed" not in out, out  # the user changed nothing
         assert tree_hash(d.worktree) == d.trees[target], target
+        # The index is HEAD's, as reset --hard left it: nothing staged, no stale entry.
+        assert _git(d.worktree, "diff", "--cached", "--name-only") == "", target
 
 
 def test_user_edits_survive_rewind_undo_and_redo(tilth_home: Path, tmp_path: Path) -> None:
@@ -60,5 +62,63 @@ def test_user_edits_survive_rewind_undo_and_redo(tilth_home: Path, tmp_path: Pat
     assert not (wt / "b.txt").exists()
     _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
     assert tree_hash(wt) == before
+    _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    assert tree_hash(wt) == rewound
+
+
+def _git(worktree: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=worktree, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_a_planted_link_to_outside_is_never_written_through(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    sessions_dir = tilth_home / "sessions"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("precious\n")
+    (outside / "g").write_text("precious g\n")
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid = d.session.id
+    ids = [
+        d.turn(("bash", {"command": "mkdir d && echo in > d/f && echo g > d/g"})),
+        d.turn(("bash", {"command": f"rm -rf d && ln -s {outside} d"})),
+        d.turn(("bash", {"command": "git add -A && git commit -qm link"})),
+        d.turn(("bash", {"command": "rm d && mkdir d && echo x > d/f"})),
+    ]
+    for target in [ids[0], ids[1], ids[3], ids[0], ids[2], ids[3], ids[1], ids[0]]:
+        _ok(_cli(sessions_dir, "rewind", sid, "--to", target, "--scope", "code", "-y"))
+        assert tree_hash(d.worktree) == d.trees[target], target
+        assert sorted(p.name for p in outside.iterdir()) == ["f", "g"]
+        assert (outside / "f").read_text() == "precious\n"
+        assert (outside / "g").read_text() == "precious g\n"
+
+
+def test_a_hand_commit_and_staged_files_come_back_with_undo(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    sessions_dir = tilth_home / "sessions"
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid = d.session.id
+    wt = d.worktree
+    first = d.turn(("write_file", {"path": "a.txt", "content": "a1\n"}))
+    d.turn(("write_file", {"path": "a.txt", "content": "a2\n"}))
+    (wt / "a.txt").write_text("mine\n")
+    (wt / "hand.txt").write_text("hand\n")
+    _git(wt, "add", "-A")
+    _git(wt, "commit", "-qm", "by hand")
+    (wt / "staged.txt").write_text("staged\n")
+    _git(wt, "add", "staged.txt")
+    (wt / "README.md").write_text("unstaged\n")
+    before, head = tree_hash(wt), _git(wt, "rev-parse", "HEAD")
+    _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "-y"))
+    rewound = tree_hash(wt)
+    assert (wt / "staged.txt").read_text() == "staged\n"
+    assert (wt / "README.md").read_text() == "unstaged\n"
+    _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    assert tree_hash(wt) == before
+    assert _git(wt, "rev-parse", "HEAD") == head
     _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
     assert tree_hash(wt) == rewound

@@ -101,6 +101,21 @@ def read_state(path: Path) -> FileState | None:
     return FileState(data, "x" if st.st_mode & 0o111 else "f")
 
 
+def read_state_in(root: Path, rel: str, dirs: dict[str, bool]) -> FileState | None:
+    """``read_state(root / rel)``, but None when a parent below ``root`` is not a directory
+    (a link to one elsewhere): what lies behind it is not the worktree's. ``dirs`` caches
+    each parent's answer, so the cost is one lstat per directory, not per file."""
+    parts = rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        parent = "/".join(parts[:depth])
+        if parent not in dirs:
+            found = _lstat(root / parent)
+            dirs[parent] = found is not None and stat.S_ISDIR(found.st_mode)
+        if not dirs[parent]:
+            return None
+    return read_state(root / rel)
+
+
 class BlobStore:
     """``<root>/objects/ab/cdef…``: zlib-compressed blobs named by their blake2b."""
 

@@ -34,7 +34,7 @@ from tilth.timeline.record.blob_store import (
     FileState,
     git_blob_sha,
     max_file_bytes,
-    read_state,
+    read_state_in,
     remember_store,
     store_state,
 )
@@ -413,6 +413,7 @@ class TurnCapture:
         gaps: list[str] = []
         ignored_hits: list[str] = []
         stored = 0
+        dirs: dict[str, bool] = {}
         for rel in sorted((carried or set()) - candidates):
             entry = base.overlay[rel]
             if entry is None or self.store.has(entry):
@@ -424,7 +425,7 @@ class TurnCapture:
                 if os.path.lexists(self.root / rel) or rel in base.overlay:
                     ignored_hits.append(rel)
                 continue
-            state = read_state(self.root / rel)
+            state = read_state_in(self.root, rel, dirs)
             now: GitId | None = _git_id(state) if state is not None else None
             if rel in base.overlay:
                 before = base.ids[rel]

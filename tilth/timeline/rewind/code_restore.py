@@ -27,6 +27,7 @@ from tilth.timeline.record.blob_store import (
     blob_id,
     git_blob_sha,
     read_state,
+    read_state_in,
     session_store,
     split_entry,
     store_state,
@@ -152,10 +153,11 @@ def plan_code(
     head_now = read_head(worktree)
     plan.fast = head_now == target_head
     current_states: dict[str, FileState | None] = {}
+    dirs: dict[str, bool] = {}
 
     def current(rel: str) -> FileState | None:
         if rel not in current_states:
-            current_states[rel] = read_state(worktree / rel)
+            current_states[rel] = read_state_in(worktree, rel, dirs)
         return current_states[rel]
 
     diffs: dict[str, set[str]] = {}
