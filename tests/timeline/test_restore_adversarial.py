@@ -122,3 +122,24 @@ def test_a_hand_commit_and_staged_files_come_back_with_undo(
     assert _git(wt, "rev-parse", "HEAD") == head
     _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
     assert tree_hash(wt) == rewound
+
+
+def test_undo_returns_a_link_to_outside_without_copying_through_it(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    sessions_dir = tilth_home / "sessions"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("precious\n")
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid = d.session.id
+    first = d.turn(("bash", {"command": "mkdir d && echo in > d/f"}))
+    second = d.turn(("bash", {"command": f"rm -rf d && ln -s {outside} d"}))
+    _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "--scope", "code", "-y"))
+    assert tree_hash(d.worktree) == d.trees[first]
+    _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    assert tree_hash(d.worktree) == d.trees[second]
+    _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    assert tree_hash(d.worktree) == d.trees[first]
+    assert [p.name for p in outside.iterdir()] == ["f"]
+    assert (outside / "f").read_text() == "precious\n"

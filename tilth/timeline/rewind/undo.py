@@ -26,7 +26,7 @@ from tilth.session.files import atomic_write_json, fsync_dir, read_json
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import (
     git_blob_sha,
-    read_state,
+    read_state_in,
     remember_store,
     session_store,
     store_state,
@@ -109,8 +109,9 @@ def _code_now(session: Session, worktree: Path, plan: RewindPlan) -> tuple[str, 
         head = git.head(worktree)
         paths = _uncommitted(session, worktree, head, plan)
     overlay: dict[str, Any] = {}
+    dirs: dict[str, bool] = {}
     for rel in sorted(set(paths)):
-        state = read_state(worktree / rel)
+        state = read_state_in(worktree, rel, dirs)
         # The user's files: no size cap, or undo could not give them back.
         overlay[rel] = None if state is None else store_state(store, rel, state, NO_CAP).entry
     store.sync()
@@ -134,8 +135,9 @@ def _uncommitted(session: Session, worktree: Path, head: str, plan: RewindPlan) 
     candidates |= git.paths_between(worktree, latest_head, head)
     tree = TreeCache(worktree).entries(head, candidates)
     differ = []
+    dirs: dict[str, bool] = {}
     for rel in sorted(candidates):
-        state = read_state(worktree / rel)
+        state = read_state_in(worktree, rel, dirs)
         if state is None:
             if rel in tree:
                 differ.append(rel)
