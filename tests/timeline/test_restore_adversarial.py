@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.timeline.test_capture_rewind import Driver, _cli, _session
 from tilth.timeline.rewind.change_report import tree_hash
 
@@ -143,3 +145,29 @@ def test_undo_returns_a_link_to_outside_without_copying_through_it(
     assert tree_hash(d.worktree) == d.trees[first]
     assert [p.name for p in outside.iterdir()] == ["f"]
     assert (outside / "f").read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("step", ["before", "code", "code+", "state"])
+def test_a_kill_around_the_code_step_is_completed_with_the_users_edits_kept(
+    tilth_home: Path, tmp_path: Path, step: str
+) -> None:
+    sessions_dir = tilth_home / "sessions"
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid, wt = d.session.id, d.worktree
+    first = d.turn(("write_file", {"path": "a.txt", "content": "a1\n"}))
+    d.turn(
+        ("bash", {"command": "mkdir -p x && echo 2 > x/y && rm a.txt && mkdir a.txt"}),
+        ("bash", {"command": "echo 2 > a.txt/in && git add -A && git commit -qm two"}),
+    )
+    d.turn(("write_file", {"path": "b.txt", "content": "b3\n"}))
+    (wt / "b.txt").write_text("mine\n")
+    (wt / "free.txt").write_text("free\n")
+    killed = _cli(sessions_dir, "rewind", sid, "--to", first, "-y", TILTH_FAULT_AT=step)
+    assert killed.returncode != 0
+    _ok(_cli(sessions_dir, "checkpoints", sid))
+    assert (wt / "b.txt").read_text() == "mine\n"
+    assert (wt / "free.txt").read_text() == "free\n"
+    (wt / "b.txt").unlink()
+    (wt / "free.txt").unlink()
+    assert tree_hash(wt) == d.trees[first]
+    assert _git(wt, "diff", "--cached", "--name-only") == ""
