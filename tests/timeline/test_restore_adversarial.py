@@ -171,3 +171,22 @@ def test_a_kill_around_the_code_step_is_completed_with_the_users_edits_kept(
     (wt / "free.txt").unlink()
     assert tree_hash(wt) == d.trees[first]
     assert _git(wt, "diff", "--cached", "--name-only") == ""
+
+
+def test_a_users_file_where_a_restored_directory_goes_is_kept_not_deleted(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    sessions_dir = tilth_home / "sessions"
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid, wt = d.session.id, d.worktree
+    first = d.turn(("write_file", {"path": "p/b", "content": "b\n"}))
+    d.turn(("bash", {"command": "rm -rf p"}))
+    (wt / "p").write_text("my notes\n")  # the user's own file, where p/ was
+    before = tree_hash(wt)
+    out = _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "-y"))
+    assert (wt / "p").read_text() == "my notes\n", out
+    assert "files you changed, kept as they are" in out
+    _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    assert tree_hash(wt) == before
+    _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "--force", "-y"))
+    assert tree_hash(wt) == d.trees[first]

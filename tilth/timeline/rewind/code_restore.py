@@ -213,7 +213,40 @@ def plan_code(
             continue
         wanted_absent = target_overlay[rel] is None if in_overlay else rel not in target_tree
         (plan.delete if wanted_absent else plan.restore).append(rel)
+    _blocked(plan, worktree, relevant)
     return plan
+
+
+def _blocked(plan: CodePlan, worktree: Path, relevant: set[str]) -> None:
+    """A file to restore under a directory where a kept file stands, or a file of the
+    user's the plan never looked at (untracked, not recorded): writing it would delete
+    that file. Unforced, the user's file is a conflict and the restore skips what it blocks;
+    forced, it is deleted."""
+    dirs: dict[str, bool] = {}
+    skipped: set[str] = set()
+    for rel in plan.restore:
+        for parent in (str(p) for p in reversed(PurePosixPath(rel).parents)):
+            if parent == ".":
+                continue
+            if parent in plan.conflicts:
+                if not plan.force:
+                    skipped.add(rel)
+                break
+            if parent not in dirs:
+                found = read_state_in(worktree, parent, {})
+                dirs[parent] = found is None
+            if dirs[parent]:
+                continue  # a directory, or nothing (a later parent may still be a file)
+            if parent in relevant:
+                break  # the plan writes or deletes it itself
+            plan.conflicts.append(parent)
+            if plan.force:
+                plan.delete.append(parent)
+            else:
+                skipped.add(rel)
+            break
+    plan.restore = [rel for rel in plan.restore if rel not in skipped]
+    plan.conflicts.sort()
 
 
 def keep_conflicts(plan: CodePlan, worktree: Path, store: BlobStore) -> CodePlan:
