@@ -190,3 +190,23 @@ def test_a_users_file_where_a_restored_directory_goes_is_kept_not_deleted(
     assert tree_hash(wt) == before
     _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "--force", "-y"))
     assert tree_hash(wt) == d.trees[first]
+
+
+def test_a_users_directory_where_a_restored_file_goes_is_kept_not_deleted(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    sessions_dir = tilth_home / "sessions"
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid, wt = d.session.id, d.worktree
+    first = d.turn(("write_file", {"path": "p", "content": "agent's\n"}))
+    d.turn(("bash", {"command": "rm p"}))
+    (wt / "p").mkdir()
+    (wt / "p" / "mine").write_text("my notes\n")  # the user's own files, where p was
+    before = tree_hash(wt)
+    out = _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "-y"))
+    assert (wt / "p" / "mine").read_text() == "my notes\n", out
+    assert "files you changed, kept as they are" in out
+    _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    assert tree_hash(wt) == before
+    _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "--force", "-y"))
+    assert tree_hash(wt) == d.trees[first]

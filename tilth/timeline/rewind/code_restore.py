@@ -12,6 +12,7 @@ HEAD changes) and is idempotent — running it again after a crash gives the sam
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -213,18 +214,25 @@ def plan_code(
             continue
         wanted_absent = target_overlay[rel] is None if in_overlay else rel not in target_tree
         (plan.delete if wanted_absent else plan.restore).append(rel)
-    _blocked(plan, worktree, relevant)
+    _blocked(plan, worktree, relevant, {rel for rel in plan.restore if current(rel) is None})
     return plan
 
 
-def _blocked(plan: CodePlan, worktree: Path, relevant: set[str]) -> None:
-    """A file to restore under a directory where a kept file stands, or a file of the
-    user's the plan never looked at (untracked, not recorded): writing it would delete
-    that file. Unforced, the user's file is a conflict and the restore skips what it blocks;
-    forced, it is deleted."""
+def _blocked(plan: CodePlan, worktree: Path, relevant: set[str], absent: set[str]) -> None:
+    """A file to restore where a directory of files the plan keeps stands, or under a
+    directory where a kept file (or a file of the user's the plan never looked at) stands:
+    writing it would delete those. Unforced, they are conflicts and the restore skips what
+    they block; forced, they are deleted (and listed as overwritten)."""
     dirs: dict[str, bool] = {}
     skipped: set[str] = set()
     for rel in plan.restore:
+        under = _files_under(worktree, rel) if rel in absent else []
+        inside = [f for f in under if f not in plan.delete]
+        if inside:  # a directory where the file goes, holding files the plan keeps
+            plan.conflicts.extend(f for f in inside if f not in plan.conflicts)
+            if not plan.force:
+                skipped.add(rel)
+            continue
         for parent in (str(p) for p in reversed(PurePosixPath(rel).parents)):
             if parent == ".":
                 continue
@@ -247,6 +255,15 @@ def _blocked(plan: CodePlan, worktree: Path, relevant: set[str]) -> None:
             break
     plan.restore = [rel for rel in plan.restore if rel not in skipped]
     plan.conflicts.sort()
+
+
+def _files_under(worktree: Path, rel: str) -> list[str]:
+    """The files and links below ``rel`` when it is a directory (else none)."""
+    found = []
+    for top, subdirs, names in os.walk(worktree / rel):
+        for name in names + [d for d in subdirs if os.path.islink(os.path.join(top, d))]:
+            found.append(Path(top, name).relative_to(worktree).as_posix())
+    return found
 
 
 def keep_conflicts(plan: CodePlan, worktree: Path, store: BlobStore) -> CodePlan:
