@@ -210,3 +210,21 @@ def test_a_users_directory_where_a_restored_file_goes_is_kept_not_deleted(
     assert tree_hash(wt) == before
     _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "--force", "-y"))
     assert tree_hash(wt) == d.trees[first]
+
+
+def test_kept_files_block_committed_paths_too(tilth_home: Path, tmp_path: Path) -> None:
+    sessions_dir = tilth_home / "sessions"
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid, wt = d.session.id, d.worktree
+    commit = " && git add -A && git commit -qm c"
+    first = d.turn(("bash", {"command": "mkdir p && echo b > p/b && echo q > q" + commit}))
+    d.turn(("bash", {"command": "rm -rf p q" + commit}))
+    (wt / "p").write_text("my notes\n")
+    (wt / "q").mkdir()
+    (wt / "q" / "mine").write_text("mine\n")
+    before = tree_hash(wt)
+    _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "-y"))
+    assert (wt / "p").read_text() == "my notes\n"
+    assert (wt / "q" / "mine").read_text() == "mine\n"
+    _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    assert tree_hash(wt) == before

@@ -314,7 +314,7 @@ def apply_files(
         # The index first, then HEAD: a crash between them is repaired by running again.
         git.reset_paths(worktree, head, moved)
         git.reset_soft(worktree, head)
-    paths = {rel for _, rel in files} | (moved - set(keep))
+    paths = {rel for _, rel in files} | {rel for rel in moved if not _tied(rel, keep)}
     from_git = trees.entries(head, {rel for rel in paths if rel not in overlay})
     blobs = git.read_blobs(worktree, [sha for _, sha in from_git.values()])
     gone = sorted(rel for rel in paths if overlay.get(rel, from_git.get(rel)) is None)
@@ -326,6 +326,14 @@ def apply_files(
         else:
             mode, sha = from_git[rel]
             write_data(worktree, rel, blobs[sha], GIT_KINDS.get(mode, "f"))
+
+
+def _tied(rel: str, keep: Overlay) -> bool:
+    """``rel`` is a kept file, lies under one, or is a directory holding one: writing it
+    would change the user's kept file."""
+    if rel in keep or any(str(p) in keep for p in PurePosixPath(rel).parents):
+        return True
+    return any(kept.startswith(rel + "/") for kept in keep)
 
 
 GIT_KINDS = {"100755": "x", "120000": "l"}
