@@ -307,3 +307,21 @@ def test_users_files_stay_the_users_after_undo_and_redo(tilth_home: Path, tmp_pa
     _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
     _ok(_cli(sessions_dir, "rewind", sid, "--to", last, "-y"))
     assert (wt / "mine.txt").read_text() == "mine\n"
+
+
+def test_a_deletion_under_a_link_to_a_directory_never_deletes_what_it_points_at(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    sessions_dir = tilth_home / "sessions"
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid, wt = d.session.id, d.worktree
+    commit = " && git add -A && git commit -qm c"
+    ids = [
+        d.turn(("bash", {"command": "mkdir lib src && echo x > lib/x && echo s > src/x" + commit})),
+        d.turn(("bash", {"command": "rm -rf lib && ln -s src lib"})),
+        d.turn(("bash", {"command": "true" + commit})),
+    ]
+    for target in [ids[1], ids[0], ids[2], ids[1], ids[2], ids[0]]:
+        _ok(_cli(sessions_dir, "rewind", sid, "--to", target, "--scope", "code", "-y"))
+        assert (wt / "src" / "x").read_text() == "s\n", target
+        assert tree_hash(wt) == d.trees[target], target

@@ -298,8 +298,15 @@ def _lstat(path: Path) -> os.stat_result | None:
 
 
 def remove_path(root: Path, rel: str) -> None:
-    """Delete ``root/rel`` and any directories below ``root`` it leaves empty."""
+    """Delete ``root/rel`` and any directories below ``root`` it leaves empty.
+
+    Under a parent that is not a directory (a link to one elsewhere) there is no such file
+    in the worktree: nothing is deleted, never what the link points at."""
     path = root / rel
+    for parent in list(Path(rel).parents)[:-1]:
+        found = _lstat(root / parent)
+        if found is not None and not stat.S_ISDIR(found.st_mode):
+            return
     try:
         if path.is_symlink() or path.is_file():
             path.unlink()
