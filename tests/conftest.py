@@ -54,6 +54,34 @@ def _project_python_on_path(root: Path) -> None:
     os.environ["PATH"] = f"{project / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+SLOW_FIRST = (
+    "tests/e2e/test_plain_install_e2e.py",
+    "tests/web/test_load.py",
+    "tests/timeline/test_turn_state_machine.py",
+    "tests/web/test_runs.py",
+    "tests/timeline/test_faults.py",
+    "tests/agent/test_faults.py",
+    "tests/test_proc.py",
+    "tests/chat/test_chat_tty.py",
+    "tests/web/test_browser",
+)
+"""Handed out first: ``--dist loadgroup`` (with no groups marked) gives work out in
+collection order, so the long tests start early and both workers run out of short ones at
+about the same time instead of one waiting for the other's last long test."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``SLOW_FIRST`` first, then the rest in their own order."""
+
+    def rank(item: pytest.Item) -> int:
+        for n, prefix in enumerate(SLOW_FIRST, start=1):
+            if item.nodeid.startswith(prefix):
+                return n
+        return len(SLOW_FIRST) + 1
+
+    items.sort(key=rank)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     import shutil
 
