@@ -12,9 +12,11 @@ commits it, then measures:
   with the inotify watcher and once with the stat-scan fallback;
 - shadow git (the Cline / Gemini CLI layout: a separate git dir with the workspace as work
   tree): the first snapshot, then ``add -A`` + ``commit`` per turn with a persistent index;
-- restore of a checkpoint ten turns back and forth, both ways: Tilth with the live change
-  feed a recording process has (chat, the web UI: the plan costs what differs), Tilth in a
-  new process (one walk of the worktree), and shadow git (``read-tree -u --reset`` + clean);
+- restore of a checkpoint ten turns back and forth: Tilth with the live change feed of a
+  process that records the turns itself; Tilth in a new process (``tilth rewind -y``: no
+  caches, the plan reads only the files that differ between the recorded states, the apply
+  writes only those); the same after the survey a dry run or a confirmation shows (one
+  walk of the worktree, ``git status``); and shadow git (``read-tree -u --reset`` + clean);
 - bytes stored per turn (blob store growth vs shadow git dir growth).
 
 Not run by the test suite; figures depend on the machine. Medians over ``--turns`` turns.
@@ -104,7 +106,8 @@ class Figures:
     bash_inotify_ms: list[float] = field(default_factory=list)
     bash_scan_ms: list[float] = field(default_factory=list)
     restore_ms: list[float] = field(default_factory=list)
-    restore_cold_ms: float = 0.0
+    restore_cold_ms: list[float] = field(default_factory=list)
+    restore_survey_ms: list[float] = field(default_factory=list)
     store_bytes_per_turn: float = 0.0
     changed_bytes_per_turn: float = 0.0
     shadow_first_ms: float = 0.0
@@ -191,15 +194,23 @@ def bench_tilth(fig: Figures, work: Path, ws: Path, paths: list[str], turns: int
     def restore(
         to: TurnResult, at: TurnResult, changed: set[str] | None, trees: TreeCache | None = None
     ) -> None:
+        trees = trees or TreeCache(ws)  # one per restore, as a new process has
         code = plan_code(ws, to.head, to.overlay, at.head, at.overlay, changed=changed, trees=trees)
         keep_conflicts(code, ws, store)
-        apply_code(code, ws, store)
+        apply_code(code, ws, store, trees)
 
-    # A new process: nothing is known about the worktree, so the plan walks it once.
-    fig.restore_cold_ms = _timed(lambda: restore(target, latest, None))
-    restore(latest, target, None)
-    # A recording process (chat, the web UI): its change feed says what changed since the
-    # last recorded state, so a restore costs what differs.
+    # A new process (`tilth rewind -y`): no caches, no change feed; the plan reads just the
+    # files that differ between the recorded states (and checks those for the user's edits).
+    at, to = latest, target
+    for _ in range(RESTORES):
+        fig.restore_cold_ms.append(_timed(lambda t=to, a=at: restore(t, a, set())))
+        at, to = to, at
+    # The same with the survey a person reads first (dry run, confirmation): one walk.
+    for _ in range(RESTORES):
+        fig.restore_survey_ms.append(_timed(lambda t=to, a=at: restore(t, a, None)))
+        at, to = to, at
+    # A process that records the turns itself (a library user driving the session): its
+    # change feed says what changed since the last recorded state, the user's edits included.
     live = TurnCapture(None, ws, store)
     live.resync()
     at, to = latest, target
@@ -282,8 +293,12 @@ def render(figures: list[Figures]) -> str:
         ),
         ("restore 10 turns back: tilth, live feed p50 (ms)", [_med(f.restore_ms) for f in figures]),
         (
-            "restore 10 turns back: tilth, new process (ms)",
-            [f"{f.restore_cold_ms:.0f}" for f in figures],
+            "restore 10 turns back: tilth, new process p50 (ms)",
+            [_med(f.restore_cold_ms) for f in figures],
+        ),
+        (
+            "  the same after a survey (one walk) p50 (ms)",
+            [_med(f.restore_survey_ms) for f in figures],
         ),
         (
             "restore 10 turns back: shadow git p50 (ms)",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -168,7 +169,10 @@ def is_dirty(cwd: Path) -> bool:
 
 
 def changed_paths(cwd: Path) -> set[str]:
-    """Paths that differ from HEAD in the worktree: tracked changes and untracked files."""
+    """Paths that differ from HEAD in the worktree: tracked changes and untracked files.
+
+    One walk of the whole worktree (``git status``): its cost follows the repository's size.
+    """
     out = git(
         "status",
         "--porcelain",
@@ -179,6 +183,63 @@ def changed_paths(cwd: Path) -> set[str]:
         cwd=cwd,
     )
     return {item[3:] for item in out.split("\0") if len(item) > 3}
+
+
+def paths_between(cwd: Path, old: str, new: str) -> set[str]:
+    """Files that differ between two commits (a tree diff: its cost follows the change)."""
+    if old == new:
+        return set()
+    out = git("diff", "--name-only", "-z", "--no-renames", old, new, cwd=cwd)
+    return {p for p in out.split("\0") if p}
+
+
+def read_blobs(cwd: Path, shas: list[str]) -> dict[str, bytes]:
+    """The contents of blobs by sha, through one ``git cat-file --batch``."""
+    wanted = sorted(set(shas))
+    if not wanted:
+        return {}
+    cmd = ["git", *INERT, "cat-file", "--batch"]
+    try:
+        done = subprocess.run(
+            cmd,
+            cwd=cwd,
+            env=inert_env(),
+            input="".join(f"{sha}\n" for sha in wanted).encode(),
+            capture_output=True,
+            timeout=DEFAULT_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        raise GitError(cmd[:1] + cmd[5:], -9, "timed out") from None
+    if done.returncode != 0:
+        raise GitError(cmd[:1] + cmd[5:], done.returncode, done.stderr.decode("utf-8", "replace"))
+    blobs: dict[str, bytes] = {}
+    out, at = done.stdout, 0
+    for sha in wanted:
+        end = out.index(b"\n", at)
+        header = out[at:end].split(b" ")
+        if len(header) != 3:
+            raise GitError(cmd[:1] + cmd[5:], 1, f"blob {sha} is missing")
+        size = int(header[2])
+        blobs[sha] = out[end + 1 : end + 1 + size]
+        at = end + 1 + size + 1
+    return blobs
+
+
+def reset_paths(cwd: Path, rev: str, paths: set[str]) -> None:
+    """Set the index entries of ``paths`` to ``rev``'s (removed where ``rev`` has none);
+    HEAD, the worktree and every other entry stay as they are (no refresh, no walk)."""
+    if paths:
+        git(
+            "reset",
+            "-q",
+            "--no-refresh",
+            rev,
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            cwd=cwd,
+            input_text="".join(f"{path}\0" for path in sorted(paths)),
+            env={"GIT_LITERAL_PATHSPECS": "1"},
+        )
 
 
 def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) -> str:

@@ -275,3 +275,51 @@ def test_declining_the_rewind_says_nothing_was_changed_without_error(
     assert code == 1, text
     assert "nothing was changed" in text and "error" not in text.lower()
     assert list_checkpoints(session)[-1].id == before
+
+
+WHOLE_TREE = ("git status", "git reset --hard", "git clean", "git ls-files", "git add -A")
+"""Git commands whose cost follows the size of the repository (each walks the worktree)."""
+
+
+def _git_commands(trace: str) -> list[str]:
+    marker = "trace: built-in: "
+    return [line.split(marker, 1)[1] for line in trace.splitlines() if marker in line]
+
+
+def test_a_confirmed_rewind_reads_only_what_differs_and_a_dry_run_lists_every_edit(
+    world_clone: Callable[..., World], tmp_path: os.PathLike[str]
+) -> None:
+    world = world_clone()
+    session = world.session
+    assert world.sim is not None
+    target = resolve_checkpoint(session, "T-001/implementing")
+    worktree = worktree_of(session)
+    written = {rel for _, rel in plan_rewind(session, target, "both").files}
+    mine = sorted(written)[0]
+    (worktree / mine).write_text("the user's version\n")
+    (worktree / "README.md").write_text("edited by the user, far from the rewind\n")
+    (worktree / "notes.txt").write_text("an untracked file of the user's\n")
+
+    trace = os.path.join(tmp_path, "dry.trace")
+    dry = world.cli("rewind", session.id, "--to", target.id, "--dry-run", GIT_TRACE=trace)
+    assert dry.returncode == 0, dry.stderr
+    # The survey a person reads walks the worktree once and lists every edit since.
+    assert any(c.startswith("git status") for c in _git_commands(open(trace).read()))
+    for rel in (mine, "README.md", "notes.txt"):
+        assert f"    {rel}" in dry.stdout.splitlines(), dry.stdout
+
+    trace = os.path.join(tmp_path, "run.trace")
+    done = world.cli("rewind", session.id, "--to", target.id, "-y", GIT_TRACE=trace)
+    assert done.returncode == 0, done.stderr
+    commands = _git_commands(open(trace).read())
+    walks = [c for c in commands if c.startswith(WHOLE_TREE)]
+    assert commands and not walks, walks
+    # Everything the rewind writes is the target's; every edit of the user's is kept.
+    assert (worktree / mine).read_text() == "the user's version\n"
+    assert (worktree / "README.md").read_text().startswith("edited by the user")
+    assert (worktree / "notes.txt").is_file()
+    assert f"    {mine}" in done.stdout.splitlines(), done.stdout
+    # --force gives the exact tree of the checkpoint (it walks: it overwrites every edit).
+    forced = world.cli("rewind", session.id, "--to", target.id, "--force", "-y")
+    assert forced.returncode == 0, forced.stderr
+    assert observe(session).tree == world.sim.seen[target.id].tree

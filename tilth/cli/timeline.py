@@ -196,7 +196,9 @@ def rewind(
         return
     with timeline.writing(out.warn):
         target = timeline.resolve(to_ref) if to_ref else _pick(timeline, out)
-        plan = timeline.plan_rewind(target, scope, force=force)
+        # A person reads the plan before it runs: list every edit made since (one walk).
+        # With -y nothing waits on the list, so only the files the rewind writes are read.
+        plan = timeline.plan_rewind(target, scope, force=force, survey=dry_run or not assume_yes)
         out.say(plan.render())
         if dry_run:
             out.dim("dry run: nothing was changed")
@@ -217,7 +219,7 @@ def _undo(
 ) -> None:
     session = timeline.session
     with timeline.writing(out.warn):
-        plan = timeline.plan_undo(ref)
+        plan = timeline.plan_undo(ref, survey=dry_run or not assume_yes)
         out.say(plan.render())
         if dry_run:
             out.dim("dry run: nothing was changed")

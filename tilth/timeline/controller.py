@@ -104,9 +104,13 @@ class TimelineController:
         return resolve_checkpoint(self.session, ref)
 
     # ---- plans (pure: nothing is written) --------------------------------------------------
-    def plan_rewind(self, target: Checkpoint, scope: str, force: bool = False) -> RewindPlan:
-        """What rewinding to ``target`` in ``scope`` would change."""
-        return plan_rewind(self.session, target, scope, force=force)
+    def plan_rewind(
+        self, target: Checkpoint, scope: str, force: bool = False, *, survey: bool = False
+    ) -> RewindPlan:
+        """What rewinding to ``target`` in ``scope`` would change. Planning reads only the
+        files the rewind writes; ``survey`` also walks the worktree to list every edit made
+        since the latest recorded state (for a person to read: a dry run, a confirmation)."""
+        return plan_rewind(self.session, target, scope, force=force, survey=survey)
 
     def plan_restart(self, task_id: str, from_stage: str | None = None) -> RewindPlan:
         """What restarting ``task_id`` (from ``from_stage``) would change."""
@@ -121,9 +125,10 @@ class TimelineController:
         # A fork lives beside its parent.
         return plan_fork(self.session, target, self.session.dir.parent)
 
-    def plan_undo(self, ref: str | None = None) -> RewindPlan:
-        """Going back to the state before the last go-back (or the undo point ``ref``)."""
-        return plan_undo(self.session, ref)
+    def plan_undo(self, ref: str | None = None, *, survey: bool = False) -> RewindPlan:
+        """Going back to the state before the last go-back (or the undo point ``ref``);
+        ``survey`` as for ``plan_rewind``."""
+        return plan_undo(self.session, ref, survey=survey)
 
     # ---- carrying a plan out ----------------------------------------------------------------
     def execute(self, plan: RewindPlan) -> ExecuteResult:

@@ -170,7 +170,10 @@ async def rewind(request: Request) -> Response:
                 return via_engine
         return _go_back(
             controller,
-            lambda: controller.plan_rewind(controller.resolve(to), scope, force=force),
+            # A preview is read by a person: it lists every edit made since (one walk).
+            lambda: controller.plan_rewind(
+                controller.resolve(to), scope, force=force, survey=dry_run
+            ),
             dry_run=dry_run,
             notes=[],
         )
@@ -236,7 +239,9 @@ async def undo(request: Request) -> Response:
         engine = _chat_engine(state, session, dry_run=dry_run) if _is_chat(session) else None
         if engine is not None:
             return chat_api.undo(engine, dry_run=dry_run)
-        return _go_back(controller, controller.plan_undo, dry_run=dry_run, notes=[])
+        return _go_back(
+            controller, lambda: controller.plan_undo(survey=dry_run), dry_run=dry_run, notes=[]
+        )
 
     return await _answer(state, session, work)
 

@@ -242,12 +242,16 @@ def store_state(store: BlobStore, rel: str, state: FileState, cap: int) -> Store
 
 def write_entry(store: BlobStore, root: Path, rel: str, entry: Entry | None) -> None:
     """Make ``root/rel`` hold ``entry`` (None deletes it); parents are created as needed."""
-    path = root / rel
     if entry is None:
         remove_path(root, rel)
         return
     blob, kind = split_entry(entry)
-    data = store.get(blob)
+    write_data(root, rel, store.get(blob), kind)
+
+
+def write_data(root: Path, rel: str, data: bytes, kind: str) -> None:
+    """Make ``root/rel`` a file (``f``), executable (``x``) or link (``l``) holding ``data``."""
+    path = root / rel
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         path.unlink()
     elif path.is_dir():

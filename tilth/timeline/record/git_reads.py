@@ -27,12 +27,24 @@ class TreeCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._trees: dict[str, dict[str, GitId]] = {}
+        self._asked: dict[str, dict[str, GitId | None]] = {}
+        """Entries already looked up one by one, per head (None: not in that tree)."""
 
     def entries(self, head: str, paths: set[str]) -> dict[str, GitId]:
         """Head's entries for ``paths`` only (without listing the whole tree when not cached)."""
         tree = self._trees.get(head)
         if tree is not None:
             return {p: tree[p] for p in paths if p in tree}
+        asked = self._asked.setdefault(head, {})
+        if len(self._asked) > 4:
+            self._asked.pop(next(iter(self._asked)))
+        missing = paths - asked.keys()
+        if missing:
+            found = self._look_up(head, missing)
+            asked.update({p: found.get(p) for p in missing})
+        return {p: entry for p in paths if (entry := asked[p]) is not None}
+
+    def _look_up(self, head: str, paths: set[str]) -> dict[str, GitId]:
         found: dict[str, GitId] = {}
         ordered = sorted(paths)
         for start in range(0, len(ordered), 500):
@@ -49,7 +61,7 @@ class TreeCache:
                 env={"GIT_LITERAL_PATHSPECS": "1"},
             )
             found.update(_parse_tree(out))
-        return {p: found[p] for p in paths if p in found}
+        return found
 
     def get(self, head: str) -> dict[str, GitId]:
         tree = self._trees.get(head)

@@ -28,6 +28,7 @@ from tilth.timeline.record.blob_store import (
     session_store,
     split_entry,
     store_state,
+    write_data,
     write_entry,
 )
 from tilth.timeline.record.checkpoints import highest_seq, list_checkpoints
@@ -155,12 +156,21 @@ def plan_code(
         return {p for p in out.split("\0") if p}
 
     relevant = changed_since(target_head) | set(target_overlay)
+    unchanged: set[str] = set()
+    if changed is not None and latest_head == target_head == head_now and latest_overlay:
+        # Not walking: a file both states hold the same blob of is not written, so it
+        # need not be read (an edit the feed saw is in ``changed`` and still looked at).
+        both = latest_overlay.keys() & target_overlay.keys()
+        unchanged = {p for p in both if latest_overlay[p] == target_overlay[p]} - changed
+        relevant -= unchanged
     latest_tree: dict[str, GitId] = {}
     if latest_head is not None:
         latest_overlay = latest_overlay or {}
-        suspects = changed_since(latest_head) | set(latest_overlay)
-        if latest_head == target_head:
-            # One tree read for both questions (a subprocess when the tree is not cached).
+        suspects = (changed_since(latest_head) | set(latest_overlay)) - unchanged
+        if latest_head == target_head or changed is not None:
+            # Every file the plan may write is checked for an edit since the latest state
+            # (a walk found them all already; without one, these are the ones that matter).
+            # With the same head, one tree read answers both questions.
             suspects |= relevant
         latest_tree = trees.entries(latest_head, suspects)
         for rel in sorted(suspects):
@@ -199,44 +209,53 @@ def keep_conflicts(plan: CodePlan, worktree: Path, store: BlobStore) -> CodePlan
     return plan
 
 
-def apply_code(plan: CodePlan, worktree: Path, store: BlobStore) -> None:
+def apply_code(
+    plan: CodePlan, worktree: Path, store: BlobStore, trees: TreeCache | None = None
+) -> None:
     """Make the worktree equal the plan's target (kept files aside); safe to run twice."""
-    if plan.fast:
-        # Only the files the plan lists differ from the target: write just those, so a
-        # restore costs what changed, not the size of the repository.
-        for rel in plan.delete:
-            write_entry(store, worktree, rel, None)
-        from_head = [rel for rel in plan.restore if rel not in plan.overlay]
-        for rel in plan.restore:
-            if rel in plan.overlay:
-                write_entry(store, worktree, rel, plan.overlay[rel])
-        if from_head:
-            for rel in from_head:
-                _clear_for_checkout(worktree, rel)
-            git.git(
-                "checkout",
-                plan.head,
-                "--pathspec-from-file=-",
-                "--pathspec-file-nul",
-                cwd=worktree,
-                input_text="\0".join(from_head) + "\0",
-                env={"GIT_LITERAL_PATHSPECS": "1"},
-            )
-        return
-    git.reset_hard(worktree, plan.head)
-    git.clean_fd(worktree)
-    apply_overlay(worktree, plan.overlay, store)
-    for rel, entry in plan.keep.items():
-        write_entry(store, worktree, rel, entry)
+    files = [("delete", rel) for rel in plan.delete] + [("restore", rel) for rel in plan.restore]
+    apply_files(worktree, plan.head, files, plan.overlay, plan.keep, store, trees)
 
 
-def _clear_for_checkout(worktree: Path, rel: str) -> None:
-    """A directory or link where a file must come back would make checkout fail."""
-    path = worktree / rel
-    if path.is_dir() and not path.is_symlink():
-        import shutil
+def apply_files(
+    worktree: Path,
+    head: str,
+    files: list[tuple[str, str]],
+    overlay: Overlay,
+    keep: Overlay,
+    store: BlobStore,
+    trees: TreeCache | None = None,
+) -> None:
+    """Make the code ``head`` + ``overlay`` by writing only what differs; safe to run twice.
 
-        shutil.rmtree(path)
+    ``files`` are the plan's ``(restore | delete, path)``; moving HEAD adds the paths that
+    differ between the two commits (their index entries follow, the rest of the index is
+    untouched), except the user's kept files. No reset, no clean, no walk of the worktree:
+    the cost follows the files that differ, not the size of the repository.
+    """
+    head_now = read_head(worktree)
+    moved = git.paths_between(worktree, head_now, head)
+    trees = trees or TreeCache(worktree)
+    if head_now != head:
+        # The index first, then HEAD: a crash between them is repaired by running again.
+        git.reset_paths(worktree, head, moved)
+        git.reset_soft(worktree, head)
+    paths = {rel for _, rel in files} | (moved - set(keep))
+    from_git = trees.entries(head, {rel for rel in paths if rel not in overlay})
+    blobs = git.read_blobs(worktree, [sha for _, sha in from_git.values()])
+    gone = sorted(rel for rel in paths if overlay.get(rel, from_git.get(rel)) is None)
+    for rel in gone:  # first, so a directory can become a file and the other way round
+        write_entry(store, worktree, rel, None)
+    for rel in sorted(set(paths) - set(gone)):
+        if rel in overlay:
+            write_entry(store, worktree, rel, overlay[rel])
+        else:
+            mode, sha = from_git[rel]
+            write_data(worktree, rel, blobs[sha], GIT_KINDS.get(mode, "f"))
+
+
+GIT_KINDS = {"100755": "x", "120000": "l"}
+"""Git file modes that are not a plain file, as blob-store kinds."""
 
 
 def apply_overlay(worktree: Path, overlay: Overlay, store: BlobStore) -> None:
@@ -290,4 +309,9 @@ def restore_overlay(
     apply_overlay(worktree, overlay, store)
     for rel, entry in (keep or {}).items():
         write_entry(store, worktree, rel, entry)
+    note_restored(session, worktree, overlay)
+
+
+def note_restored(session: Session, worktree: Path, overlay: Overlay) -> None:
+    """Note that the worktree now holds HEAD + ``overlay``: the latest state Tilth made."""
     _write_code_state(session, read_head(worktree), overlay, highest_seq(session))

@@ -26,6 +26,7 @@ from tilth.errors import SessionCorrupt
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 from tilth.timeline.faults import fault_point
+from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import (
     checkpoint_path,
     delete_after,
@@ -36,7 +37,12 @@ from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event
 from tilth.timeline.rewind import fork as forking
 from tilth.timeline.rewind import undo
-from tilth.timeline.rewind.code_restore import note_code_state, restore_overlay
+from tilth.timeline.rewind.code_restore import (
+    apply_files,
+    note_code_state,
+    note_restored,
+    restore_overlay,
+)
 from tilth.timeline.rewind.journal import (
     Journal,
     clear_journal,
@@ -113,11 +119,17 @@ def _code(session: Session, plan: RewindPlan) -> None:
         apply_snapshot_files(session, worktree, plan.overlay)
         return
     assert plan.head is not None
-    git.reset_hard(worktree, plan.head)
-    git.clean_fd(worktree)
-    # Called even with an empty overlay so the restored state is noted; ``keep`` (the
-    # user's edits, see plan.keep) goes back on top of the overlay.
-    restore_overlay(session, worktree, plan.overlay, keep=plan.keep)
+    if plan.op == "reset_to_seed":
+        # SPEC §7: the first seed's reset, exactly: `git reset --hard` + `git clean -fd`.
+        git.reset_hard(worktree, plan.head)
+        git.clean_fd(worktree)
+        restore_overlay(session, worktree, plan.overlay, keep=plan.keep)
+        return
+    # Only the files the plan lists (and those moving HEAD changes) are written; the
+    # user's kept edits are never touched. The restored state is noted either way.
+    store = session_store(session)
+    apply_files(worktree, plan.head, plan.files, plan.overlay, plan.keep, store)
+    note_restored(session, worktree, plan.overlay)
 
 
 def _unwind(session: Session, plan: RewindPlan) -> None:

@@ -10,7 +10,7 @@ no verb fills a plan by hand.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, list_chec
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
+from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
 from tilth.timeline.rewind.code_only import wind_back_tasks
 from tilth.timeline.rewind.code_restore import (
@@ -56,6 +57,10 @@ class Target:
     keep_through_seq: int | None = None
     """Delete the (non-``before-``) checkpoints after this one; None keeps them."""
     force: bool = False
+    survey: bool = False
+    """Walk the worktree for every edit made since the latest recorded state, for a person
+    to read (dry run, confirmation); without it only the files the plan changes are
+    looked at, so planning costs what differs, not the size of the repository."""
     stash_message: str | None = None
     """Stash uncommitted changes instead of keeping the user's edits (restart)."""
     delete_paths: tuple[str, ...] = ()
@@ -149,7 +154,20 @@ def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
         )
         latest_head, latest_overlay = None, {}
     force = target.force or target.stash_message is not None
-    code = plan_code(worktree, target.head, part.overlay, latest_head, latest_overlay, force=force)
+    changed = live_changes(worktree)
+    if changed is None and not (force or target.survey):
+        # No walk: edits outside the files this go-back writes are left alone (and, unless
+        # surveyed, unlisted); the ones inside it are found by reading just those files.
+        changed = set()
+    code = plan_code(
+        worktree,
+        target.head,
+        part.overlay,
+        latest_head,
+        latest_overlay,
+        force=force,
+        changed=changed,
+    )
     if target.stash_message is None:
         keep_conflicts(code, worktree, session_store(session))
         part.conflicts, part.keep = code.conflicts, code.keep
@@ -359,10 +377,11 @@ def most_recent_thread(session: Session, among: dict[str, Any] | None = None) ->
 
 
 def plan_rewind(
-    session: Session, target: Checkpoint, scope: str, *, force: bool = False
+    session: Session, target: Checkpoint, scope: str, *, force: bool = False, survey: bool = False
 ) -> RewindPlan:
-    """What ``tilth rewind --to <target> --scope <scope>`` will change (no writes)."""
-    return plan(session, checkpoint_target(target, scope, force=force))
+    """What ``tilth rewind --to <target> --scope <scope>`` will change (no writes);
+    ``survey`` also lists every edit made since the latest recorded state (one walk)."""
+    return plan(session, replace(checkpoint_target(target, scope, force=force), survey=survey))
 
 
 def counter_dict(counter: Counter[str]) -> dict[str, int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ def _code_now(session: Session, worktree: Path, plan: RewindPlan) -> tuple[str, 
         head = ""
     else:
         head = git.head(worktree)
-        paths = _uncommitted(session, worktree, head)
+        paths = _uncommitted(session, worktree, head, plan)
     overlay: dict[str, Any] = {}
     for rel in sorted(set(paths)):
         state = read_state(worktree / rel)
@@ -116,19 +117,21 @@ def _code_now(session: Session, worktree: Path, plan: RewindPlan) -> tuple[str, 
     return head, overlay
 
 
-def _uncommitted(session: Session, worktree: Path, head: str) -> list[str]:
-    """Paths that differ from HEAD: from a live change feed when this process has one (cost
-    follows the change), else one walk (``git status``)."""
-    changed = live_changes(worktree)
-    if changed is None:
-        return dirty_paths(worktree)
+def _uncommitted(session: Session, worktree: Path, head: str, plan: RewindPlan) -> list[str]:
+    """Paths that differ from HEAD, as far as going back and undoing it can tell them apart.
+
+    The latest recorded state's uncommitted files, what moved since, and every file the plan
+    writes or keeps, plus a live change feed's when this process has one: the cost follows
+    the change. Edits outside those are never touched by the go-back, nor by its undo. A
+    forced plan (it overwrites everything that differs) walks the worktree once.
+    """
     latest_head, latest_overlay = recorded_code_state(session)
-    if latest_head is None:
+    if latest_head is None or plan.force or git.rev_parse(latest_head, worktree) is None:
         return dirty_paths(worktree)
-    candidates = changed | set(latest_overlay)
-    if latest_head != head:
-        out = git.git("diff", "--name-only", "-z", "--no-renames", latest_head, head, cwd=worktree)
-        candidates |= {p for p in out.split("\0") if p}
+    changed = live_changes(worktree) or set()
+    planned = {rel for _, rel in plan.files} | set(plan.keep) | set(plan.conflicts)
+    candidates = changed | set(latest_overlay) | planned
+    candidates |= git.paths_between(worktree, latest_head, head)
     tree = TreeCache(worktree).entries(head, candidates)
     differ = []
     for rel in sorted(candidates):
@@ -348,9 +351,10 @@ def prune_archives(session: Session) -> None:
                 remove_path(path)
 
 
-def plan_undo(session: Session, ref: str | None = None) -> RewindPlan:
-    """What ``tilth rewind --undo [<ref>]`` will change (no writes)."""
+def plan_undo(session: Session, ref: str | None = None, *, survey: bool = False) -> RewindPlan:
+    """What ``tilth rewind --undo [<ref>]`` will change (no writes); ``survey`` as for a
+    rewind (``planner.Target.survey``)."""
     from tilth.timeline.rewind.planner import plan
 
-    target = undo_target(session, ref)
+    target = replace(undo_target(session, ref), survey=survey)
     return undo_plan_fields(session, plan(session, target), target)
