@@ -116,11 +116,8 @@ def read_head(worktree: Path) -> str:
 
 
 def dirty_paths(worktree: Path) -> list[str]:
-    """Paths with uncommitted changes, untracked files included."""
-    out = git.git(
-        "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", cwd=worktree
-    )
-    return sorted(entry[3:] for entry in out.split("\0") if len(entry) > 3)
+    """Paths with uncommitted changes, untracked files included (one walk)."""
+    return sorted(git.changed_paths(worktree))
 
 
 def ignored_dirs(root: Path) -> set[str]:

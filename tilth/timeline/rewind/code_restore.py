@@ -2,10 +2,12 @@
 
 ``plan_code(...)`` is pure reading: which files a restore would write or delete, and which
 files the user changed since the latest recorded state (conflicts, left alone unless
-forced). ``keep_conflicts`` stores those files' current contents so the plan can be
-journaled; ``apply_code`` is then idempotent — running it again after a crash gives the
-same tree: ``git reset --hard <head>``, ``git clean -fd``, overlay written, kept files
-put back.
+forced). Given ``changed`` (a live change feed, or an empty set: "trust the record") it
+reads only the files that differ between the recorded states and the target, so its cost
+follows the change; without it, it walks the worktree once (``git status``) and lists
+every edit made since. ``keep_conflicts`` stores the conflicts' current contents so the
+plan can be journaled; ``apply_files`` then writes only the listed files (plus what moving
+HEAD changes) and is idempotent — running it again after a crash gives the same tree.
 """
 
 from __future__ import annotations

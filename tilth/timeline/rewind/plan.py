@@ -46,7 +46,8 @@ class RewindPlan:
     worktree: str
     # ---- actions (absolute, repeatable) ----
     head: str | None = None
-    """Commit to ``git reset --hard`` to (then ``git clean -fd``); None leaves files alone."""
+    """Commit the code goes back to (only the listed files are written, HEAD moved; reset to
+    the seed: ``git reset --hard`` + ``git clean -fd``); None leaves files alone."""
     overlay: dict[str, str | None] = field(default_factory=dict)
     """Uncommitted files of a turn checkpoint to write back over ``head``."""
     # ---- turn snapshots (filled by tilth.timeline.rewind.code_restore.report_turn_code) ----
@@ -164,9 +165,12 @@ class RewindPlan:
             lines.append("code: files written back from snapshots (no git)")
             lines += _listing("  files", [f"{a:7} {p}" for a, p in self.files], "unchanged")
         elif self.head is not None:
-            lines.append(
-                f"code: reset the worktree to {self.head[:12]} (git reset --hard + clean -fd)"
+            how = (
+                "git reset --hard + clean -fd"
+                if self.op == "reset_to_seed"
+                else "only the files listed are written; HEAD moves with git reset --soft"
             )
+            lines.append(f"code: reset the worktree to {self.head[:12]} ({how})")
             lines += _listing("  files", [f"{a:7} {p}" for a, p in self.files], "unchanged")
             lines += _listing(
                 "  commits dropped", [f"{s[:10]} {m}" for s, m in self.commits_dropped], "none"
