@@ -54,6 +54,63 @@ def _project_python_on_path(root: Path) -> None:
     os.environ["PATH"] = f"{project / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+GROUPS = (
+    ("tests/e2e/test_plain_install_e2e.py", "plain-install"),
+    ("tests/e2e/", "e2e-lab"),
+)
+"""Tests that share one expensive fixture run on one worker: the plain install's venv
+(module-scoped) and the e2e lab (the story built once, and the demo started beside it)."""
+
+SLOW_FIRST = (
+    "tests/e2e/test_plain_install_e2e.py",
+    "tests/e2e/",
+    "tests/web/test_load.py",
+    "tests/timeline/test_turn_state_machine.py",
+    "tests/web/test_runs.py",
+    "tests/timeline/test_faults.py",
+    "tests/agent/test_faults.py",
+    "tests/test_proc.py",
+    "tests/chat/test_chat_tty.py",
+    "tests/web/test_browser",
+)
+"""Handed out first: ``--dist loadgroup`` gives work out in collection order, so the long
+units start early and both workers run out of short tests at about the same time instead
+of one waiting for the other's last long one."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadgroup`` with ``GROUPS`` as the groups, named by node id.
+
+    xdist's own ``xdist_group`` mark has no effect under pytest 9 (xdist 3.8 renames the
+    item through an attribute pytest no longer reads), so the groups are given here, to the
+    scheduler, which sees only node ids.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for prefix, group in GROUPS:
+                if nodeid.startswith(prefix):
+                    return group
+            return nodeid  # every other test is a unit of its own
+
+    return Grouped(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``SLOW_FIRST`` first, then the rest in their own order."""
+
+    def rank(item: pytest.Item) -> int:
+        for n, prefix in enumerate(SLOW_FIRST, start=1):
+            if item.nodeid.startswith(prefix):
+                return n
+        return len(SLOW_FIRST) + 1
+
+    items.sort(key=rank)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     import shutil
 

@@ -333,7 +333,7 @@ def test_timeout_kills_git_and_its_children(repo: Path, tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     alias = f"!sleep 60 & echo $! > {pidfile}; wait"
     with pytest.raises(GitError) as info:
-        git.git("-c", f"alias.slow={alias}", "slow", cwd=repo, timeout=4)
+        git.git("-c", f"alias.slow={alias}", "slow", cwd=repo, timeout=2)
     assert info.value.returncode == -9
     assert "timed out" in str(info.value)
     pid = int(pidfile.read_text().strip())

@@ -45,7 +45,9 @@ def test_input_text_is_fed_whole(tmp_path: Path) -> None:
 
 def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "bg.pid"
-    result = proc.run(f"sleep 60 & echo $! > {pidfile}; echo started; wait", shell=True, timeout=3)
+    result = proc.run(
+        f"sleep 60 & echo $! > {pidfile}; echo started; wait", shell=True, timeout=1.5
+    )
     assert result.timed_out and result.returncode == -9
     assert result.stdout == "started\n"
     assert wait_dead(int(pidfile.read_text()))
@@ -65,7 +67,7 @@ def test_a_process_that_left_the_group_cannot_hang_the_caller(tmp_path: Path) ->
     result = proc.run(
         f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & sleep 30",
         shell=True,
-        timeout=3,
+        timeout=1.5,
     )
     try:
         assert result.timed_out

@@ -46,12 +46,16 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
     try:
         build_project(root)
         world = lab.world
-        prep = world.cli("prep-feature", str(world.proj), "--brief", BRIEF, input_text=ANSWER)
+        # The story's commands run as real processes: the worker's env probe reads its
+        # parent's environment (/proc/$PPID/environ), which must be the run's own.
+        prep = world.cli(
+            "prep-feature", str(world.proj), "--brief", BRIEF, input_text=ANSWER, process=True
+        )
         _check(prep, 0, "prep-feature")
         lab.notes["prep"] = prep
         lab.save("prepared")
 
-        run = world.cli("run", str(world.proj))
+        run = world.cli("run", str(world.proj), process=True)
         _check(run, 0, "run")
         lab.notes["run"] = run
         lab.notes["requests"] = {
@@ -67,6 +71,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
             str(world.proj),
             TILTH_WORKER_MODEL=STALL_MODEL,
             TILTH_MAX_ITERATIONS_PER_TASK="1",
+            process=True,
         )
         lab.notes["failed_run"] = failed
         lab.save("failed")
@@ -86,6 +91,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
         if process is not None and process.poll() is None:
             process.kill()
             process.communicate()
+
+
+@pytest.fixture(autouse=True)
+def _own_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test in its own empty directory (set between tests, never during a command): the
+    in-process CLI reads ``./.env`` from there, never from the checkout."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture

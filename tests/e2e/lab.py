@@ -1,10 +1,12 @@
 """The e2e lab: scripted model servers, a story session built once, and exact copies of it.
 
-Every e2e test drives the installed CLI in a subprocess against loopback fake
-servers. Building a session through ``prep-feature`` + ``run`` costs seconds, so the
-lab builds each interesting state once and saves it; a test then restores an exact
-byte copy *at the same absolute path* (``<root>/live``), so git worktree links,
-``checkpoint.json`` paths and event byte offsets are all valid without any repair.
+Every e2e test drives the real CLI against loopback fake servers: in the test's
+process where only the command's work and output are checked, in a subprocess where
+signals, the process's environment or its working directory are the point.
+Building a session through ``prep-feature`` + ``run`` costs seconds, so the lab builds each
+interesting state once and saves it; a test then restores an exact byte copy *at the same
+absolute path* (``<root>/live``), so git worktree links, ``checkpoint.json`` paths and event
+byte offsets are all valid without any repair.
 Only one live copy exists at a time; tests run one after another.
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import GIT_IDENTITY, run_cli
+from tests.conftest import GIT_IDENTITY, run_cli, run_cli_in_process
 from tilth.demo.script import Interview, Team
 from tilth.demo.story import demo_team
 from tilth.model import FakeServer, Script
@@ -240,12 +242,21 @@ class Live:
         timeout: float = 90,
         unset: tuple[str, ...] = (),
         settings: dict[str, str] | None = None,
+        process: bool = False,
         **extra: str,
     ) -> subprocess.CompletedProcess[str]:
-        """The CLI against this world; ``settings``/``extra`` add env, ``unset`` removes names."""
+        """The CLI against this world; ``settings``/``extra`` add env, ``unset`` removes names.
+
+        In this process (every path is given on the command line, so no working directory is
+        needed), unless ``process`` asks for a real ``python -m tilth`` in ``<root>/live``:
+        where the process itself is the point (its environment as its children see it, a
+        working directory of its own) or ``unset`` must remove names from the environment.
+        """
         env = {**self.env, "TILTH_HOME": str(self.home), **(settings or {}), **extra}
         for name in unset:
             env.pop(name, None)
+        if not process and not unset:
+            return run_cli_in_process(*args, input_text=input_text or "", env=env)
         return run_cli(*args, input_text=input_text, env=env, cwd=self.live, timeout=timeout)
 
     def popen(self, *args: str, **extra: str) -> subprocess.Popen[str]:

@@ -102,8 +102,8 @@ def test_api_keys_are_not_visible_to_the_workers_bash(lab: Lab) -> None:
             assert key not in output
 
 
-def _malformed_from(prepared: Live, **extra: str) -> str:
-    done = prepared.cli("run", str(prepared.proj), settings=extra)
+def _malformed_from(prepared: Live, process: bool = False, **extra: str) -> str:
+    done = prepared.cli("run", str(prepared.proj), settings=extra, process=process)
     assert done.returncode not in (0, 3), done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     return done.stderr
@@ -122,9 +122,9 @@ def test_env_file_in_tilth_home_is_read(prepared: Live) -> None:
 
 
 def test_env_file_in_the_current_directory_is_read(prepared: Live) -> None:
-    # Live.cli runs with cwd = the live root
+    # a real process, whose working directory is the live root
     (prepared.live / ".env").write_text("TILTH_MAX_WALL_CLOCK_MINUTES=soon\n")
-    assert "TILTH_MAX_WALL_CLOCK_MINUTES" in _malformed_from(prepared)
+    assert "TILTH_MAX_WALL_CLOCK_MINUTES" in _malformed_from(prepared, process=True)
 
 
 def test_context_files_reach_the_prompts(lab: Lab) -> None:

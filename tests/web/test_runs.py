@@ -21,7 +21,7 @@ class SlowTeam:
 
     def __init__(self, seconds: float) -> None:
         self.team = Team(recipes())
-        self.seconds = seconds
+        self.seconds = seconds  # set to 0 once the live run was caught: finishing need not be slow
 
     def __call__(self, model: str, request: dict[str, Any]) -> Reply:
         answer = self.team(model, request)
@@ -40,7 +40,8 @@ def run_state(served: Served, sid: str) -> dict[str, Any]:
 def test_stop_interrupts_a_background_run_and_resume_finishes_it(
     tmp_path: Path, tilth_home: Path
 ) -> None:
-    with fake_model(SlowTeam(0.4)) as model:
+    team = SlowTeam(0.4)
+    with fake_model(team) as model:
         built = build_session(tmp_path, model, run=False)
         with serve(built.env) as served:
             started = served.api("POST", f"/api/sessions/{built.id}/resume", {})
@@ -65,6 +66,7 @@ def test_stop_interrupts_a_background_run_and_resume_finishes_it(
                 "stopped": None
             }
 
+            team.seconds = 0
             again = served.api("POST", f"/api/sessions/{built.id}/resume", {})
             assert again.status_code == 202
             done = wait_for(
@@ -75,7 +77,8 @@ def test_stop_interrupts_a_background_run_and_resume_finishes_it(
 
 
 def test_the_server_survives_a_crashing_run(tmp_path: Path, tilth_home: Path) -> None:
-    with fake_model(SlowTeam(0.5)) as model:
+    team = SlowTeam(0.5)
+    with fake_model(team) as model:
         built = build_session(tmp_path, model, run=False)
         with serve(built.env) as served:
             pid = served.api("POST", f"/api/sessions/{built.id}/resume", {}).json()["pid"]
@@ -90,6 +93,7 @@ def test_the_server_survives_a_crashing_run(tmp_path: Path, tilth_home: Path) ->
             assert "tilth resume" in detail["run"]["output"]
             assert served.api("GET", "/api/sessions").status_code == 200
             # the session is still resumable after the crash
+            team.seconds = 0
             assert served.api("POST", f"/api/sessions/{built.id}/resume", {}).status_code == 202
             done = wait_for(
                 lambda: (s := run_state(served, built.id))["exit_code"] is not None and s, 90
