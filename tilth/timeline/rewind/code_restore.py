@@ -116,13 +116,15 @@ def _with_parents(overlay: Overlay) -> Overlay:
     ``p/b``; read literally, ``p`` would still be head's file, and the directory a user's
     edit (a false conflict that, kept, deletes the restored file).
     """
-    parents = {
-        str(parent)
-        for rel, entry in overlay.items()
-        if entry is not None
-        for parent in PurePosixPath(rel).parents
-    }
-    parents.discard(".")
+    parents: set[str] = set()
+    for rel, entry in overlay.items():
+        cut = rel.rfind("/")
+        # Plain string cuts (a restore's plan runs this over every overlay entry).
+        while entry is not None and cut > 0 and rel[:cut] not in parents:
+            parents.add(rel[:cut])
+            cut = rel.rfind("/", 0, cut)
+    if not parents - overlay.keys():
+        return overlay
     return {**{rel: None for rel in parents if rel not in overlay}, **overlay}
 
 
