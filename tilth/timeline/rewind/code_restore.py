@@ -56,8 +56,6 @@ class CodePlan:
     keep: Overlay = field(default_factory=dict)
     """The conflicts' current contents, put back after the restore (see ``keep_conflicts``)."""
     force: bool = False
-    fast: bool = False
-    """HEAD already is ``head``: only the listed files are written (no reset, no clean)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,7 +66,6 @@ class CodePlan:
             "conflicts": self.conflicts,
             "keep": self.keep,
             "force": self.force,
-            "fast": self.fast,
         }
 
     @classmethod
@@ -81,7 +78,6 @@ class CodePlan:
             conflicts=list(data.get("conflicts") or []),
             keep=dict(data.get("keep") or {}),
             force=bool(data.get("force")),
-            fast=bool(data.get("fast")),
         )
 
 
@@ -154,7 +150,6 @@ def plan_code(
         latest_overlay = _with_parents(latest_overlay)
     plan = CodePlan(target_head, dict(target_overlay), force=force)
     head_now = read_head(worktree)
-    plan.fast = head_now == target_head
     current_states: dict[str, FileState | None] = {}
     dirs: dict[str, bool] = {}
 
@@ -170,17 +165,12 @@ def plan_code(
             if changed is not None and latest_head is not None:
                 # The worktree differs from head_now only where the latest state's overlay
                 # or the feed says so (or where head moved since that state was recorded).
-                dirty = changed | set(latest_overlay or {}) | _between(latest_head, head_now)
-                diffs[base] = dirty | _between(base, head_now)
+                moved = git.paths_between(worktree, latest_head, head_now)
+                dirty = changed | set(latest_overlay or {}) | moved
+                diffs[base] = dirty | git.paths_between(worktree, base, head_now)
             else:
                 diffs[base] = _changed_paths(worktree, base, head_now)
         return diffs[base]
-
-    def _between(old: str, new: str) -> set[str]:
-        if old == new:
-            return set()
-        out = git.git("diff", "--name-only", "-z", "--no-renames", old, new, cwd=worktree)
-        return {p for p in out.split("\0") if p}
 
     relevant = changed_since(target_head) | set(target_overlay)
     unchanged: set[str] = set()
@@ -216,15 +206,19 @@ def plan_code(
             continue
         wanted_absent = target_overlay[rel] is None if in_overlay else rel not in target_tree
         (plan.delete if wanted_absent else plan.restore).append(rel)
-    _blocked(plan, worktree, relevant, {rel for rel in plan.restore if current(rel) is None})
+    absent = {rel for rel in plan.restore if current(rel) is None}
+    _blocked(plan, worktree, relevant, absent, dirs)
     return plan
 
 
-def _blocked(plan: CodePlan, worktree: Path, relevant: set[str], absent: set[str]) -> None:
+def _blocked(
+    plan: CodePlan, worktree: Path, relevant: set[str], absent: set[str], seen: dict[str, bool]
+) -> None:
     """A file to restore where a directory of files the plan keeps stands, or under a
     directory where a kept file (or a file of the user's the plan never looked at) stands:
     writing it would delete those. Unforced, they are conflicts and the restore skips what
-    they block; forced, they are deleted (and listed as overwritten)."""
+    they block; forced, they are deleted (and listed as overwritten). ``seen`` is the plan's
+    cache of which parents are real directories (``read_state_in``)."""
     dirs: dict[str, bool] = {}
     skipped: set[str] = set()
     for rel in plan.restore:
@@ -243,7 +237,7 @@ def _blocked(plan: CodePlan, worktree: Path, relevant: set[str], absent: set[str
                     skipped.add(rel)
                 break
             if parent not in dirs:
-                found = read_state_in(worktree, parent, {})
+                found = read_state_in(worktree, parent, seen)
                 dirs[parent] = found is None
             if dirs[parent]:
                 continue  # a directory, or nothing (a later parent may still be a file)
