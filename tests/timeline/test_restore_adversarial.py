@@ -290,12 +290,6 @@ def test_rewinding_across_many_commits_keeps_the_users_files(
     assert tree_hash(wt) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="restoring an undo point notes its whole overlay, the user's files included, as "
-    "the recorded state, so the next go-back no longer sees them as the user's (as before "
-    "the reset --hard removal too)",
-)
 def test_users_files_stay_the_users_after_undo_and_redo(tilth_home: Path, tmp_path: Path) -> None:
     sessions_dir = tilth_home / "sessions"
     d = Driver(_session(tmp_path, sessions_dir))

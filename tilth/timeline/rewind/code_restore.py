@@ -18,9 +18,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tilth import git
-from tilth.errors import SessionCorrupt
-from tilth.session.files import atomic_write_json, read_json
-from tilth.session.store import Session
 from tilth.timeline.record.blob_store import (
     BlobStore,
     Entry,
@@ -29,13 +26,11 @@ from tilth.timeline.record.blob_store import (
     git_blob_sha,
     read_state,
     read_state_in,
-    session_store,
     split_entry,
     store_state,
     write_data,
     write_entry,
 )
-from tilth.timeline.record.checkpoints import highest_seq, list_checkpoints
 from tilth.timeline.record.git_reads import GitId, TreeCache, read_head
 
 Overlay = dict[str, Entry | None]
@@ -342,54 +337,3 @@ def apply_overlay(worktree: Path, overlay: Overlay, store: BlobStore) -> None:
         write_entry(store, worktree, rel, None)
     for rel in sorted(p for p, e in overlay.items() if e is not None):
         write_entry(store, worktree, rel, overlay[rel])
-
-
-# ---- the engine's side: what the rewind plan and its code step call -------------------------
-def _code_state_path(session: Session) -> Path:
-    return session.dir / "timeline" / "code-state.json"
-
-
-def recorded_code_state(session: Session) -> tuple[str | None, Overlay]:
-    """The newest code state Tilth itself produced: the latest checkpoint, or a later restore."""
-    checkpoints = [c for c in list_checkpoints(session) if not c.is_before]
-    latest = checkpoints[-1] if checkpoints else None
-    try:
-        marker = read_json(_code_state_path(session), what="code-state.json")
-    except (FileNotFoundError, SessionCorrupt):
-        marker = None
-    if isinstance(marker, dict) and marker.get("head"):
-        if latest is None or int(marker.get("after_seq") or 0) >= latest.seq:
-            return str(marker["head"]), dict(marker.get("overlay") or {})
-    if latest is None:
-        return None, {}
-    return latest.head, dict(latest.overlay)
-
-
-def note_code_state(session: Session) -> None:
-    """Pin the newest recorded code state before the checkpoints holding it are deleted."""
-    head, overlay = recorded_code_state(session)
-    if head is not None:
-        _write_code_state(session, head, overlay, highest_seq(session))
-
-
-def _write_code_state(session: Session, head: str, overlay: Overlay, after_seq: int) -> None:
-    atomic_write_json(
-        _code_state_path(session),
-        {"schema": 1, "head": head, "overlay": overlay, "after_seq": after_seq},
-    )
-
-
-def restore_overlay(
-    session: Session, worktree: Path, overlay: Overlay, keep: Overlay | None = None
-) -> None:
-    """The code step's second half (after reset + clean): overlay, kept files, note the state."""
-    store = session_store(session)
-    apply_overlay(worktree, overlay, store)
-    for rel, entry in (keep or {}).items():
-        write_entry(store, worktree, rel, entry)
-    note_restored(session, worktree, overlay)
-
-
-def note_restored(session: Session, worktree: Path, overlay: Overlay) -> None:
-    """Note that the worktree now holds HEAD + ``overlay``: the latest state Tilth made."""
-    _write_code_state(session, read_head(worktree), overlay, highest_seq(session))

@@ -37,12 +37,8 @@ from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event
 from tilth.timeline.rewind import fork as forking
 from tilth.timeline.rewind import undo
-from tilth.timeline.rewind.code_restore import (
-    apply_files,
-    note_code_state,
-    note_restored,
-    restore_overlay,
-)
+from tilth.timeline.rewind.code_restore import apply_files
+from tilth.timeline.rewind.code_state import note_code_state, note_restored, restore_overlay
 from tilth.timeline.rewind.journal import (
     Journal,
     clear_journal,
@@ -129,7 +125,9 @@ def _code(session: Session, plan: RewindPlan) -> None:
     # user's kept edits are never touched. The restored state is noted either way.
     store = session_store(session)
     apply_files(worktree, plan.head, plan.files, plan.overlay, plan.keep, store)
-    note_restored(session, worktree, plan.overlay)
+    # An undo also notes the agent's state behind the tree it wrote (the user's files in
+    # that tree stay the user's for the go-backs that follow).
+    note_restored(session, worktree, plan.overlay, agent=plan.recorded)
 
 
 def _unwind(session: Session, plan: RewindPlan) -> None:

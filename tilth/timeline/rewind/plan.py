@@ -85,6 +85,10 @@ class RewindPlan:
     """Undo: the session-relative archive whose threads, ledgers and log tail come back."""
     event_cut: int | None = None
     """Undo: cut the log here, then append the archive's log tail."""
+    recorded: dict[str, Any] | None = None
+    """Undo: ``{head, overlay}``, what the agent had written when the undo point was taken.
+    Noted beside the restored tree (``rewind.code_state``), so the user's files in that tree
+    stay the user's for the go-backs that follow."""
     # ---- resume's preparation ----
     unwind: str | None = None
     """``git reset --soft`` to this commit (the FAILED placeholder's parent)."""

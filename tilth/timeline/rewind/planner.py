@@ -25,12 +25,8 @@ from tilth.timeline.record.state_capture import capture_state, log_tail, task_st
 from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
 from tilth.timeline.rewind.code_only import wind_back_tasks
-from tilth.timeline.rewind.code_restore import (
-    Overlay,
-    keep_conflicts,
-    plan_code,
-    recorded_code_state,
-)
+from tilth.timeline.rewind.code_restore import Overlay, keep_conflicts, plan_code
+from tilth.timeline.rewind.code_state import recorded_code_state
 from tilth.timeline.rewind.plan import SCOPES, RewindError, RewindPlan, new_op_id
 from tilth.timeline.rewind.snapshot_restore import is_snapshot_session, plan_snapshot_files
 
@@ -144,7 +140,9 @@ def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
         part.files = tree_changes(worktree, target.head)
         part.conflicts = dirty_paths(worktree)
         return part
-    latest_head, latest_overlay = recorded_code_state(session)
+    # Undo and redo compare with the tree Tilth last wrote; every other go-back with what
+    # the agent wrote, so the user's files an undo put back stay the user's (code_state).
+    latest_head, latest_overlay = recorded_code_state(session, agent=target.op != "undo")
     if latest_head is not None and git.rev_parse(latest_head, worktree) is None:
         # The branch was rewritten by hand and the commit collected: there is no known
         # "last written by the agent" state to compare with, so no conflicts can be told.

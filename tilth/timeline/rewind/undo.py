@@ -43,7 +43,7 @@ from tilth.timeline.record.git_reads import TreeCache, dirty_paths
 from tilth.timeline.record.retention import register_root
 from tilth.timeline.record.state_capture import capture_state, log_tail, thread_heads
 from tilth.timeline.record.turn_capture import live_changes
-from tilth.timeline.rewind.code_restore import recorded_code_state
+from tilth.timeline.rewind.code_state import recorded_code_state
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.planner import Target
 from tilth.timeline.rewind.snapshot_restore import is_snapshot_session
@@ -174,6 +174,10 @@ def _write_archive(session: Session, plan: RewindPlan, archive: Path) -> None:
         if source.is_file():
             shutil.copy2(source, building / "checkpoints" / source.name)
     meta["checkpoint_set"] = [c.seq for c in list_checkpoints(session) if not c.is_before]
+    head, overlay = recorded_code_state(session, agent=True)
+    if head is not None:
+        # What the agent had written, as opposed to the whole tree the undo point holds.
+        meta["recorded"] = {"head": head, "overlay": overlay}
     atomic_write_json(building / "archive.json", meta)
     os.replace(building, archive)
     fsync_dir(archive.parent)
@@ -259,6 +263,9 @@ def undo_plan_fields(session: Session, plan: RewindPlan, target: Target) -> Rewi
     meta = read_archive(session, target.checkpoint)
     keep = [int(s) for s in meta.get("checkpoint_set") or []]
     plan.archive = target.archive
+    recorded = meta.get("recorded")
+    if isinstance(recorded, dict) and recorded.get("head"):
+        plan.recorded = {"head": str(recorded["head"]), "overlay": recorded.get("overlay") or {}}
     plan.keep_seqs = keep
     plan.event_cut = plan.event_offset
     present = [c for c in list_checkpoints(session) if not c.is_before]
