@@ -303,6 +303,29 @@ def test_users_files_stay_the_users_after_undo_and_redo(tilth_home: Path, tmp_pa
     assert (wt / "mine.txt").read_text() == "mine\n"
 
 
+def test_edits_made_after_an_undo_survive_the_redo_and_the_next_rewind(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    sessions_dir = tilth_home / "sessions"
+    d = Driver(_session(tmp_path, sessions_dir))
+    sid, wt = d.session.id, d.worktree
+    first = d.turn(("write_file", {"path": "a.txt", "content": "a1\n"}))
+    d.turn(("write_file", {"path": "a.txt", "content": "a2\n"}))
+    (wt / "mine.txt").write_text("mine\n")
+    _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "-y"))
+    _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    (wt / "a.txt").write_text("edited after the undo\n")  # the redo writes a.txt
+    (wt / "late.txt").write_text("late\n")
+    redo = _ok(_cli(sessions_dir, "rewind", sid, "--undo", "-y"))
+    assert "a.txt" in redo, redo  # listed as the user's, kept
+    assert (wt / "a.txt").read_text() == "edited after the undo\n"
+    assert (wt / "late.txt").read_text() == "late\n"
+    assert (wt / "mine.txt").read_text() == "mine\n"
+    _ok(_cli(sessions_dir, "rewind", sid, "--to", first, "--force", "-y"))
+    assert (wt / "a.txt").read_text() == "a1\n"
+    assert not (wt / "mine.txt").exists()  # forced: the checkpoint's exact tree
+
+
 def test_a_deletion_under_a_link_to_a_directory_never_deletes_what_it_points_at(
     tilth_home: Path, tmp_path: Path
 ) -> None:
