@@ -233,6 +233,49 @@ def test_configured_identity_is_used(repo: Path, monkeypatch: pytest.MonkeyPatch
     )
 
 
+def test_only_the_missing_half_of_an_identity_is_supplied(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty_home = tmp_path / "empty-home"
+    empty_home.mkdir()
+    monkeypatch.setenv("HOME", str(empty_home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    sh(repo, "config", "user.name", "Half Configured")
+    assert git.identity_args(repo) == ["-c", "user.email=tilth@localhost"]
+    sh(repo, "config", "user.email", "")  # set but empty counts as missing, as for git
+    assert git.identity_args(repo) == ["-c", "user.email=tilth@localhost"]
+
+
+def test_head_is_read_from_the_ref_files_in_every_layout(repo: Path, tmp_path: Path) -> None:
+    """Loose, packed, a linked worktree, detached, a symbolic chain, a subdirectory: the
+    answer is always git's own."""
+
+    def same(where: Path) -> None:
+        assert git.head(where) == sh(where, "rev-parse", "HEAD").strip()
+
+    same(repo)
+    (repo / "a.txt").write_text("a")
+    git.commit_all(repo, "one")
+    same(repo)
+    sh(repo, "pack-refs", "--all")  # the branch now lives in packed-refs only
+    assert not any((repo / ".git" / "refs" / "heads").iterdir())
+    same(repo)
+    linked = tmp_path / "linked"
+    sh(repo, "worktree", "add", "-q", "-b", "side", str(linked))
+    (linked / "b.txt").write_text("b")
+    git.commit_all(linked, "two")
+    same(linked)
+    same(repo)
+    sh(linked, "checkout", "-q", "--detach", "HEAD~1")
+    same(linked)
+    sh(repo, "symbolic-ref", "refs/heads/alias", "refs/heads/side")
+    sh(repo, "symbolic-ref", "HEAD", "refs/heads/alias")
+    same(repo)
+    (repo / "sub").mkdir()
+    same(repo / "sub")
+
+
 # ---- diffs and cleaning -------------------------------------------------------------------
 def test_diff_with_untracked_includes_new_files_and_leaves_the_index(repo: Path) -> None:
     (repo / "README.md").write_text("# changed\n")

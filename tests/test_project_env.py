@@ -175,3 +175,31 @@ def test_tilths_own_venv_first_on_path_does_not_hide_another_venv(
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{other / 'bin'}")
     env = resolve_project_env(worktree, source, settings(tmp_path))
     assert env.kind == "python" and env.python == other / "bin" / "python3"
+
+
+def test_a_probe_is_asked_once_until_a_package_is_installed(
+    tmp_path: Path, roots: tuple[Path, Path]
+) -> None:
+    """Choosing and pre-flighting an interpreter start it once; installing pytest into it
+    (its site-packages changes) is seen by the next check without restarting Tilth."""
+    worktree, _ = roots
+    project = make_venv(tmp_path, "project")
+    starts = tmp_path / "starts.log"
+    wrapper = tmp_path / "bin" / "python3"
+    wrapper.parent.mkdir()
+    # A real interpreter behind a script that notes every start.
+    wrapper.write_text(f'#!/bin/sh\necho start >> {starts}\nexec {project}/bin/python "$@"\n')
+    wrapper.chmod(0o755)
+    env = ProjectEnv("python", "the wrapper", bin_dir=wrapper.parent, python=wrapper)
+    for _ in range(3):
+        with pytest.raises(ProjectEnvError, match="pytest is not installed"):
+            check_project_env(env, worktree)
+    assert starts.read_text().count("start") == 1
+    (site_dir,) = project.glob("lib/python*/site-packages")
+    (site_dir / "pytest.py").write_text("")  # "installs" pytest
+    check_project_env(env, worktree)
+    check_project_env(env, worktree)
+    assert starts.read_text().count("start") == 2
+    (site_dir / "pytest.py").unlink()
+    with pytest.raises(ProjectEnvError, match="pytest is not installed"):
+        check_project_env(env, worktree)

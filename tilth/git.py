@@ -20,8 +20,16 @@ FALLBACK_EMAIL = "tilth@localhost"
 DEFAULT_TIMEOUT = 120.0
 
 
-INERT = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-"""Options on every call: no user hook and no fsmonitor command ever runs from Tilth's git."""
+INERT = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "maintenance.auto=false",
+)
+"""Options on every call: no user hook and no fsmonitor command ever runs from Tilth's git,
+and its commits start no background maintenance in the user's repository."""
 
 # Variables that would point git at another repository or index than the one asked for.
 _RELOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
@@ -105,8 +113,44 @@ def ensure_repo(path: Path) -> Path:
 
 
 def head(cwd: Path) -> str:
-    """The full sha of HEAD."""
-    return git("rev-parse", "HEAD", cwd=cwd).strip()
+    """The full sha of HEAD: read from the ref files when ``cwd`` is a worktree's top level
+    (no process), else (or when that fails: reftable, a symbolic chain) asked of git."""
+    try:
+        sha = _head_from_files(cwd)
+    except (OSError, IndexError, UnicodeDecodeError):
+        sha = None
+    return sha or git("rev-parse", "HEAD", cwd=cwd).strip()
+
+
+def _head_from_files(worktree: Path) -> str | None:
+    dotgit = worktree / ".git"
+    gitdir = dotgit
+    if dotgit.is_file():  # a linked worktree: "gitdir: <path>"
+        gitdir = Path(dotgit.read_text().split(":", 1)[1].strip())
+        if not gitdir.is_absolute():
+            gitdir = (worktree / gitdir).resolve()
+    common = gitdir
+    if (gitdir / "commondir").is_file():
+        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+    value = (gitdir / "HEAD").read_text().strip()
+    if not value.startswith("ref: "):
+        return value if _is_sha(value) else None
+    ref = value[5:]
+    for base in (gitdir, common):
+        loose = base / ref
+        if loose.is_file():
+            sha = loose.read_text().strip()
+            return sha if _is_sha(sha) else None
+    packed = common / "packed-refs"
+    if packed.is_file():
+        for line in packed.read_text().splitlines():
+            if line.endswith(" " + ref) and _is_sha(line.split(" ", 1)[0]):
+                return line.split(" ", 1)[0]
+    return None
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def rev_parse(rev: str, cwd: Path) -> str | None:
@@ -145,10 +189,15 @@ def subject(rev: str, cwd: Path) -> str:
 # ---- identity and commits ------------------------------------------------------------------
 def identity_args(cwd: Path) -> list[str]:
     """``-c`` options supplying Tilth's identity where the repository configures none."""
+    found = git("config", "--get-regexp", r"^user\.(name|email)$", cwd=cwd, check=False)
+    values: dict[str, str] = {}
+    for line in found.splitlines():
+        key, _, value = line.partition(" ")
+        values[key.lower()] = value.strip()  # the last one wins, as for `git config KEY`
     args: list[str] = []
-    if not git("config", "user.name", cwd=cwd, check=False).strip():
+    if not values.get("user.name"):
         args += ["-c", f"user.name={FALLBACK_NAME}"]
-    if not git("config", "user.email", cwd=cwd, check=False).strip():
+    if not values.get("user.email"):
         args += ["-c", f"user.email={FALLBACK_EMAIL}"]
     return args
 

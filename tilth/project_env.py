@@ -148,14 +148,53 @@ def _venv_env(kind: Kind, venv: Path, where: str) -> ProjectEnv:
     )
 
 
+_PROBE = """import sys
+print(sys.prefix)
+for entry in sys.path:
+    if entry:
+        print(entry)
+try:
+    import pytest
+except Exception:
+    sys.exit(3)
+"""
+
+_probes: dict[Path, tuple[tuple[tuple[str, int], ...], Path, bool]] = {}
+"""Answers of earlier probes in this process, by interpreter: valid while the interpreter
+and every directory on its ``sys.path`` keep their modification times (installing or
+removing a package changes its directory's)."""
+
+
+def _stamps(paths: Sequence[Path | str]) -> tuple[tuple[str, int], ...]:
+    found = []
+    for path in paths:
+        try:
+            found.append((str(path), os.stat(path).st_mtime_ns))
+        except OSError:
+            found.append((str(path), -1))
+    return tuple(found)
+
+
 def _probe_python(python: Path) -> tuple[Path | None, bool]:
-    """``(sys.prefix, can import pytest)`` of an interpreter; ``(None, False)`` if it fails."""
-    code = "import sys; print(sys.prefix)\ntry:\n import pytest\nexcept Exception:\n sys.exit(3)"
-    result = proc.run([str(python), "-c", code], timeout=PROBE_TIMEOUT, env=_clean_env())
+    """``(sys.prefix, can import pytest)`` of an interpreter; ``(None, False)`` if it fails.
+
+    Starting an interpreter and importing pytest costs a few hundred milliseconds, and a
+    run asks twice (choose, then pre-flight): the answer is kept while nothing it rests on
+    changed."""
+    key = Path(os.path.abspath(python))
+    cached = _probes.get(key)
+    if cached is not None:
+        stamps, prefix, has_pytest = cached
+        if _stamps([path for path, _ in stamps]) == stamps:
+            return prefix, has_pytest
+    result = proc.run([str(python), "-c", _PROBE], timeout=PROBE_TIMEOUT, env=_clean_env())
     lines = result.stdout.strip().splitlines()
     if result.timed_out or not lines or result.returncode not in (0, 3):
         return None, False
-    return Path(lines[0]), result.returncode == 0
+    prefix, has_pytest = Path(lines[0]), result.returncode == 0
+    watched: list[Path | str] = [key, *lines[1:]]
+    _probes[key] = (_stamps(watched), prefix, has_pytest)
+    return prefix, has_pytest
 
 
 def _clean_env() -> dict[str, str]:

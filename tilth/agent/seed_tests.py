@@ -122,11 +122,18 @@ class SeedCopies:
 
 def _at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
     """Content of each of ``paths`` that exists at ``sha``."""
-    found = {}
-    for path in paths:
-        if git.ok("cat-file", "-e", f"{sha}:{path}", cwd=worktree):
-            found[path] = git.git("show", f"{sha}:{path}", cwd=worktree)
-    return found
+    if not paths:
+        return {}
+    # One listing and one batch read, whatever the number of paths.
+    listed = git.git("ls-tree", "-z", sha, "--", *paths, cwd=worktree)
+    blobs: dict[str, str] = {}
+    for entry in filter(None, listed.split("\0")):
+        meta, _, path = entry.partition("\t")
+        _, kind, blob = meta.split(" ")
+        if kind == "blob" and path in paths:
+            blobs[path] = blob
+    contents = git.read_blobs(worktree, list(blobs.values()))
+    return {path: contents[blob].decode("utf-8", "replace") for path, blob in blobs.items()}
 
 
 def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies:

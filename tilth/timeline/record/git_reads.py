@@ -86,32 +86,7 @@ def _parse_tree(out: str) -> dict[str, GitId]:
 
 
 def read_head(worktree: Path) -> str:
-    """The worktree's HEAD sha, read from the ref files (git is asked only when that fails)."""
-    try:
-        dotgit = worktree / ".git"
-        gitdir = dotgit
-        if dotgit.is_file():
-            gitdir = Path(dotgit.read_text().split(":", 1)[1].strip())
-            if not gitdir.is_absolute():
-                gitdir = (worktree / gitdir).resolve()
-        common = gitdir
-        if (gitdir / "commondir").is_file():
-            common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-        value = (gitdir / "HEAD").read_text().strip()
-        if not value.startswith("ref: "):
-            return value if len(value) == 40 else git.head(worktree)
-        ref = value[5:]
-        for base in (gitdir, common):
-            loose = base / ref
-            if loose.is_file():
-                sha = loose.read_text().strip()
-                if len(sha) == 40:
-                    return sha
-        for line in (common / "packed-refs").read_text().splitlines():
-            if line.endswith(" " + ref):
-                return line.split(" ", 1)[0]
-    except (OSError, IndexError):
-        pass
+    """The worktree's HEAD sha (``git.head`` reads it from the ref files)."""
     return git.head(worktree)
 
 
