@@ -145,14 +145,16 @@ def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies
         match = _TASK_FILE_RE.match(path.removeprefix("tests/"))
         if match and match.group(1) in wanted:
             names.append(path)
-    support = _at(sha, _SUPPORT_FILES, worktree)
+    configs = [name for name, _ in _PYTEST_CONFIGS]
+    found = _at(sha, [*_SUPPORT_FILES, *configs, *names], worktree)
+    support = {path: found[path] for path in _SUPPORT_FILES if path in found}
     config = None
     for name, section in _PYTEST_CONFIGS:
-        text = _at(sha, [name], worktree).get(name)
+        text = found.get(name)
         if text is not None and section in text:
             support[name], config = text, name
             break
-    return SeedCopies(sha, _at(sha, names, worktree), support, config)
+    return SeedCopies(sha, {path: found[path] for path in names if path in found}, support, config)
 
 
 def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
