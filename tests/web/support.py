@@ -165,7 +165,10 @@ def serve(env: Mapping[str, str] | None = None) -> Iterator[Served]:
         _wait_ready(served)
         yield served
     finally:
-        _stop(process)
+        hung = _stop(process)
+    # Every test also checks that Ctrl-C ends the server at once (after the test's own
+    # failure, if any, which this would otherwise hide).
+    assert not hung, "tilth serve did not stop within 15 s of Ctrl-C"
 
 
 def _wait_ready(served: Served, timeout: float = 20) -> None:
@@ -187,17 +190,21 @@ def _stderr(process: subprocess.Popen[str]) -> str:
     return process.stderr.read()
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
+def _stop(process: subprocess.Popen[str]) -> bool:
+    """Ctrl-C, as a person stops it; True when the server had to be killed."""
+    hung = False
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGINT)
         try:
             process.wait(15)
         except subprocess.TimeoutExpired:
+            hung = True
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(5)
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             stream.close()
+    return hung
 
 
 def wait_for(check: Any, timeout: float = 30, what: str = "condition") -> Any:

@@ -37,12 +37,17 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
 
 @dataclass
 class LogWatch:
-    """Wakes every listener of one log when the file changes."""
+    """Wakes every listener of one log when the file changes.
+
+    Each change sets the current ``asyncio.Event`` and puts a fresh one in its place. An
+    event, unlike a condition, holds no lock: a follower cancelled while it waits (its
+    client went away) cannot leave anything locked behind for the others.
+    """
 
     path: Path
     version: int = 0
     listeners: int = 0
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
     async def _poll(self, last: tuple[int, int, int] | None) -> None:
@@ -55,9 +60,9 @@ class LogWatch:
 
     async def bump(self) -> None:
         """Wake everyone (also called directly after this server cut the log itself)."""
-        async with self.changed:
-            self.version += 1
-            self.changed.notify_all()
+        self.version += 1
+        changed, self.changed = self.changed, asyncio.Event()
+        changed.set()
 
     def join(self) -> None:
         self.listeners += 1
@@ -72,15 +77,13 @@ class LogWatch:
 
     async def wait(self, seen: int, timeout: float) -> int:
         """Wait until the version passes ``seen`` (or ``timeout``); returns the version."""
-        async with self.changed:
-            if self.version == seen:
-                try:
-                    await asyncio.wait_for(
-                        self.changed.wait_for(lambda: self.version != seen), timeout
-                    )
-                except TimeoutError:
-                    pass
-            return self.version
+        if self.version == seen:
+            # No await between the check and taking the event: a bump in between is seen.
+            try:
+                await asyncio.wait_for(self.changed.wait(), timeout)
+            except TimeoutError:
+                pass
+        return self.version
 
 
 class Watches:
