@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -44,9 +45,20 @@ CODE = f"from {HELPER} import stripes as _stripes\n\n\ndef stripes():\n    retur
 WORKER_CHECK = "python -m pytest -q tests/test_t001_stripes.py"
 
 
+def fresh_venv(where: Path) -> Path:
+    """A new virtualenv at ``where``, its python returned. Made without pip (ensurepip costs
+    seconds each time): ``pip`` installs into it from outside, as ``pip --python`` does."""
+    venv.EnvBuilder(with_pip=False).create(where)
+    return where / "bin" / "python"
+
+
+PIP_INTO = [sys.executable, "-m", "pip", "--python"]
+"""This suite's pip, installing into another interpreter (``PIP_INTO <python> install``)."""
+
+
 def pip(python: Path, *args: str) -> None:
     done = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        [*PIP_INTO, str(python), "install", "-q", "--disable-pip-version-check", *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -58,8 +70,7 @@ def pip(python: Path, *args: str) -> None:
 def plain_tilth(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tilth`` from ``pip install <checkout>`` into a fresh virtualenv: no pytest in it."""
     root = tmp_path_factory.mktemp("plain-install")
-    venv.EnvBuilder(with_pip=True).create(root / "venv")
-    python = root / "venv" / "bin" / "python"
+    python = fresh_venv(root / "venv")
     pip(python, str(CHECKOUT))
     probe = subprocess.run([str(python), "-c", "import pytest"], capture_output=True)
     assert probe.returncode != 0, "the plain install must not bring pytest"
@@ -144,8 +155,7 @@ def test_the_projects_own_venv_runs_the_seed_tests(
     plain_tilth: Path, server: FakeServer, tmp_path: Path
 ) -> None:
     repo = project(tmp_path / "zoo")
-    venv.EnvBuilder(with_pip=True).create(repo / ".venv")
-    pip(repo / ".venv" / "bin" / "python", "pytest")
+    pip(fresh_venv(repo / ".venv"), "pytest")
     (site,) = (repo / ".venv" / "lib").glob("python*/site-packages")
     shutil.copy(repo / "vendor" / f"{HELPER}.py", site)  # the helper lives only in .venv
     home = tmp_path / "home"
@@ -172,7 +182,7 @@ def test_a_setup_command_builds_a_worktree_venv(
     repo = project(tmp_path / "zoo")
     base = getattr(sys, "_base_executable", sys.executable)
     setup = (
-        f"{base} -m venv .venv && .venv/bin/python -m pip install -q "
+        f"{base} -m venv --without-pip .venv && {shlex.join(PIP_INTO)} .venv/bin/python install -q "
         "--disable-pip-version-check pytest && "
         f"cp vendor/{HELPER}.py .venv/lib/python*/site-packages/"
     )

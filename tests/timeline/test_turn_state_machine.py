@@ -86,6 +86,7 @@ class TimelineMachine(RuleBasedStateMachine):
         self.sessions_dir = self.tmp / "sessions"
         self.session = prep(self.sessions_dir, repo, ("L1",))
         self.turns = 0
+        self.user_edits = 0  # every user edit differs from all before it
         self.seen: dict[str, Seen] = {}
         self.recorder: Recorder | None = None
         self.undo_stack: list[tuple[str, Seen, dict[str, Seen]]] = []
@@ -135,6 +136,20 @@ class TimelineMachine(RuleBasedStateMachine):
         result = TimelineController(self.session).execute(plan)
         assert result.undo_point is not None
         self.undo_stack.append((result.undo_point, before, seen))
+
+    def _contents(self, names: list[str]) -> dict[str, str | None]:
+        """What each of ``names`` holds in the worktree now (None: absent)."""
+        paths = {name: self.worktree / name for name in names}
+        return {name: p.read_text() if p.is_file() else None for name, p in paths.items()}
+
+    def _kept_then_forced(self, target: Any, kept: dict[str, str | None]) -> None:
+        """A code rewind to ``target`` left the user's edits ``kept`` as they were; a forced
+        rewind then gives exactly the tree seen at ``target``."""
+        assert self._contents(sorted(kept)) == kept
+        if kept:
+            with open_for_writing(self.session):
+                self._execute(plan_rewind(self.session, target, "code", force=True))
+        assert tree_hash(self.worktree) == self.seen[target.id].tree
 
     def _forget_missing(self) -> None:
         present = {cp.id for cp in list_checkpoints(self.session)}
@@ -197,12 +212,14 @@ class TimelineMachine(RuleBasedStateMachine):
             self._close()  # a new process: the plan walks the worktree
         # live: this process's capture (as in chat) tells the planner what changed
         with open_for_writing(self.session):
+            # Edits an undo gave back to the user are the user's: a rewind keeps them.
+            kept = self._contents(plan_rewind(self.session, target, scope, survey=True).conflicts)
             self._execute(plan_rewind(self.session, target, scope))
         seen = self.seen[target_id]
         if scope == "conversation":
             assert tree_hash(self.worktree) == tree_before
         else:
-            assert tree_hash(self.worktree) == seen.tree
+            self._kept_then_forced(target, kept)
             assert git.head(self.worktree) == seen.head
         if scope != "code":
             assert self._thread() == seen.thread
@@ -216,7 +233,10 @@ class TimelineMachine(RuleBasedStateMachine):
     ) -> None:
         target_id = data.draw(st.sampled_from(sorted(self.seen)))
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
-        mine = f"user edit {text}\n"
+        # Unique, so the edit never equals a state a turn already recorded (a rewrite with
+        # the recorded content is no edit, and no conflict).
+        self.user_edits += 1
+        mine = f"user edit {self.user_edits} {text}\n"
         (self.worktree / name).parent.mkdir(parents=True, exist_ok=True)
         (self.worktree / name).write_text(mine)
         if not live:
@@ -225,6 +245,7 @@ class TimelineMachine(RuleBasedStateMachine):
             plan = plan_rewind(self.session, target, "code", force=force, survey=True)
             if not name.endswith(".log"):
                 assert name in plan.conflicts
+            kept = {} if force else self._contents(plan.conflicts)
             if not force:
                 # Without the survey only the files the rewind writes are read: the same
                 # files are written, and fewer edits are listed (those it leaves alone).
@@ -234,10 +255,8 @@ class TimelineMachine(RuleBasedStateMachine):
                 plan = quick if data.draw(st.booleans()) else plan
             self._execute(plan)
         if not force and not name.endswith(".log"):
-            assert (self.worktree / name).read_text() == mine
-            with open_for_writing(self.session):
-                self._execute(plan_rewind(self.session, target, "code", force=True))
-        assert tree_hash(self.worktree) == self.seen[target_id].tree
+            assert kept[name] == mine
+        self._kept_then_forced(target, kept)
         self._open()
 
     @precondition(lambda self: len(self.seen) > 1)
