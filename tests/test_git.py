@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -11,6 +12,7 @@ import pytest
 
 from tilth import git
 from tilth.errors import GitError, WorkspaceError
+from tilth.timeline.rewind.change_report import tree_changes
 
 GIT_IDENTITY_VARS = (
     "GIT_AUTHOR_NAME",
@@ -290,6 +292,30 @@ def test_diff_with_untracked_includes_new_files_and_leaves_the_index(repo: Path)
     assert sh(repo, "ls-files", "--stage") == index_before
     assert sh(repo, "status", "--porcelain") == status_before
     assert "?? brand_new.py" in status_before
+
+
+def _rewrite_in_the_index_tick(repo: Path) -> None:
+    """Rewrite README.md so that only git's racy-clean rule can tell: same size, same inode,
+    the mtime git cached, and the index stamped in that same second (ctime not trusted)."""
+    sh(repo, "config", "core.trustctime", "false")
+    path = repo / "README.md"
+    an_hour_ago = time.time_ns() - 3600 * 10**9  # so a copy stamped now is a second later
+    os.utime(path, ns=(an_hour_ago, an_hour_ago))
+    sh(repo, "add", "README.md")
+    path.write_text(path.read_text().upper())
+    os.utime(path, ns=(an_hour_ago, an_hour_ago))
+    os.utime(repo / ".git" / "index", ns=(an_hour_ago, an_hour_ago))
+    assert sh(repo, "diff-files", "--name-only") == "README.md\n"  # git itself sees it
+
+
+def test_a_rewrite_in_the_index_tick_is_seen_through_the_scratch_index(repo: Path) -> None:
+    """The scratch index keeps the real one's mtime. A copy stamped later lost such a change:
+    the planner, the diff and the stash then saw the file's content before the rewrite."""
+    _rewrite_in_the_index_tick(repo)
+    assert "+# SAMPLE" in git.diff_with_untracked(repo)
+    assert tree_changes(repo, "HEAD") == [("restore", "README.md")]
+    assert git.stash(repo, "tilth: racy", ref=git.stash_ref("racy")) is True
+    assert sh(repo, "show", "refs/tilth/stash/racy:README.md") == "# SAMPLE\n"
 
 
 def test_diff_against_an_older_base(repo: Path) -> None:

@@ -10,6 +10,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tilth import proc
@@ -291,19 +293,31 @@ def reset_paths(cwd: Path, rev: str, paths: set[str]) -> None:
         )
 
 
+@contextmanager
+def scratch_index(cwd: Path) -> Iterator[dict[str, str]]:
+    """Env that points git at a throwaway copy of ``cwd``'s index; the real one is never touched.
+
+    The copy keeps the index's modification time. Git trusts a file's cached stat only when
+    the file is older than the index that recorded it; a copy stamped "now" would make a
+    same-size rewrite in the same clock tick as the last ``git add`` look unchanged, and
+    ``git add -A`` would keep the old content.
+    """
+    real = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
+    if not real.is_absolute():
+        real = cwd / real
+    with tempfile.TemporaryDirectory(prefix="tilth-index-") as tmp:
+        index = Path(tmp) / "index"
+        if real.exists():
+            shutil.copy2(real, index)
+        yield {"GIT_INDEX_FILE": str(index)}
+
+
 def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) -> str:
     """Diff of the working tree (untracked files included) against ``base``.
 
     Uses a throwaway index so the worktree's own index is never modified.
     """
-    git_index = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
-    if not git_index.is_absolute():
-        git_index = cwd / git_index
-    with tempfile.TemporaryDirectory(prefix="tilth-idx-") as tmp:
-        index = Path(tmp) / "index"
-        if git_index.exists():
-            shutil.copyfile(git_index, index)
-        env = {"GIT_INDEX_FILE": str(index)}
+    with scratch_index(cwd) as env:
         git("add", "-A", cwd=cwd, env=env)
         args = ["diff", "--cached", "--no-color", "--no-ext-diff"]
         if stat:
@@ -344,14 +358,7 @@ def stash(cwd: Path, message: str, *, ref: str) -> bool:
     """
     if not is_dirty(cwd):
         return False
-    git_index = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
-    if not git_index.is_absolute():
-        git_index = cwd / git_index
-    with tempfile.TemporaryDirectory(prefix="tilth-stash-") as tmp:
-        index = Path(tmp) / "index"
-        if git_index.exists():
-            shutil.copyfile(git_index, index)
-        env = {"GIT_INDEX_FILE": str(index)}
+    with scratch_index(cwd) as env:
         git("add", "-A", cwd=cwd, env=env)
         tree = git("write-tree", cwd=cwd, env=env).strip()
     commit = git(

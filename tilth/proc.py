@@ -29,8 +29,10 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
         pass
 
 
-DRAIN_SECONDS = 5.0
-"""How long to wait for the pipes to close after the group was killed."""
+DRAIN_SECONDS = 1.0
+"""How long to wait for the pipes to close after the group was killed. A killed group closes
+them at once; only a process that left the group keeps them open, and waiting longer for it
+only delays the caller."""
 LINGER_SECONDS = 1.0
 """After the child exits, how long processes it left behind may keep its pipes open."""
 POLL_SECONDS = 0.25

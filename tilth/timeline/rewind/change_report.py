@@ -5,8 +5,6 @@ from __future__ import annotations
 import itertools
 import mmap
 import re
-import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -22,25 +20,13 @@ _EVENT_TYPE_RE = re.compile(rb"\n" + _EVENT_HEAD)
 _FIRST_EVENT_RE = re.compile(_EVENT_HEAD)
 
 
-def _scratch_index(worktree: Path, tmp: Path) -> dict[str, str]:
-    """Env for git using a copy of the worktree's index, so the real one is never touched."""
-    real = Path(git.git("rev-parse", "--git-path", "index", cwd=worktree).strip())
-    if not real.is_absolute():
-        real = worktree / real
-    index = tmp / "index"
-    if real.exists():
-        shutil.copyfile(real, index)
-    return {"GIT_INDEX_FILE": str(index)}
-
-
 def tree_changes(worktree: Path, target: str) -> list[tuple[str, str]]:
     """``(restore | delete, path)`` for every file a reset to ``target`` + clean would change.
 
     Compares the working tree *including untracked files* (ignored ones excluded,
     as ``git clean -fd`` leaves them) with ``target``.
     """
-    with tempfile.TemporaryDirectory(prefix="tilth-plan-") as tmp:
-        env = _scratch_index(worktree, Path(tmp))
+    with git.scratch_index(worktree) as env:
         git.git("add", "-A", cwd=worktree, env=env)
         out = git.git(
             "diff", "--cached", "--name-status", "--no-renames", "-z", target, cwd=worktree, env=env
@@ -57,8 +43,7 @@ def tree_changes(worktree: Path, target: str) -> list[tuple[str, str]]:
 
 def tree_hash(worktree: Path) -> str:
     """A hash of the whole working tree, untracked files included (tests and benchmarks)."""
-    with tempfile.TemporaryDirectory(prefix="tilth-tree-") as tmp:
-        env = _scratch_index(worktree, Path(tmp))
+    with git.scratch_index(worktree) as env:
         git.git("add", "-A", cwd=worktree, env=env)
         return git.git("write-tree", cwd=worktree, env=env).strip()
 
