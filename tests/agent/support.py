@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.sessionview import SessionView
 from tilth import git
 from tilth.demo.script import EVALUATOR, WORKER, Recipe, Team
 from tilth.model import FakeServer, Script
@@ -79,28 +80,13 @@ def recipes(**overrides: Recipe) -> dict[str, Recipe]:
 
 
 @dataclass
-class Seeded:
-    """A prepared session ready for ``tilth run``."""
+class Seeded(SessionView):
+    """A prepared session ready for ``tilth run`` (read it through ``SessionView``)."""
 
     session: Session
     source: Path
     worktree: Path
     seed_sha: str
-
-    def prd(self) -> list[dict[str, Any]]:
-        return self.session.load_prd()
-
-    def statuses(self) -> dict[str, str]:
-        return {t["id"]: t.get("status", "pending") for t in self.prd()}
-
-    def events(self) -> list[Any]:
-        return self.session.events.events()
-
-    def types(self) -> list[str]:
-        return [e.type for e in self.events()]
-
-    def stops(self) -> list[str]:
-        return [e.payload["reason"] for e in self.events() if e.type == "stop"]
 
     def subjects(self) -> list[str]:
         out = git.git("log", "--format=%s", f"{self.seed_sha}..HEAD", cwd=self.worktree)

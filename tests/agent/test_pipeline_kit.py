@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import make_repo
+from tests.sessionview import SessionView
 from tilth import git
 from tilth.agent.run_context import RunContext
 from tilth.agent.task_state import TaskState
 from tilth.config import Settings
 from tilth.model import Script, ScriptedModel, reply, tool_call
-from tilth.session.events import Event
 from tilth.session.files import atomic_write_json
 from tilth.session.store import Session
 from tilth.timeline import Recorder
@@ -105,7 +105,7 @@ class Progress:
 
 
 @dataclass
-class Kit:
+class Kit(SessionView):
     """One seeded session plus the context the pipeline runs in."""
 
     ctx: RunContext
@@ -117,17 +117,10 @@ class Kit:
     recorder: CallLog
 
     def task(self, task_id: str = "T-001") -> dict[str, Any]:
-        return next(t for t in self.session.load_prd() if t["id"] == task_id)
+        return next(t for t in self.prd() if t["id"] == task_id)
 
     def state(self, task_id: str = "T-001") -> TaskState:
         return TaskState.load(self.session, task_id)
-
-    def events(self, type_: str | None = None) -> list[Event]:
-        events = self.session.events.events()
-        return [e for e in events if type_ is None or e.type == type_]
-
-    def types(self) -> list[str]:
-        return [e.type for e in self.events()]
 
     def subjects(self) -> list[str]:
         out = git.git("log", "--format=%s", f"{self.seed_sha}..HEAD", cwd=self.worktree)

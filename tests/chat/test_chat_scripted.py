@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 from tests.chat.support import tree_hash
 from tests.chat.tty import chat_env, server_for
 from tests.conftest import make_repo
+from tests.sessionview import SessionView
 from tilth.model import error, reply, tool_call
 
 WRITE = tool_call("write_file", path="hello.py", content="print('hello')\n")
@@ -75,9 +75,7 @@ def check_story(result: subprocess.CompletedProcess[str], work: Path, home: Path
     assert "error" not in result.stderr.lower(), result.stderr
     # /undo took back the last rewind: made.txt (made again by the re-sent turn 2) is back.
     assert sorted(p for p in os.listdir(work) if p != ".git") == ["keep.txt", "made.txt"]
-    sessions = [
-        json.loads((p / "checkpoint.json").read_text()) for p in (home / "sessions").iterdir()
-    ]
+    sessions = [SessionView.at(p).checkpoint() for p in (home / "sessions").iterdir()]
     mine = [s for s in sessions if s["workspace"] == str(work.resolve())]
     assert len(mine) == 1 and mine[0]["kind"] == "chat" and mine[0]["status"] == "all_done"
 

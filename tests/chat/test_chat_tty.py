@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.chat.tty import TtyChat, chat_env, server_for
+from tests.sessionview import SessionView
 from tilth.model import error, reply, tool_call
 from tilth.model.script import stall
 
@@ -21,13 +22,9 @@ BASH = tool_call("bash", command="echo made > made.txt")
 
 def _thread(home: Path, work: Path) -> list[dict]:  # type: ignore[type-arg]
     """The conversation of the chat working in ``work`` (a fork works elsewhere)."""
-    [session] = [
-        p
-        for p in (home / "sessions").iterdir()
-        if json.loads((p / "checkpoint.json").read_text())["workspace"] == str(work.resolve())
-    ]
-    lines = (session / "threads" / "chat.jsonl").read_text().splitlines()
-    return [json.loads(line)["message"] for line in lines]
+    sessions = [SessionView.at(p) for p in (home / "sessions").iterdir()]
+    [session] = [s for s in sessions if s.checkpoint()["workspace"] == str(work.resolve())]
+    return session.thread("chat")
 
 
 def test_the_whole_story_through_a_terminal(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from tests.chat.support import tree_hash
 from tests.chat.test_goback import story
 from tests.conftest import run_cli_in_process
+from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.test_faults import _run_all
 from tilth.chat import ChatEngine
@@ -171,7 +172,7 @@ def test_sigkill_at_every_step_of_a_chat_fork_then_the_next_command_completes_it
             assert child is None, fault
         else:
             assert child is not None, fault
-            record = json.loads((child / "checkpoint.json").read_text())
+            record = SessionView.at(child).checkpoint()
             if step != "finish":
                 assert record["fork_incomplete"] is True and record["status"] == "failed"
                 assert record["kind"] == "chat", fault

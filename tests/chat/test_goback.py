@@ -10,6 +10,7 @@ import pytest
 
 from tests.chat.support import chat_settings, start, tree_hash
 from tests.conftest import make_repo, run_cli
+from tests.sessionview import SessionView
 from tilth.chat import ChatEngine
 from tilth.errors import Aborted, UsageError
 from tilth.model import Script, ScriptedModel, reply, tool_call
@@ -100,7 +101,7 @@ def test_fork_from_a_turn_makes_a_chat_in_its_own_directory(tmp_path: Path) -> N
     child_dir = Path(result["directory"])
     assert sorted(os.listdir(child_dir)) == ["hello.py", "keep.txt"]
     assert sorted(os.listdir(work)) == ["hello.py", "keep.txt", "made.txt"]  # untouched
-    record = json.loads((child_dir.parent / "checkpoint.json").read_text())
+    record = SessionView.at(child_dir.parent).checkpoint()
     assert record["kind"] == "chat" and record["workspace"] == str(child_dir)
     assert record["parent_session"] == engine.id
     model = ScriptedModel(Script({"*": [reply("in the fork")]}))

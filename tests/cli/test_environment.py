@@ -12,6 +12,7 @@ from pathlib import Path
 from agent.support import GOOD, TASKS, model_env, recipes, seed_session, team_server, tilth
 from seed.support import cli_env, quick_script, session_dirs
 
+from tests.sessionview import SessionView
 from tilth import git
 from tilth.demo.script import Team
 from tilth.model import FakeServer
@@ -26,11 +27,6 @@ def git_only_path(tmp_path: Path) -> str:
     assert git_path is not None
     (bin_dir / "git").symlink_to(git_path)
     return str(bin_dir)
-
-
-def events(session: Session) -> list[dict[str, object]]:
-    lines = (session.dir / "events.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
 
 
 def test_a_test_command_naming_a_missing_program_exits_2_before_any_model_call(
@@ -51,10 +47,9 @@ def test_a_test_command_naming_a_missing_program_exits_2_before_any_model_call(
         "(command: no-such-runner-1f3 -q {files})"
     ]
     assert seeded.session.status == "prepared", "a run that never started stays runnable"
-    stop = events(seeded.session)[-1]
-    assert stop["type"] == "stop"
-    assert stop["payload"]["reason"] == "error"  # type: ignore[index]
-    assert stop["payload"]["phase"] == "run"  # type: ignore[index]
+    stop = seeded.events()[-1]
+    assert stop.type == "stop"
+    assert stop.payload["reason"] == "error" and stop.payload["phase"] == "run"
 
 
 def test_a_project_without_a_usable_environment_exits_2_with_one_line(
@@ -83,10 +78,10 @@ def test_the_chosen_environment_is_shown_logged_and_used_by_the_gate(
         result = tilth("run", str(repo), env=model_env(server.base_url, TILTH_TEST_COMMAND=command))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"tests in  TILTH_TEST_COMMAND: {command}" in result.stdout
-    logged = [e for e in events(seeded.session) if e["type"] == "environment"]
-    assert [e["payload"]["kind"] for e in logged] == ["command"]  # type: ignore[index]
-    gates = [e for e in events(seeded.session) if e["type"] == "tests_run"]
-    assert gates and "GATE-RAN-HERE" in str(gates[0]["payload"])
+    logged = seeded.payloads("environment")
+    assert [p["kind"] for p in logged] == ["command"]
+    gates = seeded.payloads("tests_run")
+    assert gates and "GATE-RAN-HERE" in str(gates[0])
 
 
 def test_a_worktree_recreated_by_run_gets_the_setup_command(repo: Path, sessions_dir: Path) -> None:
@@ -98,9 +93,9 @@ def test_a_worktree_recreated_by_run_gets_the_setup_command(repo: Path, sessions
         result = tilth("run", str(repo), env=model_env(server.base_url, TILTH_SETUP_COMMAND=setup))
     assert result.returncode == 0, result.stdout + result.stderr
     assert (seeded.worktree / ".setup-marker").read_text() == "made-by-setup\n"
-    (logged,) = [e["payload"] for e in events(seeded.session) if e["type"] == "setup"]
-    assert logged["why"] == "run" and logged["ok"] is True  # type: ignore[index]
-    assert logged["output"] == "set up"  # type: ignore[index]
+    (logged,) = seeded.payloads("setup")
+    assert logged["why"] == "run" and logged["ok"] is True
+    assert logged["output"] == "set up"
     assert set(GOOD["T-001"]) <= set(git.git("ls-files", cwd=seeded.worktree).split())
 
 
@@ -119,9 +114,9 @@ def test_a_failing_setup_command_in_prep_stops_cleanly_before_the_interview(
         in result.stderr
     )
     (record,) = [Session(p.name, p) for p in session_dirs(sessions_dir)]
-    (setup,) = [e["payload"] for e in events(record) if e["type"] == "setup"]
-    assert setup["ok"] is False and setup["exit_code"] == 3  # type: ignore[index]
-    assert "frobnicate" in setup["output"]  # type: ignore[index,operator]
+    (setup,) = SessionView(record).payloads("setup")
+    assert setup["ok"] is False and setup["exit_code"] == 3
+    assert "frobnicate" in setup["output"]
     assert record.status == "failed"
     # Nothing half-made: no worktree, no branch; the next prep goes straight ahead.
     assert not record.workspace_dir.exists()
@@ -144,11 +139,11 @@ def test_a_resume_that_fails_before_the_loop_logs_stop_error(
         assert server.requests == []
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"branch {seeded.session.branch} no longer exists" in result.stderr
-    stop = events(seeded.session)[-1]
-    assert stop["type"] == "stop"
-    payload = stop["payload"]
-    assert payload["reason"] == "error" and payload["phase"] == "resume"  # type: ignore[index]
-    assert "no longer exists" in payload["error"]  # type: ignore[index,operator]
+    stop = seeded.events()[-1]
+    assert stop.type == "stop"
+    payload = stop.payload
+    assert payload["reason"] == "error" and payload["phase"] == "resume"
+    assert "no longer exists" in payload["error"]
     assert os.path.isdir(seeded.session.dir)
 
 
@@ -167,13 +162,13 @@ def test_a_failing_setup_in_a_recreated_worktree_leaves_none_behind(
     assert broken.returncode == 2, broken.stdout + broken.stderr
     assert "cannot build" in broken.stderr
     assert not seeded.worktree.exists(), "no worktree without its set-up"
-    stop = events(seeded.session)[-1]
-    assert stop["type"] == "stop" and "cannot build" in str(stop["payload"])
+    stop = seeded.events()[-1]
+    assert stop.type == "stop" and "cannot build" in str(stop.payload)
     assert seeded.session.status == "prepared"
     with team_server(Team(recipes())) as server:
         fixed = tilth("run", str(repo), env=model_env(server.base_url, TILTH_SETUP_COMMAND="true"))
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    setups = [e["payload"]["ok"] for e in events(seeded.session) if e["type"] == "setup"]
+    setups = [p["ok"] for p in seeded.payloads("setup")]
     assert setups == [False, True]
 
 
@@ -188,5 +183,5 @@ def test_a_fork_gets_the_setup_command_in_its_new_worktree(repo: Path, sessions_
     assert result.returncode == 0, result.stdout + result.stderr
     child = Session.open(sessions_dir, json.loads(result.stdout)["session_id"])
     assert (child.workspace_dir / ".setup-marker").read_text() == "forked\n"
-    (logged,) = [e["payload"] for e in events(child) if e["type"] == "setup"]
-    assert logged["why"] == "fork" and logged["ok"] is True  # type: ignore[index]
+    (logged,) = SessionView(child).payloads("setup")
+    assert logged["why"] == "fork" and logged["ok"] is True

@@ -11,10 +11,7 @@ import pytest
 from seed.support import (
     API_KEY,
     MODEL,
-    checkpoint,
     cli_env,
-    event_types,
-    events,
     quick_script,
     seed_args,
     session_dirs,
@@ -22,6 +19,7 @@ from seed.support import (
     write_seed,
 )
 
+from tests.sessionview import SessionView
 from tilth import git
 from tilth.model import FakeServer, Script, reply, tool_call
 
@@ -77,7 +75,7 @@ def test_full_interview_writes_commits_and_records_the_seed(
     assert tool_messages(requests[3])[-1] == "leave out the UI"
 
     # prd.json: normalised entries, status pending.
-    prd = json.loads((session_dir / "prd.json").read_text())
+    prd = SessionView.at(session_dir).prd()
     assert prd == [
         {
             "id": f"T-00{n}",
@@ -111,29 +109,33 @@ def test_full_interview_writes_commits_and_records_the_seed(
     assert git.rev_parse(f"session/{sid}", repo) == sha
 
     # Events in order, the closing pair last, status prepared.
-    types = event_types(session_dir)
+    view = SessionView.at(session_dir)
+    types = view.types()
     turn = ["model_call", "tool_call", "tool_result"]
     assert types == ["session_start", *turn * 4, "session_prepared", "seed_committed"]
-    assert [e["tool"] for e in events(session_dir, "tool_result")] == [
+    assert [e["tool"] for e in view.payloads("tool_result")] == [
         "read_file",
         "ask_user",
         "ask_user",
         "write_seed",
     ]
-    start = events(session_dir, "session_start")[0]
+    start = view.payloads("session_start")[0]
     assert start == {
         "source": str(repo),
         "phase": "prep-feature",
         "worktree": str(worktree.resolve()),
         "branch": f"session/{sid}",
     }
-    prepared = events(session_dir, "session_prepared")[0]
+    prepared = view.payloads("session_prepared")[0]
     assert prepared["tokens_used"] == 60 and prepared["interviewer_model"] == MODEL
     assert prepared["prd_entries"] == 2 and prepared["test_files"] == 2
-    assert events(session_dir, "seed_committed")[0] == {"sha": sha, "branch": f"session/{sid}"}
-    calls = events(session_dir, "model_call")
+    assert view.payloads("seed_committed")[0] == {
+        "sha": sha,
+        "branch": f"session/{sid}",
+    }
+    calls = view.payloads("model_call")
     assert {c["actor"] for c in calls} == {"interviewer"} and all(c["scripted"] for c in calls)
-    cp = checkpoint(session_dir)
+    cp = view.checkpoint()
     assert cp["status"] == "prepared"
     assert cp["workspace"] == str(worktree.resolve()) and cp["branch"] == f"session/{sid}"
     assert "stop" not in types
@@ -204,7 +206,7 @@ def test_seed_rules_are_enforced_and_the_model_retries(
         assert seen.startswith("ERROR: write_seed rejected, nothing was written"), seen
         assert expected in seen, (expected, seen)
     session_dir = only_session(sessions_dir)
-    rejected = events(session_dir, "seed_rejected")
+    rejected = SessionView.at(session_dir).payloads("seed_rejected")
     assert len(rejected) == len(cases)
     worktree = session_dir / "workspace"
     assert sorted(p.name for p in (worktree / "tests").iterdir()) == [
@@ -212,7 +214,7 @@ def test_seed_rules_are_enforced_and_the_model_retries(
         "test_t001_taken.py",
     ]
     assert (worktree / "tests/test_t001_taken.py").read_text() == "def test_old(): pass\n"
-    assert len(json.loads((session_dir / "prd.json").read_text())) == 1
+    assert len(SessionView.at(session_dir).prd()) == 1
 
 
 def test_rejected_bundles_then_giving_up_leave_nothing_written(
@@ -238,10 +240,10 @@ def test_rejected_bundles_then_giving_up_leave_nothing_written(
     # One nudge between the two tool-less replies, then the abort.
     assert "called no tool" in requests[2]["body"]["messages"][-1]["content"]
     assert len(requests) == 3
-    assert checkpoint(session_dir)["status"] == "failed"
-    stop = events(session_dir, "stop")
+    assert SessionView.at(session_dir).status == "failed"
+    stop = SessionView.at(session_dir).payloads("stop")
     assert len(stop) == 1 and stop[0]["reason"] == "no_case"
-    assert "interview_nudge" in event_types(session_dir)
+    assert "interview_nudge" in SessionView.at(session_dir).types()
 
 
 def test_malformed_arguments_unknown_tools_and_one_nudge_are_recovered_from(
@@ -270,8 +272,8 @@ def test_malformed_arguments_unknown_tools_and_one_nudge_are_recovered_from(
     escaped = tool_messages(requests[4])[-1]
     assert escaped.startswith("ERROR") and "secret" not in escaped
     assert "called no tool" in requests[5]["body"]["messages"][-1]["content"]
-    assert checkpoint(only_session(sessions_dir))["status"] == "prepared"
-    results = events(only_session(sessions_dir), "tool_result")
+    assert SessionView.at(only_session(sessions_dir)).status == "prepared"
+    results = SessionView.at(only_session(sessions_dir)).payloads("tool_result")
     assert [r["is_error"] for r in results] == [True, True, True, True, False]
 
 
@@ -285,8 +287,8 @@ def test_too_many_empty_responses_fail_the_prep(
     assert result.returncode == 1
     assert "empty responses" in result.stderr
     session_dir = only_session(sessions_dir)
-    assert checkpoint(session_dir)["status"] == "failed"
-    assert events(session_dir, "stop")[0]["reason"] == "empty_responses"
+    assert SessionView.at(session_dir).status == "failed"
+    assert SessionView.at(session_dir).payloads("stop")[0]["reason"] == "empty_responses"
 
 
 def test_model_endpoint_error_fails_cleanly(cli: RunCli, sessions_dir: Path, repo: Path) -> None:
@@ -298,8 +300,8 @@ def test_model_endpoint_error_fails_cleanly(cli: RunCli, sessions_dir: Path, rep
     assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
     assert API_KEY not in result.stderr + result.stdout
     session_dir = only_session(sessions_dir)
-    assert checkpoint(session_dir)["status"] == "failed"
-    stop = events(session_dir, "stop")
+    assert SessionView.at(session_dir).status == "failed"
+    stop = SessionView.at(session_dir).payloads("stop")
     assert stop[0]["reason"] == "error" and "401" in stop[0]["error"]
 
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from seed.support import Terminal, checkpoint, cli_env, events, session_dirs, write_seed
+from seed.support import Terminal, cli_env, session_dirs, write_seed
 
+from tests.sessionview import SessionView
 from tilth.model import FakeServer, Script, reply, tool_call
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
@@ -52,7 +53,7 @@ def test_answers_file_drives_the_interview(
     assert result.returncode == 0, result.stderr
     assert seen == ["green, actually", "because CI"]
     (session_dir,) = session_dirs(sessions_dir)
-    assert checkpoint(session_dir)["status"] == "prepared"
+    assert SessionView.at(session_dir).status == "prepared"
 
 
 def test_running_out_of_answers_fails_clearly(
@@ -75,8 +76,8 @@ def test_running_out_of_answers_fails_clearly(
     assert f"answers file {answers} ran out of answers at question 2: 'Why?'" in result.stderr
     assert "Traceback" not in result.stderr
     (session_dir,) = session_dirs(sessions_dir)
-    assert checkpoint(session_dir)["status"] == "failed"
-    assert events(session_dir, "stop")[0]["reason"] == "error"
+    assert SessionView.at(session_dir).status == "failed"
+    assert SessionView.at(session_dir).payloads("stop")[0]["reason"] == "error"
 
 
 def test_piped_stdin_answers_and_a_bad_option_number(
@@ -105,7 +106,7 @@ def test_piped_stdin_answers_and_a_bad_option_number(
         )
     assert bad.returncode == 1
     assert "answer '5' to question 1 is not an option" in bad.stderr
-    statuses = sorted(checkpoint(p)["status"] for p in session_dirs(sessions_dir))
+    statuses = sorted(SessionView.at(p).status for p in session_dirs(sessions_dir))
     assert statuses == ["failed", "prepared"]
 
 
@@ -146,8 +147,8 @@ def test_stopped_while_waiting_for_an_answer(
     (session_dir,) = session_dirs(sessions_dir)
     assert f"interrupted; session {session_dir.name} is marked failed".encode() in stderr
     assert b"Traceback" not in stderr
-    assert checkpoint(session_dir)["status"] == "failed"
-    stop = events(session_dir, "stop")
+    assert SessionView.at(session_dir).status == "failed"
+    stop = SessionView.at(session_dir).payloads("stop")
     assert [s["reason"] for s in stop] == ["interrupted"]
 
 
@@ -160,7 +161,7 @@ def test_ctrl_c_on_a_terminal_at_the_question(sessions_dir: Path, repo: Path) ->
         code, text = term.finish()
     assert code == 130, text
     (session_dir,) = session_dirs(sessions_dir)
-    assert checkpoint(session_dir)["status"] == "failed"
+    assert SessionView.at(session_dir).status == "failed"
     assert "marked failed" in text
     # The error starts on its own line, not glued to the "> " prompt.
     assert "\nerror: interrupted;" in text, text

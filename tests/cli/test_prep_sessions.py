@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from seed.support import Terminal, checkpoint, cli_env, quick_script, session_dirs, write_seed
+from seed.support import Terminal, cli_env, quick_script, session_dirs, write_seed
 
+from tests.sessionview import SessionView
 from tilth import git
 from tilth.config import load_settings
 from tilth.errors import TilthError
@@ -62,7 +63,7 @@ def test_without_a_terminal_it_refuses_with_the_commands(
     assert f"tilth prep-feature {repo} --brief 'add it' --force" in result.stderr
     assert f"tilth prep-feature {repo} --brief 'add it' --keep-existing" in result.stderr
     assert session_dirs(sessions_dir) == [old.dir]
-    assert checkpoint(old.dir)["status"] == "prepared"
+    assert SessionView.at(old.dir).status == "prepared"
 
 
 def test_force_discards_and_keep_existing_goes_alongside(
@@ -70,7 +71,7 @@ def test_force_discards_and_keep_existing_goes_alongside(
 ) -> None:
     prepared = existing(repo)
     failed = existing(repo, fail=True)
-    assert checkpoint(failed.dir)["status"] == "failed"
+    assert SessionView.at(failed.dir).status == "failed"
     with FakeServer(Script([write_seed(1), write_seed(1)])) as server:
         forced = cli("prep-feature", str(repo), "--brief", "b", "--force", env=cli_env(server))
         assert forced.returncode == 0, forced.stderr
@@ -84,7 +85,7 @@ def test_force_discards_and_keep_existing_goes_alongside(
     assert kept.returncode == 0, kept.stderr
     assert "prepping alongside 1 existing session(s)" in kept.stdout
     assert len(session_dirs(sessions_dir)) == 2
-    assert all(checkpoint(p)["status"] == "prepared" for p in session_dirs(sessions_dir))
+    assert all(SessionView.at(p).status == "prepared" for p in session_dirs(sessions_dir))
     assert first in session_dirs(sessions_dir)
 
 
@@ -153,7 +154,7 @@ def test_picker_discard_then_prep_on_the_terminal(sessions_dir: Path, repo: Path
     assert answered == "something else entirely"
     assert_gone(old, repo)
     (fresh,) = session_dirs(sessions_dir)
-    assert checkpoint(fresh)["status"] == "prepared"
+    assert SessionView.at(fresh).status == "prepared"
 
 
 def test_picker_start_alongside(sessions_dir: Path, repo: Path) -> None:
@@ -165,7 +166,7 @@ def test_picker_start_alongside(sessions_dir: Path, repo: Path) -> None:
         code, text = term.finish()
     assert code == 0, text
     assert len(new_sessions(sessions_dir, old)) == 1
-    assert checkpoint(old.dir)["status"] == "prepared"
+    assert SessionView.at(old.dir).status == "prepared"
 
 
 def test_picker_run_it_now_hands_over_to_run(sessions_dir: Path, repo: Path) -> None:
@@ -231,7 +232,7 @@ def test_declining_the_discard_confirmation_changes_nothing(sessions_dir: Path, 
     assert code == 1, text
     assert "nothing was changed" in text and "error" not in text.lower()
     assert session_dirs(sessions_dir) == [old.dir]
-    assert checkpoint(old.dir)["status"] == "prepared"
+    assert SessionView.at(old.dir).status == "prepared"
 
 
 def test_a_torn_seed_write_of_an_existing_session_is_rolled_back(

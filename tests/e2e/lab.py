@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import GIT_IDENTITY, run_cli, run_cli_in_process
+from tests.sessionview import SessionView
 from tilth.demo.script import Interview, Team
 from tilth.demo.story import demo_team
 from tilth.model import FakeServer, Script
 from tilth.model.script import Reply, delay, empty, error, reply, tool_call
+from tilth.session.events import read_json_objects
 
 MODEL = "tilth-e2e-model"
 """One model name for every role: routing must go by role, never by name."""
@@ -187,12 +189,8 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Complete lines only (the tests' own reader tolerates a torn tail too)."""
-    out = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            out.append(json.loads(line))
-    return out
+    """Every complete JSON-object line of ``path`` (events: ``Lab.session().records()``)."""
+    return read_json_objects(path)
 
 
 @dataclass
@@ -275,25 +273,26 @@ class Live:
         )
 
     # ---- reading the session ----------------------------------------------------------
+    def session(self, sid: str | None = None) -> SessionView:
+        return SessionView.at(self.sdir(sid))
+
     def events(self, sid: str | None = None) -> list[dict[str, Any]]:
-        return read_jsonl(self.sdir(sid) / "events.jsonl")
+        return self.session(sid).records()
 
     def types(self, sid: str | None = None) -> list[str]:
-        return [e["type"] for e in self.events(sid)]
+        return self.session(sid).types()
 
     def of_type(self, kind: str, sid: str | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events(sid) if e["type"] == kind]
 
     def checkpoint(self, sid: str | None = None) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.sdir(sid) / "checkpoint.json").read_text())
-        return data
+        return self.session(sid).checkpoint()
 
     def prd(self, sid: str | None = None) -> list[dict[str, Any]]:
-        data: list[dict[str, Any]] = json.loads((self.sdir(sid) / "prd.json").read_text())
-        return data
+        return self.session(sid).prd()
 
     def statuses(self, sid: str | None = None) -> dict[str, str]:
-        return {t["id"]: t.get("status", "pending") for t in self.prd(sid)}
+        return self.session(sid).statuses()
 
     def head(self, sid: str | None = None) -> str:
         return git(self.worktree(sid), "rev-parse", "HEAD").strip()

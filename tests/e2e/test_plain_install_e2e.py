@@ -10,7 +10,6 @@ Slow (it installs packages, from pip's configured index and cache); one module, 
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GIT_IDENTITY, make_repo
+from tests.sessionview import SessionView
 from tilth.demo.script import EVALUATOR, INTERVIEWER, WORKER, Interview, Recipe, Team
 from tilth.model import FakeServer, Script
 
@@ -131,22 +131,9 @@ def project(root: Path) -> Path:
     )
 
 
-def events(home: Path) -> list[dict[str, object]]:
-    (session,) = [p for p in (home / "sessions").iterdir() if p.is_dir()]
-    lines = (session / "events.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
-
-
-def status(home: Path) -> str:
-    (session,) = [p for p in (home / "sessions").iterdir() if p.is_dir()]
-    return str(json.loads((session / "checkpoint.json").read_text())["status"])
-
-
-def bash_results(found: list[dict[str, object]]) -> list[str]:
+def bash_results(session: SessionView) -> list[str]:
     return [
-        str(e["payload"]["result_preview"])  # type: ignore[index]
-        for e in found
-        if e["type"] == "tool_result" and e["payload"]["tool"] == "bash"  # type: ignore[index]
+        str(p["result_preview"]) for p in session.payloads("tool_result") if p["tool"] == "bash"
     ]
 
 
@@ -165,14 +152,14 @@ def test_the_projects_own_venv_runs_the_seed_tests(
     run = tilth(plain_tilth, env, "run", str(repo))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert f"tests in  source repository's virtualenv {repo}/.venv" in run.stdout
-    assert status(home) == "all_done"
-    found = events(home)
-    (chosen,) = [e["payload"] for e in found if e["type"] == "environment"]
-    assert chosen["kind"] == "source-venv"  # type: ignore[index]
-    gates = [e["payload"] for e in found if e["type"] == "tests_run"]
-    assert gates and all(g["passed"] for g in gates)  # type: ignore[index]
+    session = SessionView.only(home / "sessions")
+    assert session.status == "all_done"
+    (chosen,) = session.payloads("environment")
+    assert chosen["kind"] == "source-venv"
+    gates = session.payloads("tests_run")
+    assert gates and all(g["passed"] for g in gates)
     # The worker's `python -m pytest` meant what the gate means: the project's venv.
-    assert any("1 passed" in text for text in bash_results(found))
+    assert any("1 passed" in text for text in bash_results(session))
 
 
 @pytest.mark.timeout(900)
@@ -192,14 +179,14 @@ def test_a_setup_command_builds_a_worktree_venv(
     assert prep.returncode == 0, prep.stdout + prep.stderr
     run = tilth(plain_tilth, env, "run", str(repo))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert status(home) == "all_done"
-    found = events(home)
-    (setup_event,) = [e["payload"] for e in found if e["type"] == "setup"]
-    assert setup_event["ok"] is True and setup_event["why"] == "prep"  # type: ignore[index]
-    (chosen,) = [e["payload"] for e in found if e["type"] == "environment"]
-    assert chosen["kind"] == "worktree-venv"  # type: ignore[index]
+    session = SessionView.only(home / "sessions")
+    assert session.status == "all_done"
+    (setup_event,) = session.payloads("setup")
+    assert setup_event["ok"] is True and setup_event["why"] == "prep"
+    (chosen,) = session.payloads("environment")
+    assert chosen["kind"] == "worktree-venv"
     assert not (repo / ".venv").exists(), "the source repository is never touched"
-    assert any("1 passed" in text for text in bash_results(found))
+    assert any("1 passed" in text for text in bash_results(session))
 
 
 @pytest.mark.timeout(600)

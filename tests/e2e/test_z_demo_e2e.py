@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.demo_runner import DEMO, start_demo
-from tests.e2e.lab import Lab, read_jsonl
+from tests.e2e.lab import Lab
+from tests.sessionview import SessionView
 from tilth import git
 
 
@@ -28,20 +29,12 @@ def test_demo_runs_end_to_end_offline_and_says_it_is_scripted(lab: Lab, tmp_path
     for verb in ("prep-feature", "run", "reset", "rewind", "restart", "visualize"):
         assert f"tilth {verb}" in out, verb
     sessions = Path(DEMO["home"]) / "sessions"
-    (sdir,) = [p for p in sessions.iterdir() if p.is_dir()]
-    checkpoint = json.loads((sdir / "checkpoint.json").read_text())
-    assert checkpoint["status"] == "all_done"
-    verdicts = [
-        e["payload"]["verdict"]
-        for e in read_jsonl(sdir / "events.jsonl")
-        if e["type"] == "evaluator_verdict" and e["payload"].get("stage") == "code_review"
-    ]
-    assert "reject" in verdicts  # one rejected and re-worked task
-    t001 = [
-        e["payload"]["verdict"]
-        for e in read_jsonl(sdir / "events.jsonl")
-        if e["type"] == "evaluator_verdict" and e["payload"].get("task_id") == "T-001"
-    ]
+    session = SessionView.only(sessions)
+    sdir = session.dir
+    assert session.status == "all_done"
+    verdicts = session.payloads("evaluator_verdict")
+    assert "reject" in [v["verdict"] for v in verdicts if v.get("stage") == "code_review"]
+    t001 = [v["verdict"] for v in verdicts if v.get("task_id") == "T-001"]
     assert t001 == ["reject", "accept"]  # reset --to-seed cut the log: this is the second run
     worktree = sdir / "workspace"
     subjects = git.git("log", "--format=%s", cwd=worktree).splitlines()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import re
@@ -70,22 +69,6 @@ def cli_env(server: FakeServer, **extra: str) -> dict[str, str]:
         "TILTH_MODEL_BACKOFF_SECONDS": "0",
         **extra,
     }
-
-
-def event_types(session_dir: Path) -> list[str]:
-    lines = (session_dir / "events.jsonl").read_text().splitlines()
-    return [json.loads(line)["type"] for line in lines if line.strip()]
-
-
-def events(session_dir: Path, type_: str | None = None) -> list[dict[str, Any]]:
-    lines = (session_dir / "events.jsonl").read_text().splitlines()
-    found = [json.loads(line) for line in lines if line.strip()]
-    return [e["payload"] for e in found if type_ is None or e["type"] == type_]
-
-
-def checkpoint(session_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((session_dir / "checkpoint.json").read_text())
-    return data
 
 
 def session_dirs(sessions_dir: Path) -> list[Path]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from seed.support import CRASHER, seed_args
+from tests.sessionview import SessionView
 from tilth.seed.sink import STAGING_DIR, FileSeedSink, recover
 from tilth.session.seed_rules import SeedRuleError
 
@@ -48,7 +49,7 @@ def test_written_files(tmp_path: Path) -> None:
     )
     assert written == ["tests/test_t001_feature_1.py"]
     assert (worktree / written[0]).read_text() == args["test_files"]["test_t001_feature_1.py"]
-    prd = json.loads((session_dir / "prd.json").read_text())
+    prd = SessionView.at(session_dir).prd()
     assert prd[0]["status"] == "pending" and set(prd[0]) == {
         "id",
         "title",
@@ -163,7 +164,7 @@ def test_the_next_write_rolls_back_an_interrupted_one_first(tmp_path: Path) -> N
     args = seed_args(1)
     FileSeedSink(session_dir, worktree).write_seed(args["prd_entries"], args["test_files"], META)
     assert sorted(p.name for p in (worktree / "tests").iterdir()) == ["test_t001_feature_1.py"]
-    assert len(json.loads((session_dir / "prd.json").read_text())) == 1
+    assert len(SessionView.at(session_dir).prd()) == 1
 
 
 def test_recovery_interrupted_half_way_is_finished_by_the_next_call(tmp_path: Path) -> None:

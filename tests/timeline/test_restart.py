@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.simrun import STAGES, SimRun, timeline_of, worktree_of
 from tilth import git
@@ -21,8 +22,7 @@ TIERS = ("L2", "L1")
 
 
 def _last_event(world: World) -> dict[str, object]:
-    lines = (world.session.dir / "events.jsonl").read_text().splitlines()
-    return dict(json.loads(lines[-1]))
+    return SessionView(world.session).records()[-1]
 
 
 def _stash_subjects(world: World) -> list[str]:

@@ -12,17 +12,13 @@ import sys
 import time
 from collections.abc import Callable
 
+from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, observe, timeline_of, worktree_of
 from tilth import git
 from tilth.timeline import Recorder, list_checkpoints, plan_rewind, resolve_checkpoint
 from tilth.timeline.record.checkpoints import CHECKPOINT_FILE_SCHEMA
 from tilth.timeline.record.state_capture import count_lines, log_tail, thread_heads
-
-
-def _events(world: World) -> list[dict[str, object]]:
-    lines = (world.session.dir / "events.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
 
 
 def test_scope_both_makes_it_as_if_nothing_after_the_checkpoint_happened(
@@ -38,11 +34,9 @@ def test_scope_both_makes_it_as_if_nothing_after_the_checkpoint_happened(
     now, then = observe(session), world.sim.seen[target.id]
     assert (now.tree, now.head, now.statuses) == (then.tree, then.head, then.statuses)
     assert now.events == then.events + 1
-    events = _events(world)
-    rewind = events[-1]
-    assert rewind["type"] == "rewind"
-    payload = rewind["payload"]
-    assert isinstance(payload, dict)
+    rewind = SessionView(session).events()[-1]
+    assert rewind.type == "rewind"
+    payload = rewind.payload
     assert payload["to"] == target.id and payload["scope"] == "both"
     assert payload["dropped"]["commits_dropped"] == 4
     # harness state, conversation and timeline are back too

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import make_repo
+from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.simrun import (
     PREP_TOKENS,
@@ -59,8 +60,7 @@ def test_reset_to_seed_returns_every_file_to_the_post_prep_copy(
         assert (session.dir / name).read_bytes() == content, name
     cp = json.loads(saved["checkpoint.json"])
     assert cp["status"] == "prepared" and cp["tokens_used"] == PREP_TOKENS
-    last = json.loads((session.dir / "events.jsonl").read_text().splitlines()[-1])
-    assert last["type"] == "seed_committed"
+    assert SessionView(session).types()[-1] == "seed_committed"
     assert all(t["status"] == "pending" for t in session.load_prd())
     # the run's derived files, task state and threads are gone; the interview thread stays
     for name in (*DERIVED, "tasks"):
