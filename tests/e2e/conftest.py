@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.demo_runner import DEMO, DEMO_TEST, start_demo
 from tests.e2e.lab import (
     ANSWER,
     SLOW_IMPLEMENTER,
@@ -30,16 +29,13 @@ def _check(done: subprocess.CompletedProcess[str], code: int, what: str) -> None
 
 
 @pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Lab]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """prep-feature (piped answer) → ``prepared``; run → ``done``; a stalled run → ``failed``."""
     patch = pytest.MonkeyPatch()
     for key in list(os.environ):
         if key.startswith("TILTH_"):
             patch.delenv(key)
     root = tmp_path_factory.mktemp("e2e")
-    if any(DEMO_TEST in item.nodeid for item in request.session.items):
-        # the demo takes a minute; it runs beside the other tests and is checked last
-        DEMO["process"] = start_demo(tmp_path_factory.mktemp("demo"))
     script = StoryScript(root / "outside")
     servers = start_servers(script)
     lab = Lab(root, servers, script)
@@ -87,10 +83,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
     finally:
         servers.stop()
         patch.undo()
-        process = DEMO.pop("process", None)
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.communicate()
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,7 @@ fresh virtualenv, then a project whose own environment holds what its tests need
 1. The project keeps a gitignored ``.venv/`` holding pytest and a module that exists nowhere
    else; ``prep-feature`` then ``run`` finish ``all_done`` with no ``TILTH_TEST_COMMAND``.
 2. A project without one builds a worktree-local ``.venv/`` with ``TILTH_SETUP_COMMAND``.
+3. ``tilth demo`` tells its whole story offline (SPEC §9), the suite's one run of the demo.
 
 Slow (it installs packages, from pip's configured index and cache); one module, never skipped.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GIT_IDENTITY, make_repo
+from tests.e2e.demo_runner import check_demo_story, run_demo
 from tests.sessionview import SessionView
 from tilth.demo.script import EVALUATOR, INTERVIEWER, WORKER, Interview, Recipe, Team
 from tilth.model import FakeServer, Script
@@ -190,20 +192,14 @@ def test_a_setup_command_builds_a_worktree_venv(
 
 
 @pytest.mark.timeout(600)
-def test_the_demo_finishes_from_a_plain_install(plain_tilth: Path, tmp_path: Path) -> None:
+def test_the_demo_tells_the_whole_story_offline_from_a_plain_install(
+    plain_tilth: Path, tmp_path: Path
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TILTH_", "VIRTUAL_ENV"))}
     env["PATH"] = os.pathsep.join(
         p for p in env["PATH"].split(os.pathsep) if "project-python" not in p
     )
-    demo = subprocess.run(
-        [str(plain_tilth), "demo", "--home", str(tmp_path / "home")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=540,
-    )
-    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    assert "── demo finished ──" in demo.stdout
+    demo = run_demo(plain_tilth, tmp_path, env)
+    check_demo_story(demo, tmp_path / "home")
     assert "No module named pytest" not in demo.stdout + demo.stderr
     assert "tests in  TILTH_TEST_COMMAND:" in demo.stdout and "run_tests.py" in demo.stdout
