@@ -3,20 +3,19 @@
 Rewind, restart, reset --to-seed, undo and resume's preparation run here; fork (whose
 steps make a second session) has its own case below.
 
-Each case runs the real CLI with ``TILTH_FAULT_AT=<step>`` so the process kills
-itself at that step, then runs ``tilth checkpoints`` (which recovers), and
-compares the session with a copy where the same operation ran undisturbed —
-or, when the kill came before anything changed, with the untouched original.
-Cases run a few at a time, since each is two Python start-ups.
+Each case runs the real CLI as its own process (forked from a warm one: ``warm_cli.py``)
+with ``TILTH_FAULT_AT=<step>`` so the process kills itself at that step, then runs
+``tilth checkpoints`` (which recovers), and compares the session with a copy where the same
+operation ran undisturbed — or, when the kill came before anything changed, with the
+untouched original.
+Cases run two at a time.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ import pytest
 
 from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, worktree_of
+from tests.timeline.warm_cli import WarmCli
 from tilth import git
 from tilth.agent.resume import failed_subject, plan_resume
 from tilth.timeline import execute_rewind, plan_rewind, recover, resolve_checkpoint
@@ -152,31 +152,36 @@ def _prepare(world: World, op: Op) -> None:
         (worktree_of(world.session) / "README.md").write_text("edited, not committed\n")
 
 
-def _spawn(world: World, args: list[str], fault: str | None) -> subprocess.Popen[str]:
+def _env(world: World, fault: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
     env["TILTH_HOME"] = str(world.root / "home")
     env["TILTH_SESSIONS_DIR"] = str(world.sessions_dir)
     if fault:
         env["TILTH_FAULT_AT"] = fault
-    command = [sys.executable, *args] if args[0] == "-c" else [sys.executable, "-m", "tilth", *args]
-    return subprocess.Popen(
-        command,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return env
 
 
-def _run_all(jobs: list[tuple[World, list[str], str | None]]) -> list[tuple[int, str, str]]:
-    """Run CLI invocations two at a time (the test machine has two cores)."""
+Job = tuple[World, list[str], str | None]
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[WarmCli]:
+    with WarmCli() as cli:
+        yield cli
+
+
+def _run_all(warm: WarmCli, jobs: list[Job]) -> list[tuple[int, str, str]]:
+    """Run CLI invocations as processes, two at a time (the test machine has two cores)."""
     results: list[tuple[int, str, str]] = []
     for start in range(0, len(jobs), 2):
-        procs = [_spawn(w, a, f) for w, a, f in jobs[start : start + 2]]
-        for proc in procs:
-            out, err = proc.communicate(timeout=120)
-            results.append((proc.returncode, out, err))
+        started = []
+        for world, args, fault in jobs[start : start + 2]:
+            env = _env(world, fault)
+            if args[0] == "-c":
+                started.append(warm.start(args[2:], env, code=args[1]))
+            else:
+                started.append(warm.start(args, env))
+        results.extend(warm.wait(s) for s in started)
     return results
 
 
@@ -190,7 +195,7 @@ def _recover_in_process(world: World) -> str:
 
 @pytest.mark.parametrize("op_key", list(OPS))
 def test_sigkill_at_every_step_then_the_next_command_recovers(
-    world_clone: Callable[..., World], op_key: str
+    world_clone: Callable[..., World], warm: WarmCli, op_key: str
 ) -> None:
     op = OPS[op_key]
     probe = world_clone(("L1",), 1)
@@ -201,7 +206,7 @@ def test_sigkill_at_every_step_then_the_next_command_recovers(
         faults += [f"{step}+" for step in steps]
 
     original = _state(probe)
-    done = _run_all([(probe, op.args(probe), None)])[0]
+    done = _run_all(warm, [(probe, op.args(probe), None)])[0]
     assert done[0] == 0, done[2]
     expected = _state(probe)
     assert expected != original
@@ -209,12 +214,13 @@ def test_sigkill_at_every_step_then_the_next_command_recovers(
     worlds = [world_clone(("L1",), 1) for _ in faults]
     for world in worlds:
         _prepare(world, op)
-    killed = _run_all([(w, op.args(w), fault) for w, fault in zip(worlds, faults, strict=True)])
+    jobs: list[Job] = [(w, op.args(w), f) for w, f in zip(worlds, faults, strict=True)]
+    killed = _run_all(warm, jobs)
     for fault, (code, _, err) in zip(faults, killed, strict=True):
         assert code == -9, f"{fault}: expected SIGKILL, got {code}: {err}"
     # The next command recovers: the real CLI for a few cases, the same call in-process
     # (``recover`` under the lock, as every writing command does) for the rest, for speed.
-    by_cli = _run_all([(w, ["checkpoints", w.session.id], None) for w in worlds[:CLI_CASES]])
+    by_cli = _run_all(warm, [(w, ["checkpoints", w.session.id], None) for w in worlds[:CLI_CASES]])
     recovered = by_cli + [(0, "", _recover_in_process(w)) for w in worlds[CLI_CASES:]]
     for fault, world, (code, _, err) in zip(faults, worlds, recovered, strict=True):
         assert code == 0, f"{fault}: {err}"
@@ -256,7 +262,7 @@ def _child_state(sessions_dir: Any, parent_id: str) -> Any:
 
 
 def test_sigkill_at_every_step_of_a_fork_then_the_parents_next_command_completes_it(
-    world_clone: Callable[..., World],
+    world_clone: Callable[..., World], warm: WarmCli
 ) -> None:
     probe = world_clone(("L1",), 1)
     target = resolve_checkpoint(probe.session, "T-001/implementing")
@@ -264,11 +270,11 @@ def test_sigkill_at_every_step_of_a_fork_then_the_parents_next_command_completes
     faults = ["journal", *steps_for(plan)]
     args = ["fork", probe.session.id, "--at", "T-001/implementing"]
     parent_before = _state(probe)
-    assert _run_all([(probe, args, None)])[0][0] == 0
+    assert _run_all(warm, [(probe, args, None)])[0][0] == 0
     expected = _child_state(probe.sessions_dir, probe.session.id)
     assert expected is not None and not expected["incomplete"]
     worlds = [world_clone(("L1",), 1) for _ in faults]
-    killed = _run_all([(w, args, fault) for w, fault in zip(worlds, faults, strict=True)])
+    killed = _run_all(warm, [(w, args, fault) for w, fault in zip(worlds, faults, strict=True)])
     for fault, (code, _, err) in zip(faults, killed, strict=True):
         assert code == -9, f"{fault}: expected SIGKILL, got {code}: {err}"
     for fault, world in zip(faults, worlds, strict=True):
