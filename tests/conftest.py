@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.warm_cli import WarmCli
+
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Test User",
     "GIT_AUTHOR_EMAIL": "test@example.invalid",
@@ -183,6 +185,13 @@ def tilth_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for key, value in GIT_IDENTITY.items():
         monkeypatch.setenv(key, value)
     return home
+
+
+@pytest.fixture(scope="module")
+def warm_cli() -> Iterator[WarmCli]:
+    """Tilth commands as real processes forked from a warm one (``tests/warm_cli.py``)."""
+    with WarmCli() as cli:
+        yield cli
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from tests.conftest import run_cli_in_process
 from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.test_faults import _run_all
+from tests.warm_cli import WarmCli
 from tilth.chat import ChatEngine
 from tilth.config import load_settings
 from tilth.model import Script, ScriptedModel, reply
@@ -143,7 +144,7 @@ FAULTS = ["journal", *FORK_STEPS, "fork-files+", "fork-worktree+", "finish"]
 
 
 def test_sigkill_at_every_step_of_a_chat_fork_then_the_next_command_completes_it(
-    tmp_path: Path,
+    tmp_path: Path, warm_cli: WarmCli
 ) -> None:
     sessions, parent_id, target = _built(tmp_path)
     reference = _world(tmp_path, sessions, parent_id, "reference")
@@ -156,7 +157,7 @@ def test_sigkill_at_every_step_of_a_chat_fork_then_the_next_command_completes_it
 
     worlds = [_world(tmp_path, sessions, parent_id, f"killed-{i}") for i in range(len(FAULTS))]
     args = ["fork", parent_id, "--at", target]
-    killed = _run_all([(w, args, fault) for w, fault in zip(worlds, FAULTS, strict=True)])
+    killed = _run_all(warm_cli, [(w, args, fault) for w, fault in zip(worlds, FAULTS, strict=True)])
     for fault, world, (code, _, err) in zip(FAULTS, worlds, killed, strict=True):
         assert code == -9, f"{fault}: expected SIGKILL, got {code}: {err}"
         # The parent's journal says how far the fork got; nothing of the parent changed.
@@ -192,11 +193,11 @@ def test_sigkill_at_every_step_of_a_chat_fork_then_the_next_command_completes_it
             assert _child_state(world) == expected, f"{fault}: not the undisturbed fork"
 
 
-def test_opening_a_half_made_chat_fork_completes_it(tmp_path: Path) -> None:
+def test_opening_a_half_made_chat_fork_completes_it(tmp_path: Path, warm_cli: WarmCli) -> None:
     sessions, parent_id, target = _built(tmp_path)
     (world,) = [_world(tmp_path, sessions, parent_id, "w")]
     args = ["fork", parent_id, "--at", target]
-    ((code, _, err),) = _run_all([(world, args, "fork-worktree")])
+    ((code, _, err),) = _run_all(warm_cli, [(world, args, "fork-worktree")])
     assert code == -9, err
     child = _child(world)
     assert child is not None and not (child / "workspace").exists()

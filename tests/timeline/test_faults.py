@@ -3,7 +3,7 @@
 Rewind, restart, reset --to-seed, undo and resume's preparation run here; fork (whose
 steps make a second session) has its own case below.
 
-Each case runs the real CLI as its own process (forked from a warm one: ``warm_cli.py``)
+Each case runs the real CLI as its own process (forked from a warm one: ``tests/warm_cli.py``)
 with ``TILTH_FAULT_AT=<step>`` so the process kills itself at that step, then runs
 ``tilth checkpoints`` (which recovers), and compares the session with a copy where the same
 operation ran undisturbed — or, when the kill came before anything changed, with the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ import pytest
 
 from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, worktree_of
-from tests.timeline.warm_cli import WarmCli
+from tests.warm_cli import WarmCli
 from tilth import git
 from tilth.agent.resume import failed_subject, plan_resume
 from tilth.timeline import execute_rewind, plan_rewind, recover, resolve_checkpoint
@@ -164,12 +164,6 @@ def _env(world: World, fault: str | None) -> dict[str, str]:
 Job = tuple[World, list[str], str | None]
 
 
-@pytest.fixture(scope="module")
-def warm() -> Iterator[WarmCli]:
-    with WarmCli() as cli:
-        yield cli
-
-
 def _run_all(warm: WarmCli, jobs: list[Job]) -> list[tuple[int, str, str]]:
     """Run CLI invocations as processes, two at a time (the test machine has two cores)."""
     results: list[tuple[int, str, str]] = []
@@ -185,9 +179,6 @@ def _run_all(warm: WarmCli, jobs: list[Job]) -> list[tuple[int, str, str]]:
     return results
 
 
-CLI_CASES = 3
-
-
 def _recover_in_process(world: World) -> str:
     with world.session.lock():
         return recover(world.session) or ""
@@ -195,7 +186,7 @@ def _recover_in_process(world: World) -> str:
 
 @pytest.mark.parametrize("op_key", list(OPS))
 def test_sigkill_at_every_step_then_the_next_command_recovers(
-    world_clone: Callable[..., World], warm: WarmCli, op_key: str
+    world_clone: Callable[..., World], warm_cli: WarmCli, op_key: str
 ) -> None:
     op = OPS[op_key]
     probe = world_clone(("L1",), 1)
@@ -206,7 +197,7 @@ def test_sigkill_at_every_step_then_the_next_command_recovers(
         faults += [f"{step}+" for step in steps]
 
     original = _state(probe)
-    done = _run_all(warm, [(probe, op.args(probe), None)])[0]
+    done = _run_all(warm_cli, [(probe, op.args(probe), None)])[0]
     assert done[0] == 0, done[2]
     expected = _state(probe)
     assert expected != original
@@ -215,13 +206,11 @@ def test_sigkill_at_every_step_then_the_next_command_recovers(
     for world in worlds:
         _prepare(world, op)
     jobs: list[Job] = [(w, op.args(w), f) for w, f in zip(worlds, faults, strict=True)]
-    killed = _run_all(warm, jobs)
+    killed = _run_all(warm_cli, jobs)
     for fault, (code, _, err) in zip(faults, killed, strict=True):
         assert code == -9, f"{fault}: expected SIGKILL, got {code}: {err}"
-    # The next command recovers: the real CLI for a few cases, the same call in-process
-    # (``recover`` under the lock, as every writing command does) for the rest, for speed.
-    by_cli = _run_all(warm, [(w, ["checkpoints", w.session.id], None) for w in worlds[:CLI_CASES]])
-    recovered = by_cli + [(0, "", _recover_in_process(w)) for w in worlds[CLI_CASES:]]
+    # The next command recovers, whichever it is: `tilth checkpoints` here.
+    recovered = _run_all(warm_cli, [(w, ["checkpoints", w.session.id], None) for w in worlds])
     for fault, world, (code, _, err) in zip(faults, worlds, recovered, strict=True):
         assert code == 0, f"{fault}: {err}"
         if fault != "finish+":  # killed after the journal was cleared: nothing left to do
@@ -262,7 +251,7 @@ def _child_state(sessions_dir: Any, parent_id: str) -> Any:
 
 
 def test_sigkill_at_every_step_of_a_fork_then_the_parents_next_command_completes_it(
-    world_clone: Callable[..., World], warm: WarmCli
+    world_clone: Callable[..., World], warm_cli: WarmCli
 ) -> None:
     probe = world_clone(("L1",), 1)
     target = resolve_checkpoint(probe.session, "T-001/implementing")
@@ -270,11 +259,11 @@ def test_sigkill_at_every_step_of_a_fork_then_the_parents_next_command_completes
     faults = ["journal", *steps_for(plan)]
     args = ["fork", probe.session.id, "--at", "T-001/implementing"]
     parent_before = _state(probe)
-    assert _run_all(warm, [(probe, args, None)])[0][0] == 0
+    assert _run_all(warm_cli, [(probe, args, None)])[0][0] == 0
     expected = _child_state(probe.sessions_dir, probe.session.id)
     assert expected is not None and not expected["incomplete"]
     worlds = [world_clone(("L1",), 1) for _ in faults]
-    killed = _run_all(warm, [(w, args, fault) for w, fault in zip(worlds, faults, strict=True)])
+    killed = _run_all(warm_cli, [(w, args, fault) for w, fault in zip(worlds, faults, strict=True)])
     for fault, (code, _, err) in zip(faults, killed, strict=True):
         assert code == -9, f"{fault}: expected SIGKILL, got {code}: {err}"
     for fault, world in zip(faults, worlds, strict=True):
