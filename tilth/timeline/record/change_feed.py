@@ -19,6 +19,7 @@ import ctypes.util
 import errno
 import os
 import struct
+import time
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -57,15 +58,24 @@ def _walk_dirs(root: Path, skip: set[str]) -> Iterable[str]:
             continue
 
 
+RACY_NS = 2 * 10**9
+"""A file modified this close to a scan may be rewritten before the clock the filesystem stamps
+with has moved on (same size, same times): such files are reported again by the next scan, to
+be compared by content (git's "racily clean" rule)."""
+
+
 class StatScanner:
-    """A stat walk against a persistent cache: reports files whose stat changed."""
+    """A stat walk against a persistent cache: reports files whose stat changed, and those
+    modified too close to the previous scan for their stat to tell."""
 
     def __init__(self, root: Path, skip: set[str], ignored: IgnoredDir | None = None) -> None:
         self.root = root
         self.skip = skip
         self.ignored = ignored
         self._dirs: set[str] = set()
+        started = time.time_ns()
         self.cache: dict[str, StatKey] = self._scan(first=True)
+        self._racy = _racy(self.cache, started)
 
     def _scan(self, first: bool = False) -> dict[str, StatKey]:
         found: dict[str, StatKey] = {}
@@ -110,16 +120,25 @@ class StatScanner:
         return found
 
     def changed(self) -> set[str]:
-        """Paths created, deleted or modified since the previous call."""
+        """Paths created, deleted or modified since the previous call (or that may have been)."""
+        started = time.time_ns()
         now = self._scan()
         old = self.cache
         self.cache = now
         diff = {p for p, key in now.items() if old.get(p) != key}
         diff.update(p for p in old if p not in now)
+        diff |= self._racy
+        self._racy = _racy(now, started)
         return diff
 
     def close(self) -> None:
         self.cache = {}
+
+
+def _racy(found: dict[str, StatKey], scan_started: int) -> set[str]:
+    return {
+        p for p, key in found.items() if key != _IGNORED_DIR and key[1] >= scan_started - RACY_NS
+    }
 
 
 # ---- inotify via ctypes ----------------------------------------------------------------
