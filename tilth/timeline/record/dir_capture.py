@@ -12,7 +12,6 @@ re-examines is only what changed: the paths edit tools announced and what the wa
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from tilth.timeline.record.blob_store import (
     BlobStore,
     Entry,
     max_file_bytes,
-    read_state,
+    read_state_in,
     store_state,
 )
 from tilth.timeline.record.change_feed import (
@@ -41,6 +40,7 @@ from tilth.timeline.record.dir_state import (
     walk_files,
 )
 from tilth.timeline.record.turn_capture import BASH_GAP
+from tilth.timeline.record.worktree_paths import entry_kind, expand_dirs, relative_path
 
 Overlay = dict[str, Entry | None]
 
@@ -106,9 +106,10 @@ class DirCapture:
             self._watcher = start_watcher(self.root, set(skipped), self._weak_ignored_dir())
         manifest: Files = {}
         gaps: list[str] = []
+        dirs: dict[str, bool] = {}
         for rel in files:
             try:
-                state = read_state(self.root / rel)
+                state = read_state_in(self.root, rel, dirs)
             except OSError as exc:
                 gaps.append(f"unreadable, not captured: {rel} ({exc.strerror or exc})")
                 continue
@@ -200,16 +201,7 @@ class DirCapture:
 
     # ---- internals ------------------------------------------------------------------------------
     def _relative(self, path: Path) -> str | None:
-        path = Path(path)
-        if not path.is_absolute():
-            path = self.root / path
-        for candidate in (path, path.resolve()):
-            try:
-                rel = candidate.relative_to(self.root).as_posix()
-            except ValueError:
-                continue
-            return rel if rel and rel != "." else None
-        return None
+        return relative_path(self.root, path)
 
     def _weak_ignored_dir(self) -> Callable[[str], bool]:
         # A weak reference, so a dropped capture frees its inotify instance at once.
@@ -241,27 +233,13 @@ class DirCapture:
 
     def _expand(self, candidates: set[str]) -> set[str]:
         """Directories stand for the files below them (created, moved or deleted trees)."""
-        out: set[str] = set()
-        prefixes: list[str] = []
-        for rel in candidates:
-            path = self.root / rel
-            if path.is_dir() and not path.is_symlink():
-                if self.rules.ignored(rel) or self.rules.ignored_dir(rel):
-                    continue
-                prefixes.append(rel + "/")
-                for current, dirs, names in os.walk(path):
-                    base = Path(current).relative_to(self.root).as_posix()
-                    dirs[:] = [d for d in dirs if not self.rules.ignored_dir(f"{base}/{d}")]
-                    out.update(f"{base}/{n}" for n in names)
-                    out.update(f"{base}/{d}" for d in dirs if (Path(current) / d).is_symlink())
-            else:
-                out.add(rel)
-                if not os.path.lexists(path):
-                    prefixes.append(rel + "/")
-        if prefixes:
-            known = set(self.manifest) | set(self.overlay)
-            out |= {p for p in known if p.startswith(tuple(prefixes))}
-        return out
+        rules = self.rules
+        return expand_dirs(
+            self.root,
+            candidates,
+            (self.manifest, self.overlay),
+            lambda rel: rules.ignored(rel) or rules.ignored_dir(rel),
+        )
 
     def _evaluate(self, candidates: set[str]) -> DirTurn:
         candidates = self._expand(candidates)
@@ -269,6 +247,7 @@ class DirCapture:
         changed: list[str] = []
         gaps: list[str] = []
         ignored_hits: list[str] = []
+        dirs: dict[str, bool] = {}
         for rel, entry in self.overlay.items():
             if rel in candidates:
                 continue
@@ -278,11 +257,11 @@ class DirCapture:
                 candidates.add(rel)  # its blob was collected meanwhile: store it again
         for rel in sorted(candidates):
             if self.rules.ignored(rel):
-                if os.path.lexists(self.root / rel):
+                if entry_kind(self.root, rel) is not None:
                     ignored_hits.append(rel)
                 continue
             try:
-                state = read_state(self.root / rel)
+                state = read_state_in(self.root, rel, dirs)
             except OSError as exc:
                 gaps.append(f"unreadable, not captured: {rel} ({exc.strerror or exc})")
                 if rel in self.overlay:

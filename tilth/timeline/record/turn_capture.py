@@ -46,6 +46,7 @@ from tilth.timeline.record.change_feed import (
     start_watcher,
 )
 from tilth.timeline.record.git_reads import GitId, IgnoreChecker, TreeCache, ignored_dirs, read_head
+from tilth.timeline.record.worktree_paths import entry_kind, expand_dirs, relative_path
 
 STATE_FILE = "capture-state.json"
 """The last turn's end state (overlay, git ids, oversize files), for the next process."""
@@ -307,17 +308,8 @@ class TurnCapture:
             gc.collect_in_background(load_settings())
 
     def _relative(self, path: Path) -> str | None:
-        path = Path(path)
-        if not path.is_absolute():
-            path = self.root / path
-        try:
-            rel = path.relative_to(self.root).as_posix()
-        except ValueError:
-            try:
-                rel = path.resolve().relative_to(self.root).as_posix()
-            except ValueError:
-                return None
-        return rel if _rel_ok(rel) else None
+        rel = relative_path(self.root, path)
+        return rel if rel is not None and _rel_ok(rel) else None
 
     def _drain(self, *, after_bash: bool = False) -> None:
         watcher = self._watcher
@@ -346,29 +338,11 @@ class TurnCapture:
         return {p for p in out.split("\0") if p}
 
     def _expand(self, candidates: set[str], tree: dict[str, GitId]) -> set[str]:
-        """Directory candidates (moved or deleted dirs) stand for every known file below."""
-        out: set[str] = set()
-        prefixes: list[str] = []
-        for rel in candidates:
-            if rel in self.skip:
-                out.add(rel)  # an ignored directory: one gap line, never its contents
-            elif (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
-                prefixes.append(rel + "/")
-                out |= _files_below(self.root, rel, self.skip)
-            else:
-                out.add(rel)
-        missing_dirs = [
-            rel + "/"
-            for rel in candidates
-            if rel not in tree
-            and rel not in self.baseline.overlay
-            and not (self.root / rel).exists()
-        ]
-        prefixes += missing_dirs
-        if prefixes:
-            known = set(tree) | set(self.baseline.overlay)
-            out |= {p for p in known if p.startswith(tuple(prefixes))}
-        return out
+        """Directory candidates (moved or deleted dirs) stand for every known file below;
+        an ignored directory stands for itself (one gap line, never its contents)."""
+        known = (tree, self.baseline.overlay)
+        out = expand_dirs(self.root, candidates, known, self.skip.__contains__)
+        return out | (candidates & self.skip)
 
     def _is_ignored_dir(self, rel: str) -> bool:
         return bool(self._ignored([rel]))
@@ -422,7 +396,7 @@ class TurnCapture:
                 candidates.add(rel)  # its blob was collected meanwhile: store it again
         for rel in sorted(candidates):
             if rel in ignored:
-                if os.path.lexists(self.root / rel) or rel in base.overlay:
+                if entry_kind(self.root, rel) is not None or rel in base.overlay:
                     ignored_hits.append(rel)
                 continue
             state = read_state_in(self.root, rel, dirs)
@@ -512,14 +486,3 @@ def _inside(path: Path, root: Path) -> bool:
         return path.resolve().is_relative_to(root)
     except (OSError, RuntimeError):
         return False
-
-
-def _files_below(root: Path, rel: str, skip: set[str]) -> set[str]:
-    found: set[str] = set()
-    for current, dirs, names in os.walk(root / rel):
-        base = Path(current).relative_to(root).as_posix()
-        dirs[:] = [d for d in dirs if f"{base}/{d}" not in skip]
-        found.update(f"{base}/{n}" for n in names)
-        # Links to directories are entries too: os.walk lists them among dirs.
-        found.update(f"{base}/{d}" for d in dirs if (Path(current) / d).is_symlink())
-    return found

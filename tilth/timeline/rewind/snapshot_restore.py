@@ -12,8 +12,10 @@ differ, and only where the directory still holds what Tilth produced: a file tha
 from it was edited by someone else since (a conflict) and is left as it is unless forced.
 ``plan_snapshot_files`` only reads; ``apply_snapshot_files`` writes absolute contents and
 then pins the new recorded state, so running it again after a crash gives the same
-directory. Paths are re-checked against the root; ignored paths and ``.git`` are never
-touched.
+directory. Paths are re-checked (relative, no ``..``); ignored paths and ``.git`` are
+never touched, and nothing is read or written through a link: a link standing where the
+target has a directory is a conflict unless the plan deletes it first, and is replaced,
+never followed (``blob_store.write_entry``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from tilth.timeline.record.dir_state import (
     load_manifest,
     resolve_state,
 )
+from tilth.timeline.record.worktree_paths import link_parent
 from tilth.timeline.rewind.code_restore import CodePlan
 
 Overlay = dict[str, Entry | None]
@@ -69,14 +72,11 @@ def latest_recorded(session: Session) -> tuple[str, Overlay] | None:
     return None
 
 
-def _inside(root: Path, rel: str) -> bool:
+def _inside(rel: str) -> bool:
+    """A path that names something in the directory: relative, no ``..``, not in ``.git``.
+    Links below it are dealt with where files are read and written, never followed."""
     parts = rel.split("/")
-    if not rel or rel.startswith("/") or ".." in parts or parts[0] == ".git":
-        return False
-    try:
-        return (root / rel).parent.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError):
-        return False
+    return bool(rel) and not rel.startswith("/") and ".." not in parts and parts[0] != ".git"
 
 
 def _wanted(store: BlobStore, head: str, overlay: Overlay, latest: Files) -> Files:
@@ -89,6 +89,18 @@ def _wanted(store: BlobStore, head: str, overlay: Overlay, latest: Files) -> Fil
         else:
             files[rel] = entry
     return files
+
+
+def _shadowed(rel: str, files: Files) -> bool:
+    """True when ``files`` holds a parent of ``rel`` as a file or link: then ``rel`` is not
+    one of its files (a capture that followed a link recorded it); writing it would replace
+    that link with a directory."""
+    cut = rel.find("/")
+    while cut != -1:
+        if rel[:cut] in files:
+            return True
+        cut = rel.find("/", cut + 1)
+    return False
 
 
 def plan_snapshot_files(
@@ -106,11 +118,17 @@ def plan_snapshot_files(
     plan = CodePlan(head, {}, force=force)
     for rel in sorted(set(target) | set(latest) | set(overlay)):
         wanted, last = target.get(rel), latest.get(rel)
-        if (wanted == last and rel not in overlay) or not _inside(root, rel):
+        if (wanted == last and rel not in overlay) or not _inside(rel):
             continue
-        state = read_state(root / rel)
+        if wanted is not None and _shadowed(rel, target):
+            wanted = None
+        link = link_parent(root, rel)
+        state = read_state(root / rel) if link is None else None
         now = entry_of(state) if state is not None else None
-        if now != last and now != wanted:
+        # Under a link (or a file) this plan does not delete first, the directory holds no
+        # such file: someone else put the link there, and only force replaces it.
+        blocked = link is not None and (link not in plan.overlay or plan.overlay[link])
+        if (now != last or blocked) and now != wanted:
             plan.conflicts.append(rel)
             if not force:
                 continue
@@ -125,11 +143,13 @@ def apply_snapshot_files(
 ) -> None:
     """Write ``writes`` (deletions first) and pin the result as the newest recorded state."""
     store = store or session_store(session)
+    # write_entry never goes through a link: one standing where a directory must be is
+    # removed first, and nothing below one is deleted.
     for rel in sorted(r for r, e in writes.items() if e is None):
-        if _inside(root, rel):
+        if _inside(rel):
             write_entry(store, root, rel, None)
     for rel in sorted(r for r, e in writes.items() if e is not None):
-        if _inside(root, rel):
+        if _inside(rel):
             write_entry(store, root, rel, writes[rel])
     recorded = latest_recorded(session)
     if recorded is None:
@@ -148,10 +168,10 @@ def materialize(session: Session, head: str, overlay: Overlay, target_dir: Path)
     """Write every file of (head, overlay) into the empty ``target_dir`` (a fork's copy)."""
     store = session_store(session)
     files = resolve_state(store, head, overlay)
+    files = {rel: e for rel, e in files.items() if _inside(rel) and not _shadowed(rel, files)}
     target_dir.mkdir(parents=True, exist_ok=True)
     for rel in sorted(files):
-        if _inside(target_dir, rel):
-            write_entry(store, target_dir, rel, files[rel])
+        write_entry(store, target_dir, rel, files[rel])
     return len(files)
 
 
