@@ -13,8 +13,6 @@ re-examines is only what changed: the paths edit tools announced and what the wa
 from __future__ import annotations
 
 import threading
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,13 +23,6 @@ from tilth.timeline.record.blob_store import (
     read_state_in,
     store_state,
 )
-from tilth.timeline.record.change_feed import (
-    InotifyWatcher,
-    StatScanner,
-    Watcher,
-    WatchUnavailable,
-    start_watcher,
-)
 from tilth.timeline.record.dir_state import (
     Files,
     IgnoreRules,
@@ -39,8 +30,8 @@ from tilth.timeline.record.dir_state import (
     store_manifest,
     walk_files,
 )
-from tilth.timeline.record.turn_capture import BASH_GAP
-from tilth.timeline.record.worktree_paths import entry_kind, expand_dirs, relative_path
+from tilth.timeline.record.turn_changes import TurnChanges, ignored_gap
+from tilth.timeline.record.worktree_paths import entry_kind, expand_dirs
 
 Overlay = dict[str, Entry | None]
 
@@ -73,11 +64,9 @@ class DirCapture:
         """What the initial index could not store (files over the size cap)."""
         self.indexed_files = 0
         self._watch = watch
-        self._watcher: Watcher | None = None
-        self._touched: set[str] = set()
-        self._seen: set[str] = set()
-        self._bash: list[str] = []
-        self._full_scan = False
+        self.changes = TurnChanges(
+            self.root, ignored_dir=self.rules.ignored_dir, skip_dirs=self._skipped
+        )
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
         self._lock = threading.Lock()
@@ -103,7 +92,7 @@ class DirCapture:
         files, skipped = walk_files(self.root, self.rules)
         if self._watch:
             # Watch before reading contents, so a change during the read is seen.
-            self._watcher = start_watcher(self.root, set(skipped), self._weak_ignored_dir())
+            self.changes.watch(set(skipped))
         manifest: Files = {}
         gaps: list[str] = []
         dirs: dict[str, bool] = {}
@@ -142,51 +131,41 @@ class DirCapture:
     @property
     def watcher_kind(self) -> str:
         """``inotify``, ``scan`` or ``none``."""
-        if isinstance(self._watcher, InotifyWatcher):
-            return "inotify"
-        return "scan" if isinstance(self._watcher, StatScanner) else "none"
+        return self.changes.watcher_kind
 
     def close(self) -> None:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
+        self.changes.close()
 
     # ---- the ToolObserver seam ----------------------------------------------------------------
     def before_write(self, path: Path) -> None:
         """An edit tool is about to write ``path``: its state before is already recorded."""
         self.wait_ready()
-        rel = self._relative(path)
-        if rel is not None:
-            self._touched.add(rel)
+        self.changes.wrote(path)
 
     def before_bash(self, command: str) -> None:
         self.wait_ready()
-        self._drain()
+        self.changes.drain()
 
     def after_bash(self, command: str) -> None:
-        self._bash.append(command)
-        self._drain(after_bash=True)
+        self.changes.ran(command)
+        self.changes.drain(after_bash=True)
 
     # ---- turn boundaries ----------------------------------------------------------------------
     def finish_turn(self) -> DirTurn:
         """The state now (manifest + overlay), the files changed since the last call, gaps."""
         self.wait_ready()
         with self._lock:
-            self._drain()
-            candidates = self._touched | self._seen
-            if self._full_scan or not self._watch:
+            changes = self.changes
+            changes.drain()
+            candidates = changes.candidates()
+            if changes.full_scan or not self._watch:
                 files, _ = walk_files(self.root, self.rules)
                 candidates |= set(files) | set(self.manifest) | set(self.overlay)
             turn = self._evaluate(candidates)
-            if self._bash:
-                turn.gaps.append(BASH_GAP)
-            self._touched.clear()
-            self._seen.clear()
-            self._bash.clear()
-            self._full_scan = False
+            turn.gaps += changes.clear()
             return turn
 
     def full_state(self) -> Files:
@@ -200,33 +179,6 @@ class DirCapture:
         return files
 
     # ---- internals ------------------------------------------------------------------------------
-    def _relative(self, path: Path) -> str | None:
-        return relative_path(self.root, path)
-
-    def _weak_ignored_dir(self) -> Callable[[str], bool]:
-        # A weak reference, so a dropped capture frees its inotify instance at once.
-        rules = weakref.ref(self.rules)
-
-        def ask(rel: str) -> bool:
-            current = rules()
-            return bool(current is not None and current.ignored_dir(rel))
-
-        return ask
-
-    def _drain(self, *, after_bash: bool = False) -> None:
-        watcher = self._watcher
-        if watcher is None:
-            return
-        if isinstance(watcher, StatScanner) and not after_bash:
-            return  # a stat scan costs a walk: pay it only where bash may have written
-        try:
-            self._seen |= watcher.changed()
-        except WatchUnavailable:
-            watcher.close()
-            skip = {p for p in self._skipped()}
-            self._watcher = StatScanner(self.root, skip, self._weak_ignored_dir())
-            self._full_scan = True
-
     def _skipped(self) -> set[str]:
         _, skipped = walk_files(self.root, self.rules)
         return skipped
@@ -285,9 +237,7 @@ class DirCapture:
                 continue
             overlay[rel] = stored.entry
         if ignored_hits:
-            from tilth.timeline.record.turn_capture import _ignored_gap
-
-            gaps.append(_ignored_gap(ignored_hits))
+            gaps.append(ignored_gap(ignored_hits))
         self.store.sync()
         self.overlay = overlay
         return DirTurn(self.head, dict(overlay), changed, gaps)

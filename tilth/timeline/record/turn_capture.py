@@ -15,13 +15,10 @@ differs, stored in the shared blob store.
 
 from __future__ import annotations
 
-import json
 import os
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tilth import git
 from tilth.errors import GitError
@@ -38,22 +35,10 @@ from tilth.timeline.record.blob_store import (
     remember_store,
     store_state,
 )
-from tilth.timeline.record.change_feed import (
-    InotifyWatcher,
-    StatScanner,
-    Watcher,
-    WatchUnavailable,
-    start_watcher,
-)
 from tilth.timeline.record.git_reads import GitId, IgnoreChecker, TreeCache, ignored_dirs, read_head
-from tilth.timeline.record.worktree_paths import entry_kind, expand_dirs, relative_path
-
-STATE_FILE = "capture-state.json"
-"""The last turn's end state (overlay, git ids, oversize files), for the next process."""
-BASH_GAP = (
-    "bash may have had effects outside files (processes, network, paths outside the workspace)"
-)
-MAX_LISTED_GAPS = 20
+from tilth.timeline.record.turn_baseline import Baseline, save_baseline, saved_baseline
+from tilth.timeline.record.turn_changes import BASH_GAP, TurnChanges, ignored_gap
+from tilth.timeline.record.worktree_paths import entry_kind, expand_dirs
 
 
 def _rel_ok(rel: str) -> bool:
@@ -69,40 +54,6 @@ class TurnResult:
     gaps: list[str]
     head: str
     bytes_stored: int = 0
-
-
-@dataclass
-class _Baseline:
-    """The captured state at the end of the previous turn (or at start)."""
-
-    head: str
-    overlay: dict[str, Entry | None] = field(default_factory=dict)
-    ids: dict[str, GitId | None] = field(default_factory=dict)
-    """Git ids of the overlay's paths, so states compare without reading blobs back."""
-    oversize: dict[str, GitId] = field(default_factory=dict)
-    """Files over the size cap (not stored) and their git ids when last reported."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": 1,
-            "head": self.head,
-            "overlay": self.overlay,
-            "ids": {k: list(v) if v else None for k, v in self.ids.items()},
-            "oversize": {k: list(v) for k, v in self.oversize.items()},
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> _Baseline:
-        def pair(value: Any) -> GitId | None:
-            return (str(value[0]), str(value[1])) if isinstance(value, list) else None
-
-        oversize = {k: pair(v) for k, v in (data.get("oversize") or {}).items()}
-        return cls(
-            str(data.get("head") or ""),
-            dict(data.get("overlay") or {}),
-            {k: pair(v) for k, v in (data.get("ids") or {}).items()},
-            {k: v for k, v in oversize.items() if v is not None},
-        )
 
 
 def _git_id(state: FileState) -> GitId:
@@ -144,15 +95,13 @@ class TurnCapture:
         self.trees = TreeCache(self.root)
         self.skip: set[str] = set()
         self._watch = watch
-        self._watcher: Watcher | None = None
+        self.changes = TurnChanges(
+            self.root, ignored_dir=self._is_ignored_dir, skip_dirs=self._skip_dirs, keep=_rel_ok
+        )
         self._ignore: IgnoreChecker | None = None
-        self._touched: set[str] = set()
-        self._seen: set[str] = set()
-        self._bash: list[str] = []
-        self._full_scan = False
         self._ready = False
         self._auto_gc = False
-        self.baseline = _Baseline("")
+        self.baseline = Baseline("")
 
     @classmethod
     def for_session(cls, session: Session, worktree: Path) -> TurnCapture:
@@ -174,24 +123,22 @@ class TurnCapture:
             self._ensure()
         except (GitError, OSError):
             self._ready = False  # the turn's end compares the whole worktree instead
-        rel = self._relative(path)
-        if rel is not None:
-            self._touched.add(rel)
+        self.changes.wrote(path)
 
     def before_bash(self, command: str) -> None:
         """Drain what changed so far, so the command's own changes are told apart."""
         try:
             if self._ensure() is None:
-                self._drain()
+                self.changes.drain()
         except (GitError, OSError):
             self._ready = False
 
     def after_bash(self, command: str) -> None:
         """Collect every path the command created, modified or deleted inside the worktree."""
-        self._bash.append(command)
+        self.changes.ran(command)
         try:
             self._ensure()
-            self._drain(after_bash=True)
+            self.changes.drain(after_bash=True)
         except (GitError, OSError):
             self._ready = False
 
@@ -202,31 +149,30 @@ class TurnCapture:
         A capture problem never stops the run: the turn is recorded without files and
         says why, and the next turn starts from a full comparison with HEAD.
         """
-        had_bash = bool(self._bash)
+        had_bash = bool(self.changes.commands)
         try:
             return self._finish()
         except (GitError, OSError) as exc:
             self._ready = False
-            self._touched.clear()
-            self._seen.clear()
-            self._bash.clear()
+            self.changes.clear()
             gaps = [f"turn snapshot failed, files of this turn not captured: {exc}"]
             return TurnResult({}, [], [*gaps, BASH_GAP] if had_bash else gaps, head="")
 
     def _finish(self) -> TurnResult:
-        had_bash = bool(self._bash)
+        had_bash = bool(self.changes.commands)
         first = self._ensure()
         if first is not None:
             # Nothing was observed before: the full comparison is the answer.
             if had_bash:
                 first.gaps.append(BASH_GAP)
             return first
-        self._drain()
+        changes = self.changes
+        changes.drain()
         head = read_head(self.root)
         base = self.baseline
-        candidates = self._touched | self._seen
+        candidates = changes.candidates()
         carried: set[str] = set()
-        if isinstance(self._watcher, InotifyWatcher) and head == base.head:
+        if changes.watcher_kind == "inotify" and head == base.head:
             # The kernel reported every change, so overlay files it did not mention are as
             # they were: carry their entries over without reading them again.
             carried = set(base.overlay) - candidates
@@ -234,17 +180,12 @@ class TurnCapture:
             candidates |= set(base.overlay)
         if head != base.head:
             candidates |= self._paths_between(base.head, head)
-        if self._full_scan:
+        if changes.full_scan:
             candidates |= self._status_paths()
             carried -= candidates
         result = self._evaluate(head, candidates, carried)
         fault_point("capture")  # tests: killed after storing, before the checkpoint is written
-        if self._bash:
-            result.gaps.append(BASH_GAP)
-        self._touched.clear()
-        self._seen.clear()
-        self._bash.clear()
-        self._full_scan = False
+        result.gaps += changes.clear()
         return result
 
     def resync(self) -> TurnResult:
@@ -253,45 +194,36 @@ class TurnCapture:
             self._ready = True
             self.skip = ignored_dirs(self.root)
             self._first_use()
-        self._drain()
-        self._touched.clear()
-        self._seen.clear()
-        self._bash.clear()
+        self.changes.drain()
+        self.changes.clear()
         head = read_head(self.root)
         # Compared with the last turn recorded (by this or an earlier process), so a first
         # turn reports what changed since, not every file that differs from HEAD.
-        self.baseline = self._saved_baseline(head)
+        self.baseline = saved_baseline(self.session, head)
         result = self._evaluate(head, self._status_paths() | set(self.baseline.overlay))
-        self._full_scan = False
-        if self._watch and self._watcher is None:
-            self._watcher = start_watcher(self.root, self.skip, self._weak_is_ignored_dir())
+        if self._watch and self.changes.watcher is None:
+            self.changes.watch()
         _LIVE[self.root] = self
         return result
 
     def changed_since_turn(self) -> set[str] | None:
         """Every path that may have changed since the last turn ended (or the last resync),
         when the kernel's change feed is live; None when only a walk could tell."""
-        if not self._ready or not isinstance(self._watcher, InotifyWatcher) or self._full_scan:
+        if not self._ready or not self.changes.live:
             return None
-        self._drain()
-        if self._full_scan or not isinstance(self._watcher, InotifyWatcher):
-            return None
-        return self._touched | self._seen
+        self.changes.drain()
+        return self.changes.candidates() if self.changes.live else None
 
     @property
     def watcher_kind(self) -> str:
         """``inotify``, ``scan`` or ``none`` (not set up yet, or watching turned off)."""
-        if isinstance(self._watcher, InotifyWatcher):
-            return "inotify"
-        return "scan" if isinstance(self._watcher, StatScanner) else "none"
+        return self.changes.watcher_kind
 
     def close(self) -> None:
         """Release the watcher's and the ignore checker's resources."""
         if _LIVE.get(self.root) is self:
             del _LIVE[self.root]
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
+        self.changes.close()
         if self._ignore is not None:
             self._ignore.close()
             self._ignore = None
@@ -306,27 +238,6 @@ class TurnCapture:
             from tilth.config import load_settings
 
             gc.collect_in_background(load_settings())
-
-    def _relative(self, path: Path) -> str | None:
-        rel = relative_path(self.root, path)
-        return rel if rel is not None and _rel_ok(rel) else None
-
-    def _drain(self, *, after_bash: bool = False) -> None:
-        watcher = self._watcher
-        if watcher is None:
-            if after_bash:
-                self._full_scan = True
-            return
-        if isinstance(watcher, StatScanner) and not after_bash:
-            return  # a stat scan costs a walk: only pay it where bash may have written
-        try:
-            self._seen |= {p for p in watcher.changed() if _rel_ok(p)}
-        except WatchUnavailable:
-            # Events were lost: this turn falls back to a full comparison, and from now on
-            # the stat scanner is used.
-            watcher.close()
-            self._watcher = StatScanner(self.root, self.skip, self._weak_is_ignored_dir())
-            self._full_scan = True
 
     def _status_paths(self) -> set[str]:
         return git.changed_paths(self.root)
@@ -347,17 +258,8 @@ class TurnCapture:
     def _is_ignored_dir(self, rel: str) -> bool:
         return bool(self._ignored([rel]))
 
-    def _weak_is_ignored_dir(self) -> Callable[[str], bool]:
-        """``_is_ignored_dir`` through a weak reference."""
-        # No cycle capture → watcher → capture: a dropped capture then frees its inotify
-        # instance at once, and the kernel allows one user only a few (128 by default).
-        method = weakref.WeakMethod(self._is_ignored_dir)
-
-        def ask(rel: str) -> bool:
-            bound = method()
-            return bool(bound is not None and bound(rel))
-
-        return ask
+    def _skip_dirs(self) -> set[str]:
+        return self.skip
 
     def _ignored(self, paths: list[str]) -> set[str]:
         if any(p == ".gitignore" or p.endswith("/.gitignore") for p in paths) and self._ignore:
@@ -431,54 +333,11 @@ class TurnCapture:
                 if not _inside(target, self.root):
                     gaps.append(f"symlink points outside the workspace, target not captured: {rel}")
         if ignored_hits:
-            gaps.append(_ignored_gap(ignored_hits))
+            gaps.append(ignored_gap(ignored_hits))
         self.store.sync()
-        self.baseline = _Baseline(head, overlay, ids, oversize)
-        self._save_baseline()
+        self.baseline = Baseline(head, overlay, ids, oversize)
+        save_baseline(self.session, self.baseline)
         return TurnResult(overlay, changed, gaps, head, stored)
-
-    # ---- the baseline across processes ------------------------------------------------------
-    def _baseline_path(self) -> Path | None:
-        return None if self.session is None else self.session.dir / "timeline" / STATE_FILE
-
-    def _save_baseline(self) -> None:
-        """Keep the turn's end state for the next process (no fsync: losing it only makes
-        that process's first turn report more)."""
-        path = self._baseline_path()
-        if path is None:
-            return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text(json.dumps(self.baseline.to_dict()), encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError:
-            pass
-
-    def _saved_baseline(self, head: str) -> _Baseline:
-        """The previous process's last turn, when it ended on ``head``; else an empty one."""
-        path = self._baseline_path()
-        if path is not None:
-            try:
-                saved = _Baseline.from_dict(json.loads(path.read_text("utf-8")))
-            except (OSError, ValueError, AttributeError):
-                saved = None
-            if saved is not None and saved.head == head:
-                return saved
-        return _Baseline(head)
-
-
-def _ignored_gap(paths: list[str]) -> str:
-    """One gap line; files under an ignored directory are counted, not listed one by one."""
-    groups: dict[str, int] = {}
-    for rel in paths:
-        top, sep, _ = rel.partition("/")
-        key = f"{top}/" if sep else rel
-        groups[key] = groups.get(key, 0) + 1
-    items = [f"{key} ({n} paths)" if n > 1 else key for key, n in groups.items()]
-    more = len(items) - MAX_LISTED_GAPS
-    listed = ", ".join(items[:MAX_LISTED_GAPS]) + (f" (and {more} more)" if more > 0 else "")
-    return f"ignored path changed, not captured: {listed}"
 
 
 def _inside(path: Path, root: Path) -> bool:
