@@ -104,6 +104,10 @@ class Interrupted(TilthError):
     exit_code = 130
 
 
+class ToolError(TilthError):
+    """A worker tool could not do what the model asked; the message goes back to the model."""
+
+
 class ProjectEnvError(UsageError):
     """The project's Python environment cannot be found or does not start (SPEC §5.4)."""
 

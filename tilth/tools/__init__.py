@@ -6,7 +6,8 @@ a ``ToolObserver`` hears about writes and shell commands before they happen,
 which is where checkpoints capture what a rewind will need.
 """
 
-from tilth.tools.base import ToolError, ToolObserver, ToolOutcome
+from tilth.errors import ToolError
+from tilth.tools.base import ToolObserver, ToolOutcome
 from tilth.tools.box import READ_ONLY_TOOL_NAMES, WORKER_TOOL_NAMES, ToolBox
 from tilth.tools.guard import check_command
 

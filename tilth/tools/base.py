@@ -7,16 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tilth.errors import TilthError
+from tilth.tools.paths import Workspace
 
 if TYPE_CHECKING:
     from tilth.project_env import ProjectEnv
-    from tilth.tools.paths import Workspace
     from tilth.tools.sandbox import Sandbox
-
-
-class ToolError(TilthError):
-    """A tool could not do what the model asked; the message goes back to the model."""
 
 
 @dataclass(frozen=True)

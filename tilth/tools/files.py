@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tilth.tools.base import Param, Tool, ToolContext, ToolError
+from tilth.errors import ToolError
+from tilth.tools.base import Param, Tool, ToolContext
 from tilth.tools.paths import Workspace
 
 READ_CAP = 50_000

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from tilth.tools.base import ToolError
+from tilth.errors import ToolError
 
 # Directories no tool lists or searches (tool caches, VCS internals, harness state).
 SKIP_DIRS = frozenset(

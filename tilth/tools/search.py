@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tilth.tools.base import Param, Tool, ToolContext, ToolError
+from tilth.errors import ToolError
+from tilth.tools.base import Param, Tool, ToolContext
 
 RESULT_CAP = 200
 LINE_CAP = 400

@@ -10,7 +10,8 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tilth.tools.base import Param, Tool, ToolContext, ToolError
+from tilth.errors import ToolError
+from tilth.tools.base import Param, Tool, ToolContext
 
 OUTPUT_CAP = 8_000
 _HEAD = 2_000  # the start of long output shows what ran; the rest of the cap goes to the end
