@@ -262,6 +262,7 @@ async def fork(request: Request) -> Response:
         with controller.writing(notes.append):
             target = controller.resolve(at)
             result = controller.fork(target)
+        notes.extend(result.notes)
         child = result.session
         return {
             "id": child.id,
