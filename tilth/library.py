@@ -269,15 +269,7 @@ def recover_torn_seed(session: Session) -> bool:
     return recover(session.dir)
 
 
-# The front ends the CLI starts: a fork's worktree, chat, the web UI, the demo.
-
-
-def set_up_worktree(session: Session, worktree: Path, settings: Settings, *, why: str) -> list[str]:
-    """Make a new worktree ready (submodules, the setup command); warnings for the user.
-    Raises ``SetupFailed`` when the setup command fails."""
-    from tilth.worktree_setup import prepare_worktree
-
-    return prepare_worktree(session, worktree, settings, why=why)
+# The front ends the CLI starts: chat, the web UI, the demo.
 
 
 def chat_directory(path: Path | str) -> Path:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tilth import git, proc
 from tilth.config import Settings, secret_values
@@ -26,13 +28,14 @@ def _tail(text: str, limit: int = OUTPUT_CHARS) -> str:
 
 
 def prepare_worktree(
-    session: Session, worktree: Path, settings: Settings, *, why: str
+    session: Session, worktree: Path, settings: Settings, *, why: str, keep: bool = False
 ) -> list[str]:
     """Make a new worktree ready: submodules checked out, then the setup command run.
 
     Returns warnings for the user (a submodule that could not be checked out); raises
     ``SetupFailed`` when the setup command fails, after taking the worktree back (its
-    branch stays), so the next command makes it afresh and runs the setup again.
+    branch stays), so the next command makes it afresh and runs the setup again —
+    unless ``keep``: then the worktree stays as it is.
     """
     notes: list[str] = []
     problem = git.init_submodules(worktree)
@@ -44,13 +47,44 @@ def prepare_worktree(
         run_setup(session, worktree, settings, why=why)
     except SetupFailed:
         source = session.source
-        if source is not None and (source / ".git").exists():
+        if not keep and source is not None and (source / ".git").exists():
             try:
                 git.remove_worktree(source, worktree)
             except (TilthError, OSError):
                 pass
         raise
     return notes
+
+
+def set_up_fork(
+    child: Session,
+    worktree: Path,
+    settings: Settings,
+    *,
+    chat: bool = False,
+    on_progress: Callable[[str], Any] | None = None,
+) -> list[str]:
+    """Make a fork's new worktree (``chat``: a chat's new directory) ready; warnings for the user.
+
+    The one place a fork runs ``TILTH_SETUP_COMMAND``, whoever forks: ``tilth fork``, the
+    library and ``tilth serve`` all go through ``TimelineController.fork``, which calls this.
+    ``on_progress`` hears that the command starts (it may take minutes). A failure raises
+    ``SetupFailed`` naming the new session; the fork is kept as made, since its worktree
+    holds the checkpoint's uncommitted files, which a re-created worktree would not.
+    """
+    if settings.setup_command and on_progress is not None:
+        on_progress(f"running TILTH_SETUP_COMMAND in {worktree}: {settings.setup_command}")
+    with child.lock():
+        try:
+            return prepare_worktree(child, worktree, settings, why="fork", keep=True)
+        except SetupFailed as exc:
+            then = f"`tilth chat --resume {child.id}`" if chat else f"`tilth resume {child.id}`"
+            raise SetupFailed(
+                f"forked into session {child.id}, but {exc.message}",
+                output=exc.output,
+                hint=f"the fork is kept as made; the full output is in its `setup` event. "
+                f"Fix the command, run it in {worktree} yourself, then {then}",
+            ) from None
 
 
 def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str) -> str | None:

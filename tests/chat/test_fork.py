@@ -219,3 +219,28 @@ def test_opening_a_half_made_chat_fork_completes_it(tmp_path: Path, warm_cli: Wa
     assert engine.send("go on")["turn"] == 2
     engine.close()
     assert not journal_path(world.session).exists()
+
+
+def test_a_fork_from_the_chat_gets_the_setup_command_as_every_fork_does(tmp_path: Path) -> None:
+    from tests.chat.support import Recorder
+
+    directory = tmp_path / "work"
+    directory.mkdir()
+    setup = "echo forked > .setup-marker"
+    settings = load_settings({"TILTH_HOME": str(tmp_path / "home"), "TILTH_SETUP_COMMAND": setup})
+    events = Recorder()
+    model = ScriptedModel(Script({"*": [reply("Hello.")]}), name="chat")
+    engine = ChatEngine.start(
+        settings, directory, model, listener=events, index_in_background=False
+    )
+    engine.send("hi")
+    forked = engine.fork(1)
+    engine.close()
+    child = Path(forked["directory"])
+    assert (child / ".setup-marker").read_text() == "forked\n"
+    assert not (directory / ".setup-marker").exists()
+    (logged,) = SessionView.at(settings.sessions_dir / forked["session_id"]).payloads("setup")
+    assert logged["why"] == "fork" and logged["ok"] is True
+    assert f"running TILTH_SETUP_COMMAND in {child}: {setup}" in [
+        n["text"] for n in events.of("notice")
+    ]

@@ -43,7 +43,7 @@ def test_a_port_in_use_is_a_one_line_error(tilth_home: object) -> None:
     assert "Traceback" not in done.stderr
 
 
-def _stream(served_client: httpx.Client, sid: str, last: int | None = None) -> httpx.Response:
+def _stream(served_client: httpx.Client, sid: str, last: int | str | None = None) -> httpx.Response:
     headers = {"Last-Event-ID": str(last)} if last is not None else {}
     request = served_client.build_request("GET", f"/api/sessions/{sid}/events", headers=headers)
     return served_client.send(request, stream=True)
@@ -58,7 +58,7 @@ def test_events_follow_the_log_and_a_reconnect_resumes(built: Built) -> None:
         stream = messages(response)
         backlog = take(stream, len(existing))
         assert [m.data["seq"] for m in backlog] == existing
-        assert [m.id for m in backlog] == [str(s) for s in existing]
+        assert [m.id for m in backlog] == [f"0-{s}" for s in existing]  # never cut: epoch 0
 
         start = time.monotonic()
         session.log("note", text="one <b>appended</b>")
@@ -98,6 +98,38 @@ def test_a_cut_log_sends_reset_then_the_log_again(built: Built) -> None:
         late = messages(_stream(client, built.id, last=total))
         assert next(late).event == "reset"
         assert [m.data["seq"] for m in take(late, len(now))] == now
+
+
+def test_event_ids_never_repeat_across_a_cut_and_a_reconnect_from_before_it_starts_over(
+    built: Built,
+) -> None:
+    session: Session = built.session
+    with serve() as served, served.client(timeout=httpx.Timeout(20, read=20)) as client:
+        total = len(session.events.events())
+        stream = messages(_stream(client, built.id))
+        before = take(stream, total)
+        rewound = served.api("POST", f"/api/sessions/{built.id}/rewind", {"to": "T-002"})
+        assert rewound.status_code == 200, rewound.text
+        assert next(stream).event == "reset"
+        kept = len(session.events.events())
+        # The new log grows past where the old one ended: every seq the client saw comes back.
+        for n in range(total):
+            session.log("note", n=n)
+        after = take(stream, kept + total)
+        assert [m.data["seq"] for m in after] == list(range(1, kept + total + 1))
+        ids = [m.id for m in after]
+        assert len(set(ids)) == len(ids)
+        assert not {m.id for m in before} & set(ids), "an id names one event, for good"
+
+        # A client whose last event is from before the cut gets the new log from its start.
+        late = messages(_stream(client, built.id, last=before[-1].id))
+        assert next(late).event == "reset"
+        assert [m.id for m in take(late, kept + total)] == ids
+        # One from after the cut resumes right after its event.
+        resumed = messages(_stream(client, built.id, last=ids[kept + 2]))
+        assert [m.id for m in take(resumed, 3)] == ids[kept + 3 : kept + 6]
+        # An id this stream never sent is refused.
+        assert _stream(client, built.id, last="soon").status_code == 400
 
 
 def test_following_the_events_changes_nothing(built: Built) -> None:

@@ -1,4 +1,5 @@
-"""Following events.jsonl: torn lines wait, cuts are noticed, reconnects resume (in-process)."""
+"""Following events.jsonl: torn lines wait, cuts are noticed, ids never repeat, reconnects
+resume (in-process)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 from tests.web.support import in_own_thread
 from tilth.session.events import EventLog
-from tilth.web.stream import RESET_FRAME, Follower
+from tilth.timeline.record.log_epoch import raise_epoch
+from tilth.web.stream import RESET_FRAME, Follower, parse_event_id
 
 
 def seqs(frames: list[bytes]) -> list[int | str]:
@@ -22,8 +24,18 @@ def seqs(frames: list[bytes]) -> list[int | str]:
     return out
 
 
+def ids(frames: list[bytes]) -> list[str]:
+    return [f.split(b"\n", 1)[0].decode() for f in frames]
+
+
 def read(follower: Follower) -> list[int | str]:
     return seqs(in_own_thread(lambda: asyncio.run(follower.read())))
+
+
+def skip(follower: Follower, last: str) -> list[int | str]:
+    parsed = parse_event_id(last)
+    assert parsed is not None
+    return seqs(in_own_thread(lambda: asyncio.run(follower.skip_to(parsed))))
 
 
 def test_a_torn_last_line_is_sent_only_once_it_is_complete(tmp_path: Path) -> None:
@@ -64,18 +76,36 @@ def test_a_reconnect_resumes_after_its_last_event_id(tmp_path: Path) -> None:
     for n in range(6):
         log.append("note", {"n": n})
     follower = Follower(log.path)
-    assert seqs(in_own_thread(lambda: asyncio.run(follower.skip_to(4)))) == [5, 6]
+    assert skip(follower, "0-4") == [5, 6]
     log.append("note", {"n": 6})
     assert read(follower) == [7]
     # the client saw events the log no longer has: start over
     stale = Follower(log.path)
-    assert seqs(in_own_thread(lambda: asyncio.run(stale.skip_to(99)))) == [
-        "reset",
-        1,
-        2,
-        3,
-        4,
-        5,
-        6,
-        7,
-    ]
+    assert skip(stale, "0-99") == ["reset"]
+    assert read(stale) == [1, 2, 3, 4, 5, 6, 7]
+    # an id from before epochs (a bare seq) is epoch 0
+    assert skip(Follower(log.path), "6") == [7]
+
+
+def test_a_cut_the_timeline_counts_gives_new_ids_and_restarts_reconnects(
+    tmp_path: Path,
+) -> None:
+    log = EventLog(tmp_path / "events.jsonl")
+    for n in range(5):
+        log.append("note", {"n": n})
+    follower = Follower(log.path)
+    first = in_own_thread(lambda: asyncio.run(follower.read()))
+    assert ids(first) == [f"id: 0-{n}" for n in range(1, 6)]
+    # A rewind cuts after event 2 and counts the cut; the log grows past where it was.
+    log.truncate(next(e.end for e in log.events() if e.seq == 2))
+    raise_epoch(tmp_path, "op-1")
+    for n in range(5):
+        log.append("note", {"n": n})
+    again = in_own_thread(lambda: asyncio.run(follower.read()))
+    assert again[0] == RESET_FRAME
+    assert ids(again[1:]) == [f"id: 1-{n}" for n in range(1, 8)]
+    # A reconnect from before the cut starts over; one from after it resumes.
+    assert skip(Follower(log.path), "0-5") == ["reset"]
+    assert skip(Follower(log.path), "1-5") == [6, 7]
+    # The same operation counts once (a go-back finished by recovery).
+    assert raise_epoch(tmp_path, "op-1") == 1

@@ -33,7 +33,7 @@ from tilth.chat.session import (
 from tilth.chat.toolview import describe_call, edit_diff, read_before
 from tilth.config import Settings
 from tilth.errors import ModelError, ProjectEnvError, SessionLocked, TilthError, UsageError
-from tilth.model.base import Delta, Model, ToolCall
+from tilth.model.base import AssistantTurn, Delta, Model, ToolCall
 from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
@@ -49,6 +49,8 @@ MAX_STEPS_PER_TURN = 40
 MAX_PROMPT_CHARS = 200_000
 """Longer prompts are refused before anything is recorded (put long text in a file)."""
 RESULT_PREVIEW = 2_000
+CANCEL_POLL_SECONDS = 0.05
+"""How often a turn waiting for the model looks at its ``CancelToken``."""
 
 
 def system_prompt(directory: Path, settings: Settings) -> str:
@@ -243,13 +245,7 @@ class ChatEngine(ChatTimeline):
             if cancel.cancelled:
                 raise TurnCancelled
             streamed: list[str] = []
-            turn = self.model.complete(
-                self.thread.messages(),
-                self.toolbox.schemas(),
-                on_delta=self._relay(cancel, streamed),
-            )
-            if cancel.cancelled:
-                raise TurnCancelled  # a reply that arrived after the cancel is dropped
+            turn = self._complete(cancel, streamed)
             if turn.content and not streamed:
                 # A model that cannot stream: show the whole reply at once.
                 self.emit("text", text=turn.content, tokens=turn.usage.completion_tokens)
@@ -287,14 +283,49 @@ class ChatEngine(ChatTimeline):
             "send a message to let it continue",
         )
 
-    def _relay(self, cancel: CancelToken, streamed: list[str]) -> Any:
-        def on_delta(delta: Delta) -> None:
+    def _complete(self, cancel: CancelToken, streamed: list[str]) -> AssistantTurn:
+        """The model's reply, asked for on a thread of its own so a cancel need not wait.
+
+        A reply that does not start, or a stream that stalls, would otherwise hold a
+        cancel (Ctrl-C) until the endpoint answers or times out. Cancelled, the call is
+        abandoned: the turn ends at once, and whatever the call brings later is dropped
+        (its pieces no longer reach the listener, its reply is never recorded).
+        """
+        messages, tools = self.thread.messages(), self.toolbox.schemas()
+        gate = threading.Lock()  # no piece is shown once the turn has seen the cancel
+        relay = self._relay(cancel, streamed, gate)
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                box["turn"] = self.model.complete(messages, tools, on_delta=relay)
+            except BaseException as exc:  # handed to the turn below, unless abandoned
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name="tilth-chat-model", daemon=True).start()
+        while not done.wait(CANCEL_POLL_SECONDS):
             if cancel.cancelled:
-                raise TurnCancelled
-            if delta.kind == "text":
-                streamed.append(delta.text)
-            if delta.kind in ("text", "reasoning"):
-                self.emit(delta.kind, text=delta.text, tokens=delta.completion_tokens)
+                break
+        if cancel.cancelled:
+            with gate:
+                raise TurnCancelled  # a reply that arrived after the cancel is dropped too
+        if "error" in box:
+            raise box["error"]
+        turn: AssistantTurn = box["turn"]
+        return turn
+
+    def _relay(self, cancel: CancelToken, streamed: list[str], gate: threading.Lock) -> Any:
+        def on_delta(delta: Delta) -> None:
+            with gate:
+                if cancel.cancelled:
+                    raise TurnCancelled
+                if delta.kind == "text":
+                    streamed.append(delta.text)
+                if delta.kind in ("text", "reasoning"):
+                    self.emit(delta.kind, text=delta.text, tokens=delta.completion_tokens)
 
         return on_delta
 

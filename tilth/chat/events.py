@@ -66,8 +66,9 @@ Without one (a web handler, piped stdin) a flagged command is refused.
 class CancelToken:
     """Set from another thread (Ctrl-C, a stop button) to end the turn in flight early.
 
-    The turn stops at the next safe point: while the reply streams, or between tool
-    calls. A tool already running finishes first, so the thread and the checkpoint stay
+    The turn stops at the next safe point: at once while it waits for the model (the
+    call is abandoned and its reply, if one ever comes, dropped), or between tool calls.
+    A tool already running finishes first, so the thread and the checkpoint stay
     consistent (every tool call the model made gets an answer).
     """
 

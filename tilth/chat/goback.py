@@ -163,15 +163,20 @@ class ChatTimeline:
 
         The fork gets a directory of its own; this chat and its directory are not changed.
         """
-        with self.controller.writing(lambda text: self.emit("notice", text=text)):
+
+        def notice(text: str) -> None:
+            self.emit("notice", text=text)
+
+        with self.controller.writing(notice):
             target = self.turn(number)
             plan = self.controller.plan_fork(target)
             if show is not None and not show(plan):
                 raise Aborted("cancelled; nothing was changed")
-            result = self.controller.execute(plan)
-        child = Session(
-            str(result.new_session_id), self.session.dir.parent / str(result.new_session_id)
-        )
+            # As every fork: the new directory gets TILTH_SETUP_COMMAND (SetupFailed if not).
+            result = self.controller.execute_fork(plan, on_progress=notice)
+        for note in result.notes:
+            notice(note)
+        child = result.session
         data = {
             "session_id": child.id,
             "directory": str(child.checkpoint().get("workspace") or child.workspace_dir),

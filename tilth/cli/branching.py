@@ -48,14 +48,14 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
                 out.say(plan.render())
                 out.dim("dry run: nothing was changed")
             return
-        result = timeline.fork(target)
+        result = timeline.fork(target, on_progress=out.note)
     child = result.session
-    from tilth.library import is_chat, set_up_worktree
+    from tilth.library import is_chat
 
     chat = is_chat(child)  # a chat's fork is a directory of its own: no branch, no run
     branch = None if chat else child.branch
 
-    for note in set_up_worktree(child, result.worktree, cfg, why="fork"):
+    for note in result.notes:
         out.warn(note)
     if as_json:
         out.print_json(

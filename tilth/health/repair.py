@@ -37,6 +37,7 @@ from tilth.session.events import EventLog, utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
 from tilth.session.teardown import recorded_source
+from tilth.timeline.record.log_epoch import raise_epoch
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,8 @@ def _reattach(session: Session, source: Path | None) -> str:
 def _restart_log(session: Session, source: Path | None) -> str:
     checkpoints = checkpoints_of(session)
     log = EventLog(session.events.path)
+    # A new log starts its seq over: count it as a cut before its first line is written.
+    raise_epoch(session.dir, f"repair-{utc_now()}")
     session.events.path.touch()
     repo = source_of(session, source)
     if is_chat_record(session):

@@ -25,6 +25,7 @@ from tilth.timeline.record.checkpoints import (
     read_timeline,
     resolve_checkpoint,
 )
+from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.rewind.executor import (
     complete_own_fork,
     execute_rewind,
@@ -143,11 +144,34 @@ class TimelineController:
             undo_point=f"cp-{plan.before_seq:04d}" if plan.before_seq is not None else None,
         )
 
-    def fork(self, target: Checkpoint) -> ForkResult:
-        """A new session whose state equals ``target``; this one is left untouched."""
-        plan = self.plan_fork(target)
+    def fork(
+        self, target: Checkpoint, *, on_progress: Callable[[str], Any] | None = None
+    ) -> ForkResult:
+        """A new session whose state equals ``target``; this one is left untouched.
+
+        The new worktree is then made ready as every new worktree is (submodules,
+        ``TILTH_SETUP_COMMAND``; ``on_progress`` hears the command start): a failing
+        set-up raises ``SetupFailed`` naming the new session, which is kept as made.
+        """
+        return self.execute_fork(self.plan_fork(target), on_progress=on_progress)
+
+    def execute_fork(
+        self, plan: RewindPlan, *, on_progress: Callable[[str], Any] | None = None
+    ) -> ForkResult:
+        """Carry out a ``plan_fork`` plan (shown first), then set up the new worktree as
+        ``fork`` does: the one way every front end forks."""
+        from tilth.worktree_setup import set_up_fork
+
         self.execute(plan)
-        return fork_result(self.session, plan)
+        result = fork_result(self.session, plan)
+        result.notes = set_up_fork(
+            result.session,
+            result.worktree,
+            self.settings,
+            chat=is_manifest_head(result.checkpoint.head),
+            on_progress=on_progress,
+        )
+        return result
 
     def plan_summary(
         self, target: Checkpoint, direction: str, thread_key: str | None = None

@@ -235,7 +235,7 @@ class ChatRepl(ChatCommands):
             if deadline is not None and time.monotonic() > deadline:
                 break
         if not done.is_set():
-            self.io.dim("the cancelled model call is still finishing; its reply will be dropped")
+            self.io.dim("the cancelled turn stops once its running tool call finishes")
         self._refuse_pending()
 
     def _wait_worker(self) -> None:

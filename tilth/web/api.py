@@ -23,7 +23,7 @@ from tilth.timeline.controller import TimelineController
 from tilth.web import chat_api, views
 from tilth.web.bodies import BadRequest, flag_field, plan_json, read_body, text_field
 from tilth.web.state import ServerState, state_of
-from tilth.web.stream import follow
+from tilth.web.stream import follow, parse_event_id
 
 if TYPE_CHECKING:
     from tilth.chat import ChatEngine
@@ -114,11 +114,14 @@ async def get_checkpoints(request: Request) -> Response:
 async def get_events(request: Request) -> Response:
     state, session = _session(request)
     raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
-    last: int | None = None
+    last: tuple[int, int] | None = None
     if raw:
-        if not raw.strip().isdigit():
-            raise BadRequest("Last-Event-ID must be an event's seq number")
-        last = int(raw)
+        last = parse_event_id(raw)
+        if last is None:
+            raise BadRequest(
+                "Last-Event-ID must be an id this stream sent (<epoch>-<seq>)",
+                hint="leave it out to get the whole log",
+            )
     return StreamingResponse(
         follow(state.watches, session.events.path, last),
         media_type="text/event-stream",
@@ -262,6 +265,7 @@ async def fork(request: Request) -> Response:
         with controller.writing(notes.append):
             target = controller.resolve(at)
             result = controller.fork(target)
+        notes.extend(result.notes)
         child = result.session
         return {
             "id": child.id,

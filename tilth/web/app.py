@@ -29,6 +29,7 @@ from tilth.errors import (
     SessionCorrupt,
     SessionLocked,
     SessionNotFound,
+    SetupFailed,
     TilthError,
     UsageError,
 )
@@ -64,7 +65,13 @@ def error_json(status: int, message: str, hint: str | None = None) -> JSONRespon
 
 async def on_tilth_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TilthError)
-    return error_json(status_for(exc), exc.message, exc.hint)
+    answer = error_json(status_for(exc), exc.message, exc.hint)
+    if isinstance(exc, SetupFailed):  # as the CLI shows it: the command's own words
+        answer = JSONResponse(
+            {"error": exc.message, "hint": exc.hint, "output": exc.output},
+            status_code=answer.status_code,
+        )
+    return answer
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:

@@ -98,8 +98,12 @@ async def _stream_turn(
             if not owner.acquire(blocking=False):
                 raise UsageError("a turn is still running", hint="wait for it to finish")
             try:
+                cancel = state.chats.turn_started(session.id)  # the server's stop cancels it
                 engine.listener = listener
-                result: dict[str, Any] = engine.send(text)
+                try:
+                    result: dict[str, Any] = engine.send(text, cancel)
+                finally:
+                    state.chats.turn_ended(session.id, cancel)
                 return result
             finally:
                 engine.listener = lambda event: None

@@ -1,16 +1,27 @@
-"""The chat engines one ``tilth serve`` has open: one per chat session, closed at shutdown."""
+"""The chat engines one ``tilth serve`` has open: one per chat session, closed at shutdown.
+
+A chat the server opened ends as ``tilth chat`` ends when the person leaves it: status
+``all_done`` and a ``stop`` event. At shutdown (Ctrl-C, SIGTERM) a turn still running is
+cancelled first, as Ctrl-C cancels it in a terminal, so the chat can be closed.
+"""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tilth.chat.events import CancelToken
+from tilth.errors import UsageError
 from tilth.session.store import Session
 
 if TYPE_CHECKING:
     from tilth.chat import ChatEngine
     from tilth.model.base import Model
+
+CLOSE_WAIT_SECONDS = 10.0
+"""At shutdown, how long a cancelled turn may take to end (a tool it runs finishes first)."""
 
 
 class ChatEngines:
@@ -22,6 +33,8 @@ class ChatEngines:
         self._engines: dict[str, ChatEngine] = {}
         self._lock = threading.Lock()
         self._turns: dict[str, threading.Lock] = {}
+        self._cancels: dict[str, CancelToken] = {}
+        self._closing = False
 
     def get(self, session: Session) -> ChatEngine:
         """The open engine of ``session``, opening it on first use (blocking: call in a thread)."""
@@ -40,6 +53,29 @@ class ChatEngines:
         with self._lock:
             return self._turns.setdefault(session_id, threading.Lock())
 
+    def turn_started(self, session_id: str) -> CancelToken:
+        """The token that cancels the turn starting now (refused once the server stops)."""
+        token = CancelToken()
+        with self._lock:
+            if self._closing:
+                raise UsageError("the server is stopping; nothing was sent")
+            self._cancels[session_id] = token
+        return token
+
+    def turn_ended(self, session_id: str, token: CancelToken) -> None:
+        with self._lock:
+            if self._cancels.get(session_id) is token:
+                del self._cancels[session_id]
+
+    def cancel_turns(self) -> None:
+        """Cancel every running turn and refuse new ones (the server is stopping).
+
+        Called from the signal handler too: it takes no lock, it only sets flags.
+        """
+        self._closing = True
+        for token in list(self._cancels.values()):
+            token.cancel()
+
     def opened(self, session_id: str) -> ChatEngine | None:
         with self._lock:
             return self._engines.get(session_id)
@@ -51,8 +87,18 @@ class ChatEngines:
 
         return model_for(self.settings, "worker")
 
-    def close(self) -> None:
+    def close(self, wait: float = CLOSE_WAIT_SECONDS) -> None:
+        """End every open chat as a terminal's chat ends when left (status ``all_done``),
+        cancelling a running turn first and giving it ``wait`` seconds to end."""
+        self.cancel_turns()
         with self._lock:
-            engines, self._engines = list(self._engines.values()), {}
-        for engine in engines:
-            engine.close()
+            engines, self._engines = dict(self._engines), {}
+            turns = dict(self._turns)
+        deadline = time.monotonic() + wait
+        for session_id, engine in engines.items():
+            running = turns.get(session_id)
+            if running is not None and running.acquire(
+                timeout=max(0.0, deadline - time.monotonic())
+            ):
+                running.release()
+            engine.close(status="all_done")

@@ -81,13 +81,15 @@ def serve(
 
 
 def stop_streams(server: Any, app: Any) -> None:
-    """On Ctrl-C, end the event streams first, so open pages do not hold up the shutdown."""
+    """On Ctrl-C or SIGTERM, end the event streams and cancel running chat turns first, so
+    open pages and a model that does not answer do not hold up the shutdown."""
     import asyncio
 
     handle_exit = server.handle_exit
 
     def on_exit(sig: int, frame: Any) -> None:
         handle_exit(sig, frame)
+        app.state.chats.cancel_turns()  # each turn's reply then ends as cancelled
         watches = app.state.watches  # app is the Guard; its state is the ServerState
         try:
             loop = asyncio.get_running_loop()

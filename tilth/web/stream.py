@@ -1,13 +1,17 @@
 """Server-Sent Events that follow a session's ``events.jsonl`` as it grows.
 
-One ``LogWatch`` per session stats the log every ``POLL_SECONDS`` while anyone
-listens and wakes its listeners when it changes; each listener reads the new
-complete lines from its own byte offset, so no event is sent twice or skipped.
-Every event goes out as ``id: <seq>`` plus the stored JSON line. A log that was
-cut (a rewind, a restart, a reset to the seed) is noticed — it shrank, or the
-next line's ``seq`` does not follow the last one sent — and the listener gets an
-``event: reset`` and then the log again from its start. A reconnect with
-``Last-Event-ID: <seq>`` resumes after that event.
+One ``LogWatch`` per session stats the log (and its epoch file) every ``POLL_SECONDS``
+while anyone listens and wakes its listeners when either changes; each listener reads
+the new complete lines from its own byte offset, so no event is sent twice or skipped.
+
+Every event goes out as ``id: <epoch>-<seq>`` plus the stored JSON line. ``seq`` starts
+over where a rewind, restart, undo or reset cuts the log, so it alone would name two
+events; the epoch (``tilth.timeline.record.log_epoch``) counts those cuts, so an id is
+never used for a second event. A cut is noticed — the epoch moved, or (a log cut by
+hand) the log shrank or the next line's ``seq`` does not follow — and the listener gets
+``event: reset`` and then the log again from its start, under the new epoch. A reconnect
+with ``Last-Event-ID: <epoch>-<seq>`` resumes after that event when the log was not cut
+since; otherwise it gets ``event: reset`` and the log from its start.
 """
 
 from __future__ import annotations
@@ -21,10 +25,15 @@ from pathlib import Path
 
 from anyio import to_thread
 
+from tilth.timeline.record.log_epoch import epoch_path, read_epoch
+
 POLL_SECONDS = 0.05
 HEARTBEAT_SECONDS = 15.0
 INLINE_READ_BYTES = 256 * 1024
 """Reads up to this size happen on the event loop; bigger backlogs go to a thread."""
+CUT_SETTLE_SECONDS = 0.25
+"""A log seen cut while its epoch stayed: how long to wait for the epoch to follow (the
+timeline raises it right after its cut); a log cut by hand never moves it."""
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
@@ -33,6 +42,32 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _signatures(path: Path) -> tuple[object, ...]:
+    """The log's and its epoch file's: a change to either wakes the listeners."""
+    return (_signature(path), _signature(epoch_path(path.parent)))
+
+
+def _epoch(path: Path) -> int:
+    return read_epoch(path.parent)
+
+
+def event_id(epoch: int, seq: int) -> str:
+    """The SSE id of event ``seq`` of the log's ``epoch``: ``<epoch>-<seq>``."""
+    return f"{epoch}-{seq}"
+
+
+def parse_event_id(raw: str) -> tuple[int, int] | None:
+    """``(epoch, seq)`` from a ``Last-Event-ID``; None when it is not one this stream sends.
+    A bare number (an id from before epochs) counts as epoch 0."""
+    text = raw.strip()
+    epoch, dash, seq = text.rpartition("-")
+    if not dash:
+        epoch = "0"
+    if not (epoch.isdigit() and seq.isdigit()) or not epoch.isascii() or not seq.isascii():
+        return None
+    return int(epoch), int(seq)
 
 
 @dataclass
@@ -50,10 +85,10 @@ class LogWatch:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
-    async def _poll(self, last: tuple[int, int, int] | None) -> None:
+    async def _poll(self, last: tuple[object, ...]) -> None:
         while self.listeners > 0:
             await asyncio.sleep(POLL_SECONDS)
-            now = _signature(self.path)
+            now = _signatures(self.path)
             if now != last:
                 last = now
                 await self.bump()
@@ -69,7 +104,7 @@ class LogWatch:
         if self.task is None or self.task.done():
             # The signature is taken now, before the joining follower reads the log: a change
             # made after that read but before the task first runs must still count as one.
-            start = _signature(self.path)
+            start = _signatures(self.path)
             self.task = asyncio.get_running_loop().create_task(self._poll(start))
 
     def leave(self) -> None:
@@ -152,9 +187,11 @@ def _ends_line(path: Path, offset: int) -> bool:
         return False
 
 
-def frame(line: bytes, seq: int) -> bytes:
-    """One SSE message for one stored event line (JSON lines hold no raw newlines)."""
-    return b"id: " + str(seq).encode() + b"\ndata: " + line + b"\n\n"
+def frame(line: bytes, epoch: int, seq: int) -> bytes:
+    """One SSE message for one stored event line (JSON lines hold no raw newlines); a line
+    without a ``seq`` (written by hand) gets no id, so it never repeats one."""
+    ident = b"id: " + event_id(epoch, seq).encode() + b"\n" if seq else b""
+    return ident + b"data: " + line + b"\n\n"
 
 
 RESET_FRAME = (
@@ -164,52 +201,101 @@ RESET_FRAME = (
 
 @dataclass
 class Follower:
-    """One listener's place in the log."""
+    """One listener's place in the log: the epoch it reads under, its offset, its last seq."""
 
     path: Path
     offset: int = 0
     last_seq: int = 0
+    epoch: int | None = None
 
     async def read(self) -> list[bytes]:
         """SSE frames for whatever was appended since the last read (with resets)."""
         out: list[bytes] = []
-        size = _signature(self.path)
-        if size is not None and (size[1] < self.offset or not _ends_line(self.path, self.offset)):
-            out.append(RESET_FRAME)
-            self.offset, self.last_seq = 0, 0
-        big = size is not None and size[1] - self.offset > INLINE_READ_BYTES
-        if big:
-            lines, offset, _ = await to_thread.run_sync(read_lines, self.path, self.offset)
-        else:
-            lines, offset, _ = read_lines(self.path, self.offset)
-        for line in lines:
-            seq = _seq(line)
-            if seq and seq <= self.last_seq:
+        for _ in range(8):  # a log cut again and again while we read: try again next wake
+            epoch = _epoch(self.path)
+            if self.epoch is None:
+                self.epoch = epoch
+            if epoch == self.epoch and self._looks_cut():
+                epoch = await self._epoch_after_cut(epoch)
+                self._start_over(out, epoch)
+            elif epoch != self.epoch:
+                self._start_over(out, epoch)
+            lines, offset = await self._lines(self.offset)
+            if _epoch(self.path) != self.epoch:
+                continue  # cut while we read: the lines may be the new log's
+            frames = self._frames(lines)
+            if frames is None:
                 # The log was cut and grew again past our offset: start over.
-                out = [*out, RESET_FRAME]
-                self.offset, self.last_seq = 0, 0
-                return [*out, *(await self.read())]
-            if seq:
-                self.last_seq = seq
-            out.append(frame(line, seq))
-        self.offset = offset
+                self._start_over(out, await self._epoch_after_cut(self.epoch))
+                continue
+            self.offset = offset
+            return [*out, *frames]
         return out
 
-    async def skip_to(self, last_event_id: int) -> list[bytes]:
-        """Position after event ``last_event_id`` (a reconnect); frames to send first."""
-        lines, offset, _ = await to_thread.run_sync(read_lines, self.path, 0)
+    async def skip_to(self, last: tuple[int, int]) -> list[bytes]:
+        """Position after the event ``last`` names (a reconnect); frames to send first."""
+        epoch, seq = last
+        self.epoch = _epoch(self.path)
+        lines, offset = await self._lines(0)
         seqs = [_seq(line) for line in lines]
-        if seqs and max(seqs) < last_event_id:
-            # The client saw events that no longer exist: the log was cut meanwhile.
-            self.offset, self.last_seq = offset, max(seqs)
-            return [RESET_FRAME, *(frame(line, s) for line, s in zip(lines, seqs, strict=True))]
-        out = [frame(line, s) for line, s in zip(lines, seqs, strict=True) if s > last_event_id]
+        if epoch != self.epoch or _epoch(self.path) != self.epoch or seq > max(seqs, default=0):
+            # The log was cut since the client's event (or it names one that never was):
+            # the next read sends it from its start, under the current epoch.
+            self.offset, self.last_seq, self.epoch = 0, 0, None
+            return [RESET_FRAME]
         self.offset = offset
         self.last_seq = max(seqs, default=0)
-        return out
+        return [frame(ln, epoch, s) for ln, s in zip(lines, seqs, strict=True) if s > seq]
+
+    def _looks_cut(self) -> bool:
+        size = _signature(self.path)
+        return size is not None and (
+            size[1] < self.offset or not _ends_line(self.path, self.offset)
+        )
+
+    async def _epoch_after_cut(self, epoch: int) -> int:
+        """The epoch once the timeline has counted the cut it is making (a hand-made cut
+        never moves it: then the same epoch, after ``CUT_SETTLE_SECONDS``)."""
+        deadline = asyncio.get_running_loop().time() + CUT_SETTLE_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            now = _epoch(self.path)
+            if now != epoch:
+                return now
+            await asyncio.sleep(0.01)
+        return _epoch(self.path)
+
+    def _start_over(self, out: list[bytes], epoch: int) -> None:
+        if not out or out[-1] != RESET_FRAME:
+            out.append(RESET_FRAME)
+        self.offset, self.last_seq, self.epoch = 0, 0, epoch
+
+    async def _lines(self, offset: int) -> tuple[list[bytes], int]:
+        size = _signature(self.path)
+        if size is not None and size[1] - offset > INLINE_READ_BYTES:
+            lines, end, _ = await to_thread.run_sync(read_lines, self.path, offset)
+        else:
+            lines, end, _ = read_lines(self.path, offset)
+        return lines, end
+
+    def _frames(self, lines: list[bytes]) -> list[bytes] | None:
+        """Frames for ``lines``; None when a ``seq`` goes backwards (the log was cut)."""
+        assert self.epoch is not None
+        frames: list[bytes] = []
+        last = self.last_seq
+        for line in lines:
+            seq = _seq(line)
+            if seq and seq <= last:
+                return None
+            if seq:
+                last = seq
+            frames.append(frame(line, self.epoch, seq))
+        self.last_seq = last
+        return frames
 
 
-async def follow(watches: Watches, path: Path, last_event_id: int | None) -> AsyncIterator[bytes]:
+async def follow(
+    watches: Watches, path: Path, last_event_id: tuple[int, int] | None
+) -> AsyncIterator[bytes]:
     """The SSE body: the log so far (or after ``last_event_id``), then every new event."""
     watch = watches.get(path)
     watch.join()
@@ -217,7 +303,7 @@ async def follow(watches: Watches, path: Path, last_event_id: int | None) -> Asy
         follower = Follower(path)
         yield b"retry: 1000\n\n"
         seen = watch.version
-        if last_event_id:
+        if last_event_id is not None:
             for chunk in await follower.skip_to(last_event_id):
                 yield chunk
         while not watches.closing.is_set():

@@ -49,12 +49,12 @@ from tilth.timeline.rewind.journal import (
 from tilth.timeline.rewind.plan import RewindError, RewindPlan
 from tilth.timeline.rewind.snapshot_restore import apply_snapshot_files
 from tilth.timeline.rewind.state_restore import (
+    cut_events,
     cut_lines,
     remove_path,
     restore_counts,
     restore_files,
     restore_threads,
-    truncate_log,
 )
 
 FORK_STEPS = ("fork-created", "fork-files", "fork-worktree", "fork-record")
@@ -175,9 +175,9 @@ def _paths(session: Session, plan: RewindPlan) -> None:
 def _events(session: Session, plan: RewindPlan) -> None:
     assert plan.event_offset is not None
     if plan.archive is not None:
-        undo.splice_events(session, plan.archive, plan.event_cut or plan.event_offset)
+        undo.splice_events(session, plan.archive, plan.event_cut or plan.event_offset, plan.op_id)
         return
-    truncate_log(session.events.path, plan.event_offset)
+    cut_events(session, plan.event_offset, plan.op_id)
 
 
 def _checkpoints(session: Session, plan: RewindPlan) -> None:

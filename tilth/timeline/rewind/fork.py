@@ -18,7 +18,7 @@ the parent: a fork interrupted half-way leaves the child marked ``fork_incomplet
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,8 @@ class ForkResult:
     parent: Session
     checkpoint: Checkpoint
     worktree: Path
+    notes: list[str] = field(default_factory=list)
+    """Warnings from making the new worktree ready (a submodule not checked out)."""
 
 
 def _copy_tree(src: Path, dst: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from tilth.session.files import atomic_write_bytes, atomic_write_json
 from tilth.session.store import Session
 from tilth.session.threads import Thread, message_number
+from tilth.timeline.record.log_epoch import raise_epoch
 from tilth.timeline.record.state_capture import count_lines
 from tilth.timeline.rewind.summarize import cut_at
 
@@ -104,6 +105,14 @@ def remove_path(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
+
+
+def cut_events(session: Session, offset: int, op: str) -> bool:
+    """Cut ``events.jsonl`` to ``offset`` bytes, then count the cut (``record.log_epoch``)
+    before anything is appended past it; True if the log was longer."""
+    cut = truncate_log(session.events.path, offset)
+    raise_epoch(session.dir, op)
+    return cut
 
 
 def truncate_log(path: Path, offset: int) -> bool:

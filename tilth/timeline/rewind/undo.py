@@ -317,11 +317,12 @@ def restore_archived_ledger(session: Session, archive: str) -> None:
         session.progress_path.unlink(missing_ok=True)
 
 
-def splice_events(session: Session, archive: str, cut: int) -> None:
-    """The log as it was: cut at ``cut``, then the archived tail (absolute, repeatable)."""
-    from tilth.timeline.rewind.state_restore import truncate_log
+def splice_events(session: Session, archive: str, cut: int, op: str) -> None:
+    """The log as it was: cut at ``cut``, then the archived tail (absolute, repeatable).
+    The cut is counted (``record.log_epoch``) before the tail goes back on."""
+    from tilth.timeline.rewind.state_restore import cut_events
 
-    truncate_log(session.events.path, cut)
+    cut_events(session, cut, op)
     tail = session.dir / archive / "events.tail"
     if tail.is_file():
         with open(tail, "rb") as reader, open(session.events.path, "ab") as out:
