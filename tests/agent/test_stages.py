@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import git, make_repo
 from tilth.agent.pipeline import next_stage, stage_commit_message
 from tilth.agent.seed_tests import child_env, clip, run_gate, seed_test_files
 from tilth.agent.stages import SENDS_BACK_TO
@@ -129,3 +130,30 @@ def test_gate_output_hides_the_absolute_workspace_path(tmp_path: Path) -> None:
     lint = gate.checks[1].output
     assert str(root) not in lint
     assert lint.splitlines() == [".", "src/x.py"]
+
+
+SRC_LAYOUT_CONFIGS = {
+    "pyproject.toml": "[tool.pytest.ini_options]\npythonpath = ['src']\naddopts = '{opts}'\n",
+    "pytest.ini": "[pytest]\npythonpath = src\naddopts = {opts}\n",
+    "setup.cfg": "[tool:pytest]\npythonpath = src\naddopts = {opts}\n",
+}
+
+
+@pytest.mark.parametrize("config", sorted(SRC_LAYOUT_CONFIGS))
+def test_the_seed_gate_keeps_the_projects_pythonpath(tmp_path: Path, config: str) -> None:
+    """A src-layout project whose pytest config puts ``src`` on the path passes the gate with
+    the seed commit's copies, as its tests pass when run in the worktree."""
+    opts = FAST_INI.split(" = ", 1)[1].strip()
+    root = make_repo(
+        tmp_path / "my project",
+        {
+            config: SRC_LAYOUT_CONFIGS[config].format(opts=opts),
+            "src/pkg/__init__.py": "",
+            "tests/test_t001_value.py": "from pkg.value import VALUE\n\n\n"
+            "def test_value():\n    assert VALUE == 1\n",
+        },
+    )
+    seed = git(root, "rev-parse", "HEAD").strip()
+    (root / "src" / "pkg" / "value.py").write_text("VALUE = 1\n")
+    gate = run_gate(root, ["T-001"], environment=ENV, timeout=60, seed_sha=seed)
+    assert gate.passed, gate.report()

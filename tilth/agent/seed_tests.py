@@ -10,9 +10,12 @@ sandbox when there is one) and refuses a worktree that changed them.
 
 from __future__ import annotations
 
+import configparser
 import os
 import re
+import shlex
 import tempfile
+import tomllib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -157,6 +160,33 @@ def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies
     return SeedCopies(sha, {path: found[path] for path in names if path in found}, support, config)
 
 
+def config_pythonpath(copies: SeedCopies) -> list[str] | None:
+    """The ``pythonpath`` entries of the seed's pytest configuration (None: it sets none).
+
+    pytest resolves them against the configuration file's directory, which for the gate is
+    the private copy, so the gate passes them again resolved against the worktree.
+    """
+    text = copies.support.get(copies.config or "")
+    if text is None:
+        return None
+    try:
+        if copies.config == "pyproject.toml":
+            options = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options", {})
+            value = options.get("pythonpath") if isinstance(options, dict) else None
+        else:
+            parser = configparser.ConfigParser(interpolation=None)
+            parser.read_string(text)
+            section = "tool:pytest" if copies.config == "setup.cfg" else "pytest"
+            value = parser.get(section, "pythonpath", fallback=None)
+    except (tomllib.TOMLDecodeError, configparser.Error, ValueError):
+        return None  # pytest reports a broken configuration itself
+    if isinstance(value, str):
+        return shlex.split(value)
+    if isinstance(value, list) and all(isinstance(entry, str) for entry in value):
+        return value
+    return None
+
+
 def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
     """Seed test files whose worktree copy differs from the seed commit's, or is gone."""
     paths = sorted(copies.tests)
@@ -247,6 +277,10 @@ def run_pytest(
             options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
             if copies.config:
                 options.append(f"--config-file={root / copies.config}")
+            pythonpath = config_pythonpath(copies)
+            if pythonpath is not None:
+                resolved = [str(worktree / entry) for entry in pythonpath]
+                options += ["-o", f"pythonpath={shlex.join(resolved)}"]
             run = environment.pytest_invocation([str(root / f) for f in files], options)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
         cmd = _confined(argv, sandbox, *others)
