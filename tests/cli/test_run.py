@@ -120,3 +120,20 @@ def test_nothing_prepared_while_the_prior_session_is_running_names_its_holder(
     assert f"session {seeded.session.id} is in use by pid {os.getpid()}" in result.stderr
     assert "is resumable" not in result.stderr
     assert "tilth resume" not in result.stdout
+
+
+def test_a_second_run_while_an_older_session_runs_names_the_live_one(
+    repo: Path, sessions_dir: Path
+) -> None:
+    """Two `tilth run` at once: the second is told which session is running, not pointed at a
+    newer stopped session (a fork, say) as if that were what it should resume."""
+    live = seed_session(sessions_dir, repo, TASKS[:1])
+    live.session.set_status("running")
+    stopped = seed_session(sessions_dir, repo, TASKS[:1])
+    stopped.session.set_status("running")
+    stopped.session.log("stop", reason="interrupted")
+    with live.session.lock():
+        result = tilth("run", str(repo), env=UNREACHABLE)
+    assert result.returncode == 2
+    assert f"session {live.session.id} is in use by pid {os.getpid()}" in result.stderr
+    assert "is resumable" not in result.stderr

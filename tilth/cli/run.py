@@ -118,11 +118,12 @@ def _nothing_prepared(cfg: Settings, out: IO, source: Path) -> int:
     """No prepared session: a picker on a terminal, else the next command (exit 2)."""
     from tilth.ui import pickers
 
-    prior = prior_session(cfg, source)
-    if prior is not None:
-        # A live run of the prior session is not "resumable": say who holds it instead.
-        with prior.lock():
+    # A live run is not "resumable": when any session of this workspace is held by a running
+    # process (a second `tilth run` started while the first works), say who holds it.
+    for candidate in sessions_of(source, statuses=("running", "failed"), settings=cfg):
+        with candidate.lock():
             pass
+    prior = prior_session(cfg, source)
     if not out.interactive:
         if prior is None or not pickers.is_seeded(prior):
             out.error(f"no prepared session for {source}")
