@@ -348,6 +348,14 @@ def stash_ref(name: str) -> str:
     return STASH_REF_PREFIX + name
 
 
+def delete_ref(cwd: Path, ref: str) -> bool:
+    """Delete ``ref`` (a full ref name) and its reflog; False when it did not exist."""
+    if not ok("show-ref", "--verify", "--quiet", ref, cwd=cwd):
+        return False
+    git("update-ref", "-d", ref, cwd=cwd)
+    return True
+
+
 def stash(cwd: Path, message: str, *, ref: str) -> bool:
     """Save uncommitted changes (untracked included) as a commit on ``ref``, then drop them.
 

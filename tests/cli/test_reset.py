@@ -66,6 +66,23 @@ def test_yes_removes_worktree_branch_listing_and_dir(
     assert git.git("rev-parse", "--abbrev-ref", "HEAD", cwd=repo).strip() == "main"
 
 
+def test_reset_removes_the_sessions_stash_ref_from_the_repository(
+    cli: RunCli, sessions_dir: Path, repo: Path
+) -> None:
+    """A restart saved the worktree's changes on refs/tilth/stash/<id>; deleting the session
+    must not leave that ref behind in the user's repository."""
+    session = new_session(sessions_dir, repo)
+    keep = new_session(sessions_dir, repo)
+    for each in (session, keep):
+        (each.workspace_dir / "wip.txt").write_text("work in progress")
+        git.stash(each.workspace_dir, "tilth restart", ref=git.stash_ref(each.id))
+    result = cli("reset", session.id, "-y")
+    assert result.returncode == 0, result.stderr
+    assert f"deleted {git.stash_ref(session.id)}" in result.stdout
+    refs = git.git("for-each-ref", "--format=%(refname)", "refs/tilth/", cwd=repo).split()
+    assert refs == [git.stash_ref(keep.id)]
+
+
 def test_without_a_terminal_and_without_yes_it_refuses(
     cli: RunCli, sessions_dir: Path, repo: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""Full teardown of a session: its worktree, its branch and its directory."""
+"""Full teardown of a session: its worktree, its branch (and stash ref) and its directory."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tilth.session.store import Session
 
 
 def teardown(session: Session) -> list[str]:
-    """Remove worktree, branch ``session/<id>`` and the session dir; returns notes.
+    """Remove worktree, branch ``session/<id>``, its stash ref and the session dir; returns notes.
 
     Idempotent: parts already gone are reported, not treated as errors. When the
     checkpoint is unreadable the source comes from the first ``session_start``.
@@ -38,6 +38,13 @@ def teardown(session: Session) -> list[str]:
                 notes.append(f"branch {session.branch} already gone")
         except GitError as exc:
             notes.append(f"could not delete branch {session.branch}: {exc}")
+        # Changes a restart stashed live on a ref of the session's own; it goes with it.
+        stash = git.stash_ref(session.id)
+        try:
+            if git.delete_ref(source, stash):
+                notes.append(f"deleted {stash}")
+        except GitError as exc:
+            notes.append(f"could not delete {stash}: {exc}")
     elif source is not None:
         notes.append(f"source repository {source} is gone; only the session dir is removed")
     else:
