@@ -203,3 +203,56 @@ def test_a_probe_is_asked_once_until_a_package_is_installed(
     (site_dir / "pytest.py").unlink()
     with pytest.raises(ProjectEnvError, match="pytest is not installed"):
         check_project_env(env, worktree)
+
+
+FINDER = """
+import importlib.util, sys
+
+
+class _Finder:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name in MAPPING:
+            init = MAPPING[name] + "/__init__.py"
+            return importlib.util.spec_from_file_location(name, init)
+        return None
+
+
+def install():
+    sys.meta_path.append(_Finder)
+"""
+
+
+def _project_copy(root: Path, value: str) -> None:
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "__init__.py").write_text(f"VALUE = {value!r}\n")
+    (root / "flat").mkdir()
+    (root / "flat" / "__init__.py").write_text(f"VALUE = {value!r}\n")
+
+
+def test_an_editable_install_in_the_source_venv_reads_the_worktrees_code(
+    tmp_path: Path, roots: tuple[Path, Path]
+) -> None:
+    """The usual set-up: the repository's .venv has the project installed with `pip install
+    -e .`, which points at the repository's own files. In a session the tests and the
+    worker's bash must import the worktree's code, or no change the worker makes is seen."""
+    worktree, source = roots
+    _project_copy(source, "source")
+    _project_copy(worktree, "worktree")
+    project = make_venv(source)
+    (site_dir,) = project.glob("lib/python*/site-packages")
+    # What pip writes for a src layout (a path .pth), and for a flat one (a setuptools finder).
+    (site_dir / "__editable__.pkg-0.1.pth").write_text(f"{source / 'src'}\n")
+    (site_dir / "__editable__.flat-0.1.pth").write_text(
+        "import __editable___flat_finder; __editable___flat_finder.install()\n"
+    )
+    (site_dir / "__editable___flat_finder.py").write_text(
+        f"MAPPING: dict[str, str] = {{'flat': {str(source / 'flat')!r}}}\n{FINDER}"
+    )
+    env = resolve_project_env(worktree, source, settings(tmp_path))
+    box = ToolBox(tmp_path, environment=env)  # not the worktree: only the path can tell
+    out = box.dispatch(
+        "bash", {"command": "python -c 'import pkg, flat; print(pkg.VALUE, flat.VALUE)'"}
+    ).result
+    assert "worktree worktree" in out, out
+    assert env.kind == "source-venv" and "editable" in env.description

@@ -11,7 +11,9 @@ pre-flight: the chosen environment must start before any model call is made.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -62,6 +64,9 @@ class ProjectEnv:
     """The interpreter that runs pytest (venv and python kinds)."""
     command: str | None = None
     """The ``TILTH_TEST_COMMAND`` template (command kind)."""
+    pythonpath: tuple[Path, ...] = ()
+    """Worktree directories put first on ``PYTHONPATH``: where the source virtualenv's
+    editable installs point, moved from the source repository into the worktree."""
 
     def activate(self, env: Mapping[str, str]) -> dict[str, str]:
         """A copy of ``env`` with this environment active (bin dir first, ``VIRTUAL_ENV``)."""
@@ -73,6 +78,9 @@ class ProjectEnv:
         if self.venv is not None:
             active["VIRTUAL_ENV"] = str(self.venv)
             active.pop("PYTHONHOME", None)
+        if self.pythonpath:
+            rest = [p for p in active.get("PYTHONPATH", "").split(os.pathsep) if p]
+            active["PYTHONPATH"] = os.pathsep.join([*map(str, self.pythonpath), *rest])
         return active
 
     def pytest_invocation(
@@ -115,6 +123,7 @@ class ProjectEnv:
             "bin_dir": str(self.bin_dir) if self.bin_dir else None,
             "python": str(self.python) if self.python else None,
             "command": self.command,
+            "pythonpath": [str(p) for p in self.pythonpath],
         }
 
 
@@ -145,6 +154,74 @@ def _venv_env(kind: Kind, venv: Path, where: str) -> ProjectEnv:
         venv=venv,
         bin_dir=venv / "bin",
         python=venv / "bin" / "python",
+    )
+
+
+_FINDER_MAPPING = re.compile(r"^MAPPING\b[^=\n]*=\s*(\{.*\})\s*$", re.MULTILINE)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _sys_path_entries(site_dir: Path) -> list[Path]:
+    """What ``site_dir``'s ``.pth`` files and setuptools' editable finders add to imports."""
+    entries: list[Path] = []
+    for pth in sorted(site_dir.glob("*.pth")):
+        for line in _read_text(pth).splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "import ", "import\t")):
+                entries.append(site_dir / line)  # a relative line is relative to site_dir
+    # A flat layout's `pip install -e .` maps package names to their directories instead.
+    for finder in sorted(site_dir.glob("__editable___*_finder.py")):
+        found = _FINDER_MAPPING.search(_read_text(finder))
+        try:
+            mapping = ast.literal_eval(found.group(1)) if found else {}
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(mapping, dict):
+            entries += [Path(str(p)).parent for p in mapping.values()]
+    return entries
+
+
+def editable_dirs(venv: Path, source: Path) -> list[Path]:
+    """Directories of ``source`` (relative to it) that ``venv``'s editable installs import from.
+
+    A ``pip install -e .`` into the repository's own ``.venv`` points at the repository's
+    files; a session's worktree has its own copy, which must be the one imported there.
+    """
+    root, own = source.resolve(), venv.resolve()
+    found: list[Path] = []
+    for site_dir in sorted(venv.glob("lib/python*/site-packages")):
+        for entry in _sys_path_entries(site_dir):
+            try:
+                path = entry.resolve()
+            except OSError:
+                continue
+            if path.is_relative_to(root) and not path.is_relative_to(own):
+                relative = path.relative_to(root)
+                if relative not in found:
+                    found.append(relative)
+    return found
+
+
+def _source_venv_env(venv: Path, source: Path, worktree: Path) -> ProjectEnv:
+    """The source repository's virtualenv, its editable installs read from the worktree."""
+    env = _venv_env("source-venv", venv, "source repository's")
+    moved = [rel for rel in editable_dirs(venv, source) if (worktree / rel).is_dir()]
+    if not moved:
+        return env
+    shown = ", ".join(str(rel) if str(rel) != "." else "./" for rel in moved)
+    return ProjectEnv(
+        kind=env.kind,
+        description=f"{env.description} (its editable install read from the worktree: {shown})",
+        venv=env.venv,
+        bin_dir=env.bin_dir,
+        python=env.python,
+        pythonpath=tuple(worktree / rel for rel in moved),
     )
 
 
@@ -264,6 +341,8 @@ def resolve_project_env(worktree: Path, source: Path | None, settings: Settings)
         if _same(venv, own):
             tried.append(f"{venv} (Tilth's own installation)")
             continue
+        if kind == "source-venv" and source is not None and not _same(source, worktree):
+            return _source_venv_env(venv, source, worktree)
         return _venv_env(kind, venv, where)
     lock_root = next((r for r in (worktree, source) if r and (r / "uv.lock").is_file()), None)
     if lock_root is not None and shutil.which("uv"):
