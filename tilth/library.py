@@ -246,9 +246,11 @@ def interview(
     frontend: TerminalFrontend,
     *,
     on_started: Callable[[Session, Path], None],
+    on_progress: Callable[[str], Any] | None = None,
 ) -> Prepared:
     """``tilth prep-feature``'s interview: ``model`` asks through ``frontend``, the seed is
-    committed; a ``Prepared`` (``session``, ``sha``, ``notes``). ``prepare`` is the quiet one."""
+    committed; a ``Prepared`` (``session``, ``sha``, ``notes``). ``prepare`` is the quiet one.
+    ``on_progress`` hears that ``TILTH_SETUP_COMMAND`` starts in the new worktree."""
     from tilth.seed.prepare import prepare as prepare_seed
 
     return prepare_seed(
@@ -259,6 +261,7 @@ def interview(
         frontend=frontend,
         on_started=on_started,
         on_delta=frontend.on_delta,
+        on_progress=on_progress,
     )
 
 

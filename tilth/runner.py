@@ -89,7 +89,8 @@ def ensure_session_worktree(
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     if not had_worktree and settings is not None:
-        for note in prepare_worktree(session, worktree, settings, why="run"):
+        progress = out.dim if out is not None else None
+        for note in prepare_worktree(session, worktree, settings, why="run", on_progress=progress):
             if out is not None:
                 out.warn(note)
     return worktree

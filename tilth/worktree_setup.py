@@ -28,15 +28,24 @@ def _tail(text: str, limit: int = OUTPUT_CHARS) -> str:
 
 
 def prepare_worktree(
-    session: Session, worktree: Path, settings: Settings, *, why: str, keep: bool = False
+    session: Session,
+    worktree: Path,
+    settings: Settings,
+    *,
+    why: str,
+    keep: bool = False,
+    on_progress: Callable[[str], Any] | None = None,
 ) -> list[str]:
     """Make a new worktree ready: submodules checked out, then the setup command run.
 
     Returns warnings for the user (a submodule that could not be checked out); raises
     ``SetupFailed`` when the setup command fails, after taking the worktree back (its
     branch stays), so the next command makes it afresh and runs the setup again —
-    unless ``keep``: then the worktree stays as it is.
+    unless ``keep``: then the worktree stays as it is. ``on_progress`` hears that the
+    setup command starts (a ``pip install`` may take minutes).
     """
+    if settings.setup_command and on_progress is not None:
+        on_progress(f"running TILTH_SETUP_COMMAND in {worktree}: {settings.setup_command}")
     notes: list[str] = []
     problem = git.init_submodules(worktree)
     if (worktree / ".gitmodules").is_file():
@@ -72,11 +81,11 @@ def set_up_fork(
     ``SetupFailed`` naming the new session; the fork is kept as made, since its worktree
     holds the checkpoint's uncommitted files, which a re-created worktree would not.
     """
-    if settings.setup_command and on_progress is not None:
-        on_progress(f"running TILTH_SETUP_COMMAND in {worktree}: {settings.setup_command}")
     with child.lock():
         try:
-            return prepare_worktree(child, worktree, settings, why="fork", keep=True)
+            return prepare_worktree(
+                child, worktree, settings, why="fork", keep=True, on_progress=on_progress
+            )
         except SetupFailed as exc:
             then = f"`tilth chat --resume {child.id}`" if chat else f"`tilth resume {child.id}`"
             raise SetupFailed(

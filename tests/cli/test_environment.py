@@ -97,6 +97,21 @@ def test_a_worktree_recreated_by_run_gets_the_setup_command(repo: Path, sessions
     assert logged["why"] == "run" and logged["ok"] is True
     assert logged["output"] == "set up"
     assert set(GOOD["T-001"]) <= set(git.git("ls-files", cwd=seeded.worktree).split())
+    # It may take minutes (a pip install): the user is told before it starts.
+    assert f"running TILTH_SETUP_COMMAND in {seeded.worktree}: {setup}" in result.stdout
+
+
+def test_prep_says_it_runs_the_setup_command_before_the_interview(
+    repo: Path, sessions_dir: Path
+) -> None:
+    setup = "echo set up"
+    with FakeServer(quick_script()) as server:
+        env = {**cli_env(server), "TILTH_SETUP_COMMAND": setup}
+        result = tilth("prep-feature", str(repo), "--brief", "add it", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (record,) = [Session(p.name, p) for p in session_dirs(sessions_dir)]
+    worktree = record.checkpoint()["workspace"]
+    assert f"running TILTH_SETUP_COMMAND in {worktree}: {setup}" in result.stdout
 
 
 def test_a_failing_setup_command_in_prep_stops_cleanly_before_the_interview(

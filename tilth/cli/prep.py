@@ -87,6 +87,7 @@ def prep_feature(
             model_for(cfg, "prep", on_retry=on_retry),
             frontend,
             on_started=on_started,
+            on_progress=out.dim,
         )
     if prepared.checkpoint_note:
         out.warn(prepared.checkpoint_note)

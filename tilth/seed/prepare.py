@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tilth import git
 from tilth.config import Settings
@@ -53,15 +54,19 @@ def prepare(
     frontend: InterviewFrontend,
     on_started: Callable[[Session, Path], None] = lambda session, worktree: None,
     on_delta: OnDelta | None = None,
+    on_progress: Callable[[str], Any] | None = None,
 ) -> Prepared:
     """Run a whole prep; on any failure the session is marked ``failed`` and the error raised.
 
-    ``on_delta`` hears the interviewer's replies as they stream in.
+    ``on_delta`` hears the interviewer's replies as they stream in; ``on_progress`` that
+    ``TILTH_SETUP_COMMAND`` starts.
     """
     session = Session.create(settings.sessions_dir, source)
     with session.lock():
         try:
-            return _prepare(session, settings, source, brief, model, frontend, on_started, on_delta)
+            return _prepare(
+                session, settings, source, brief, model, frontend, on_started, on_delta, on_progress
+            )
         except KeyboardInterrupt:
             _fail(session, "interrupted", "interrupted by the user")
             raise Interrupted(
@@ -92,6 +97,7 @@ def _prepare(
     frontend: InterviewFrontend,
     on_started: Callable[[Session, Path], None],
     on_delta: OnDelta | None,
+    on_progress: Callable[[str], Any] | None,
 ) -> Prepared:
     worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
@@ -104,7 +110,7 @@ def _prepare(
     )
     on_started(session, worktree)
     # Before the interview's first model call: a project that cannot be set up costs no tokens.
-    notes = prepare_worktree(session, worktree, settings, why="prep")
+    notes = prepare_worktree(session, worktree, settings, why="prep", on_progress=on_progress)
     result = run_interview(
         session=session,
         source=source,
