@@ -226,6 +226,22 @@ def test_malformed_number_in_env_file_names_the_variable(home: Path) -> None:
         load_settings(env_of(home))
 
 
+def test_a_malformed_value_from_the_env_file_names_that_file(home: Path) -> None:
+    """`echo $TILTH_MAX_TOKENS` shows nothing when the bad value sits in a .env file: the
+    error says where it came from; a value from the environment gets no such hint."""
+    (home / ".env").write_text("TILTH_MAX_TOKENS=2M\nTILTH_SANDBOX=maybe\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env_of(home))
+    assert caught.value.hint == f"TILTH_SANDBOX is set in {home / '.env'}"
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env_of(home, TILTH_SANDBOX="auto"))
+    assert caught.value.message == "TILTH_MAX_TOKENS must be a whole number, got '2M'"
+    assert caught.value.hint == f"TILTH_MAX_TOKENS is set in {home / '.env'}"
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env_of(home, TILTH_SANDBOX="auto", TILTH_MAX_TOKENS="x"))
+    assert caught.value.hint is None
+
+
 @pytest.mark.parametrize("name", ["TILTH_MAX_TOKENS", "TILTH_MAX_ITERATIONS_PER_TASK"])
 def test_malformed_number_through_the_cli(cli: RunCli, name: str) -> None:
     result = cli("sessions", env={name: "abc"})

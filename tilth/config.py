@@ -261,8 +261,27 @@ def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read every setting; raises ``ConfigError`` naming a malformed variable."""
+    environ = os.environ if environ is None else environ
     warnings: list[str] = []
     env = merged_environment(environ, warnings)
+    try:
+        return _settings(env, warnings)
+    except ConfigError as exc:
+        raise _with_origin(exc, environ) from None
+
+
+def _with_origin(exc: ConfigError, environ: Mapping[str, str]) -> ConfigError:
+    """``exc`` with a hint naming the ``.env`` file when the bad value came from there."""
+    name = exc.message.split(" ", 1)[0]
+    if exc.hint or not name.startswith("TILTH_") or (environ.get(name) or "").strip():
+        return exc
+    env_file = find_env_file(environ)
+    if env_file is None:
+        return exc
+    return ConfigError(exc.message, hint=f"{name} is set in {env_file}")
+
+
+def _settings(env: dict[str, str], warnings: list[str]) -> Settings:
     # Absolute, because these paths are handed to git running in other directories.
     home = Path(env.get("TILTH_HOME", str(Path.home() / ".tilth"))).expanduser().absolute()
     sessions = Path(env.get("TILTH_SESSIONS_DIR", str(home / "sessions"))).expanduser().absolute()
