@@ -157,3 +157,7 @@ def test_the_seed_gate_keeps_the_projects_pythonpath(tmp_path: Path, config: str
     (root / "src" / "pkg" / "value.py").write_text("VALUE = 1\n")
     gate = run_gate(root, ["T-001"], environment=ENV, timeout=60, seed_sha=seed)
     assert gate.passed, gate.report()
+    # TILTH_TEST_COMMAND (the README's way to name the project's interpreter) too.
+    command = ProjectEnv("command", "x", command=f"{PYTHON} -m pytest -q -p no:cacheprovider")
+    gate = run_gate(root, ["T-001"], environment=command, timeout=60, seed_sha=seed)
+    assert gate.passed, gate.report()

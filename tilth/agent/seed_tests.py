@@ -164,7 +164,7 @@ def config_pythonpath(copies: SeedCopies) -> list[str] | None:
     """The ``pythonpath`` entries of the seed's pytest configuration (None: it sets none).
 
     pytest resolves them against the configuration file's directory, which for the gate is
-    the private copy, so the gate passes them again resolved against the worktree.
+    the private copy, so the gate puts them on ``PYTHONPATH`` resolved against the worktree.
     """
     text = copies.support.get(copies.config or "")
     if text is None:
@@ -277,14 +277,16 @@ def run_pytest(
             options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
             if copies.config:
                 options.append(f"--config-file={root / copies.config}")
-            pythonpath = config_pythonpath(copies)
-            if pythonpath is not None:
-                resolved = [str(worktree / entry) for entry in pythonpath]
-                options += ["-o", f"pythonpath={shlex.join(resolved)}"]
             run = environment.pytest_invocation([str(root / f) for f in files], options)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
         cmd = _confined(argv, sandbox, *others)
         env = child_env(secrets, environment)
+        if copies is not None:
+            # On PYTHONPATH rather than a pytest option, so a TILTH_TEST_COMMAND gets it too.
+            resolved = [str(worktree / entry) for entry in config_pythonpath(copies) or []]
+            rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            if resolved:
+                env["PYTHONPATH"] = os.pathsep.join([*resolved, *rest])
         result = proc.run(cmd, cwd=worktree, timeout=timeout, env=env)
         output = _output(result, worktree, *others)
     shown = _output_paths(run.shown, worktree, *others)
