@@ -161,3 +161,35 @@ def test_the_seed_gate_keeps_the_projects_pythonpath(tmp_path: Path, config: str
     command = ProjectEnv("command", "x", command=f"{PYTHON} -m pytest -q -p no:cacheprovider")
     gate = run_gate(root, ["T-001"], environment=command, timeout=60, seed_sha=seed)
     assert gate.passed, gate.report()
+
+
+HELPER_LAYOUTS = {
+    "module": ({}, "from helpers import words"),
+    "package": ({"tests/__init__.py": ""}, "from tests.helpers import words"),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(HELPER_LAYOUTS))
+def test_the_seed_gate_sees_the_test_helpers_beside_the_seed_tests(
+    tmp_path: Path, layout: str
+) -> None:
+    """Seed tests that import a helper of the project's tests/ (or read its data files), as
+    they do when run in the worktree, pass the gate; a conftest.py the worker adds is not
+    picked up, since only the seed commit's conftest counts."""
+    extra, import_line = HELPER_LAYOUTS[layout]
+    root = make_repo(
+        tmp_path / "proj",
+        {
+            "pytest.ini": FAST_INI,
+            **extra,
+            "tests/helpers.py": "from pathlib import Path\n\n\ndef words():\n"
+            "    return (Path(__file__).parent / 'data' / 'words.txt').read_text().split()\n",
+            "tests/data/words.txt": "a b\n",
+            "tests/test_t001_words.py": f"{import_line}\n\n\n"
+            "def test_words():\n    assert words() == ['a', 'b']\n",
+        },
+    )
+    seed = git(root, "rev-parse", "HEAD").strip()
+    (root / "tests" / "conftest.py").write_text("raise SystemExit('worker conftest loaded')\n")
+    gate = run_gate(root, ["T-001"], environment=ENV, timeout=60, seed_sha=seed)
+    assert gate.passed, gate.report()

@@ -212,15 +212,36 @@ def tampering_message(changed: Sequence[str], sha: str) -> str:
     )
 
 
+# Never linked from the worktree: what would let a worker change how the seed tests run.
+_NEVER_LINKED = frozenset(
+    {"conftest.py", "__init__.py", "__pycache__", *(name for name, _ in _PYTEST_CONFIGS)}
+    | {"pytest.toml", ".pytest.toml", ".pytest.ini"}
+)
+
+
 @contextmanager
-def materialised(copies: SeedCopies) -> Iterator[Path]:
-    """A private directory holding the seed copies (and their support files)."""
+def materialised(copies: SeedCopies, worktree: Path | None = None) -> Iterator[Path]:
+    """A private directory holding the seed copies (and their support files).
+
+    With ``worktree``, the rest of its ``tests/`` (helper modules, data files) is linked in
+    beside them, so seed tests that import a helper or read a fixture run as they do in
+    the worktree; other seed tests, conftest files and pytest configuration are not.
+    """
     with tempfile.TemporaryDirectory(prefix="tilth-seed-") as tmp:
         root = Path(tmp).resolve()
         for path, text in {**copies.support, **copies.tests}.items():
             target = root / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
+        tests = worktree / "tests" if worktree is not None else None
+        if tests is not None and tests.is_dir() and not tests.is_symlink():
+            (root / "tests").mkdir(exist_ok=True)
+            for entry in sorted(tests.iterdir()):
+                target = root / "tests" / entry.name
+                if entry.name in _NEVER_LINKED or _TASK_FILE_RE.match(entry.name):
+                    continue
+                if not target.exists():
+                    target.symlink_to(entry)
         yield root
 
 
@@ -272,7 +293,7 @@ def run_pytest(
         if copies is None:
             run = environment.pytest_invocation(files)
         else:
-            root = stack.enter_context(materialised(copies))
+            root = stack.enter_context(materialised(copies, worktree))
             others.append(root)
             options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
             if copies.config:
