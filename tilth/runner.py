@@ -333,10 +333,10 @@ def print_run_summary(
         f"TILTH_MAX_TOKENS={settings.max_tokens:,}); {tokens:,} in all with the interview's "
         f"{interview:,}"
     )
-    other = counts["in_progress"]
+    started = f"{counts['in_progress']} in progress, " if counts["in_progress"] else ""
     out.say(
         f"tasks     {counts['total']} total: {counts['done']} done, {counts['failed']} failed, "
-        f"{counts['pending'] + other} pending"
+        f"{started}{counts['pending']} pending"
     )
     out.say(f"status    {session.status}")
     if chat is not None:

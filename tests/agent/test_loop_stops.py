@@ -105,6 +105,8 @@ def test_token_cap_stops_resumably_and_resume_continues_mid_task(
     assert seeded.session.status == "running"
     assert seeded.statuses() == {"T-001": "in_progress"}
     assert "TILTH_MAX_TOKENS" in result.stdout + result.stderr
+    # The summary says the task is half done (resume continues it), not merely pending.
+    assert "tasks     1 total: 0 done, 0 failed, 1 in progress, 0 pending" in result.stdout
     planned = [e for e in seeded.events() if e.type == "stage_completed"]
     assert [e.payload["stage"] for e in planned] == ["planning"]
 
