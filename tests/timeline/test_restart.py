@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -198,6 +200,35 @@ def test_stop_interrupts_the_live_run_then_restarts(
     assert git.head(worktree_of(world.session)) == resolve_checkpoint(world.session, "T-001").head
 
 
+def test_stop_reaches_a_run_started_in_the_background_by_a_script(
+    world_clone: Callable[..., World], tmp_path: Path
+) -> None:
+    """`tilth run . &` in a shell script starts the run with SIGINT ignored, so Ctrl-C cannot
+    stop it; restart then stops it with SIGTERM, which a run takes as Ctrl-C."""
+    world = world_clone(TIERS, 1)
+    script = tmp_path / "bin" / "tilth"
+    script.parent.mkdir()
+    script.write_text(HOLDER_AS_RUN)
+    holder = subprocess.Popen(
+        [sys.executable, str(script), str(world.session.dir), world.session.id],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        result = world.cli("restart", world.session.id, "T-001", "-y")
+        assert result.returncode == 0, result.stderr
+        assert holder.wait(timeout=30) == 130
+        assert time.monotonic() - started < 30, "it stopped the run, not waited it out"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    assert git.head(worktree_of(world.session)) == resolve_checkpoint(world.session, "T-001").head
+
+
 def test_stop_refuses_a_lock_holder_that_is_not_tilth(world_clone: Callable[..., World]) -> None:
     world = world_clone(TIERS, 1)
     other = subprocess.Popen(["sleep", "60"])
@@ -230,6 +261,27 @@ from pathlib import Path
 from tilth.session.lock import SessionLock
 lock = SessionLock(Path(sys.argv[1]), sys.argv[2]).acquire()
 try:  # "locked" is said inside the try: a SIGINT right after it is still handled
+    print("locked", flush=True)
+    time.sleep(120)
+except KeyboardInterrupt:
+    lock.release()
+    sys.exit(130)
+"""
+
+# The same, handling SIGTERM as a run does (tilth.runner): like Ctrl-C.
+HOLDER_AS_RUN = """
+import signal, sys, time
+from pathlib import Path
+from tilth.session.lock import SessionLock
+
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGTERM, interrupt)
+lock = SessionLock(Path(sys.argv[1]), sys.argv[2]).acquire()
+try:
     print("locked", flush=True)
     time.sleep(120)
 except KeyboardInterrupt:

@@ -1,4 +1,5 @@
-"""Stopping a live run before a restart: SIGINT to the lock holder, then wait for the lock.
+"""Stopping a live run before a restart: SIGINT to the lock holder (SIGTERM when it ignores
+SIGINT), then wait for the lock.
 
 Only a process that is plainly a Tilth process is signalled (``tilth ...`` or
 ``python -m tilth ...``); anything else is refused, never killed.
@@ -46,6 +47,24 @@ def is_tilth_process(args: list[str]) -> bool:
     return False
 
 
+def _ignores_sigint(pid: int) -> bool:
+    """True when ``pid`` ignores SIGINT, as a job a script starts with ``&`` does (Linux only).
+
+    Ctrl-C cannot stop such a run; SIGTERM, which a run takes as Ctrl-C, can.
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("SigIgn:"):
+            try:
+                return bool(int(line.split()[1], 16) >> (signal.SIGINT - 1) & 1)
+            except (IndexError, ValueError):
+                return False
+    return False
+
+
 def _lock_is_free(session: Session) -> bool:
     lock = session.lock()
     try:
@@ -57,7 +76,7 @@ def _lock_is_free(session: Session) -> bool:
 
 
 def stop_live_run(session: Session, wait: float = STOP_WAIT_SECONDS) -> int | None:
-    """SIGINT the process holding the session's lock and wait until it lets go.
+    """SIGINT (SIGTERM if it ignores SIGINT) the lock's holder and wait until it lets go.
 
     Returns the pid that was stopped, or None when nothing held the lock. Raises
     ``SessionLocked`` when the holder is unknown, not Tilth, or does not stop in time.
@@ -73,8 +92,9 @@ def stop_live_run(session: Session, wait: float = STOP_WAIT_SECONDS) -> int | No
             "run; not stopping it",
             hint="stop it yourself, then try again",
         )
+    stop = signal.SIGTERM if _ignores_sigint(pid) else signal.SIGINT
     try:
-        os.kill(pid, signal.SIGINT)
+        os.kill(pid, stop)
     except ProcessLookupError:
         pass
     deadline = time.monotonic() + wait
@@ -84,5 +104,5 @@ def stop_live_run(session: Session, wait: float = STOP_WAIT_SECONDS) -> int | No
         time.sleep(0.2)
     raise SessionLocked(
         f"the run of session {session.id} (pid {pid}) did not stop within {wait:.0f}s",
-        hint=f"wait for it, or stop it yourself (kill -INT {pid}), then try again",
+        hint=f"wait for it, or stop it yourself (kill -{stop.name[3:]} {pid}), then try again",
     )
