@@ -133,9 +133,11 @@ def test_gate_output_hides_the_absolute_workspace_path(tmp_path: Path) -> None:
 
 
 SRC_LAYOUT_CONFIGS = {
-    "pyproject.toml": "[tool.pytest.ini_options]\npythonpath = ['src']\naddopts = '{opts}'\n",
-    "pytest.ini": "[pytest]\npythonpath = src\naddopts = {opts}\n",
-    "setup.cfg": "[tool:pytest]\npythonpath = src\naddopts = {opts}\n",
+    "pyproject": ("pyproject.toml", "[tool.pytest.ini_options]\npythonpath = ['src']\n"),
+    "pyproject-native": ("pyproject.toml", "[tool.pytest]\npythonpath = ['src']\n"),
+    "pytest.toml": ("pytest.toml", "[pytest]\npythonpath = ['src']\n"),
+    "pytest.ini": ("pytest.ini", "[pytest]\npythonpath = src\n"),
+    "setup.cfg": ("setup.cfg", "[tool:pytest]\npythonpath = src\n"),
 }
 
 
@@ -143,11 +145,11 @@ SRC_LAYOUT_CONFIGS = {
 def test_the_seed_gate_keeps_the_projects_pythonpath(tmp_path: Path, config: str) -> None:
     """A src-layout project whose pytest config puts ``src`` on the path passes the gate with
     the seed commit's copies, as its tests pass when run in the worktree."""
-    opts = FAST_INI.split(" = ", 1)[1].strip()
+    name, text = SRC_LAYOUT_CONFIGS[config]
     root = make_repo(
         tmp_path / "my project",
         {
-            config: SRC_LAYOUT_CONFIGS[config].format(opts=opts),
+            name: text,
             "src/pkg/__init__.py": "",
             "tests/test_t001_value.py": "from pkg.value import VALUE\n\n\n"
             "def test_value():\n    assert VALUE == 1\n",

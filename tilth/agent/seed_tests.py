@@ -102,11 +102,16 @@ def seed_test_files(worktree: Path, task_ids: Iterable[str]) -> list[str]:
 
 # Files of the seed commit the seed tests may rely on, materialised beside them.
 _SUPPORT_FILES = ("conftest.py", "tests/conftest.py", "tests/__init__.py")
-_PYTEST_CONFIGS = (
-    ("pytest.ini", ""),
-    ("pyproject.toml", "[tool.pytest.ini_options]"),
-    ("tox.ini", "[pytest]"),
-    ("setup.cfg", "[tool:pytest]"),
+# pytest's own search order; a file counts when it holds one of the sections ("" = always).
+# pytest.toml, .pytest.toml and pyproject's [tool.pytest] are pytest 9's native TOML.
+_PYTEST_CONFIGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("pytest.toml", ("",)),
+    (".pytest.toml", ("",)),
+    ("pytest.ini", ("",)),
+    (".pytest.ini", ("",)),
+    ("pyproject.toml", ("[tool.pytest.ini_options]", "[tool.pytest]")),
+    ("tox.ini", ("[pytest]",)),
+    ("setup.cfg", ("[tool:pytest]",)),
 )
 
 
@@ -152,9 +157,9 @@ def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies
     found = _at(sha, [*_SUPPORT_FILES, *configs, *names], worktree)
     support = {path: found[path] for path in _SUPPORT_FILES if path in found}
     config = None
-    for name, section in _PYTEST_CONFIGS:
+    for name, sections in _PYTEST_CONFIGS:
         text = found.get(name)
-        if text is not None and section in text:
+        if text is not None and any(section in text for section in sections):
             support[name], config = text, name
             break
     return SeedCopies(sha, {path: found[path] for path in names if path in found}, support, config)
@@ -171,7 +176,11 @@ def config_pythonpath(copies: SeedCopies) -> list[str] | None:
         return None
     try:
         if copies.config == "pyproject.toml":
-            options = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options", {})
+            pytest = tomllib.loads(text).get("tool", {}).get("pytest", {})
+            options = pytest.get("ini_options", pytest) if isinstance(pytest, dict) else {}
+            value = options.get("pythonpath") if isinstance(options, dict) else None
+        elif copies.config in ("pytest.toml", ".pytest.toml"):
+            options = tomllib.loads(text).get("pytest", {})
             value = options.get("pythonpath") if isinstance(options, dict) else None
         else:
             parser = configparser.ConfigParser(interpolation=None)
@@ -215,7 +224,6 @@ def tampering_message(changed: Sequence[str], sha: str) -> str:
 # Never linked from the worktree: what would let a worker change how the seed tests run.
 _NEVER_LINKED = frozenset(
     {"conftest.py", "__init__.py", "__pycache__", *(name for name, _ in _PYTEST_CONFIGS)}
-    | {"pytest.toml", ".pytest.toml", ".pytest.ini"}
 )
 
 
