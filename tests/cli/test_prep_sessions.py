@@ -89,6 +89,22 @@ def test_force_discards_and_keep_existing_goes_alongside(
     assert first in session_dirs(sessions_dir)
 
 
+def test_force_deletes_nothing_while_one_of_the_sessions_is_running(
+    cli: RunCli, sessions_dir: Path, repo: Path
+) -> None:
+    """--force with a run of the workspace live: it refuses before discarding any session,
+    not after deleting the ones that happened to come first."""
+    idle = existing(repo)
+    live = existing(repo)
+    with FakeServer(Script([write_seed(1)])) as server, live.lock():
+        forced = cli("prep-feature", str(repo), "--brief", "b", "--force", env=cli_env(server))
+        assert server.requests == []
+    assert forced.returncode == 2
+    assert f"session {live.id} is in use by pid" in forced.stderr
+    assert idle.dir.exists() and git.branch_exists(repo, idle.branch)
+    assert session_dirs(sessions_dir) == [idle.dir, live.dir]
+
+
 def test_sessions_of_other_workspaces_do_not_block(
     cli: RunCli, sessions_dir: Path, repo: Path, tmp_path: Path
 ) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import signal
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -203,15 +203,21 @@ def _roll_back_torn_seed(session: Session) -> None:
 
 
 def _discard(out: IO, blockers: list[Session]) -> None:
-    """Tear every blocking session down (worktree, branch, directory)."""
+    """Tear every blocking session down (worktree, branch, directory).
+
+    Every lock is taken first, so a session in use refuses the whole discard before any
+    session is deleted.
+    """
     from tilth.library import delete_session
 
-    for session in blockers:
-        with session.lock():
+    with ExitStack() as locks:
+        for session in blockers:
+            locks.enter_context(session.lock())
+        for session in blockers:
             notes = delete_session(session)
-        out.dim(f"discarded {session.id}")
-        for note in notes:
-            out.dim(f"  {note}")
+            out.dim(f"discarded {session.id}")
+            for note in notes:
+                out.dim(f"  {note}")
 
 
 def _hand_over(out: IO, argv: list[str]) -> int:
