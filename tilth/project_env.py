@@ -18,7 +18,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -215,12 +215,9 @@ def _source_venv_env(venv: Path, source: Path, worktree: Path) -> ProjectEnv:
     if not moved:
         return env
     shown = ", ".join(str(rel) if str(rel) != "." else "./" for rel in moved)
-    return ProjectEnv(
-        kind=env.kind,
+    return replace(
+        env,
         description=f"{env.description} (its editable install read from the worktree: {shown})",
-        venv=env.venv,
-        bin_dir=env.bin_dir,
-        python=env.python,
         pythonpath=tuple(worktree / rel for rel in moved),
     )
 
