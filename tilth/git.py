@@ -114,6 +114,15 @@ def ensure_repo(path: Path) -> Path:
     return path
 
 
+def main_worktree(cwd: Path) -> Path | None:
+    """The repository's main working tree when ``cwd`` is a linked worktree, else None."""
+    out = git("rev-parse", "--git-dir", "--git-common-dir", cwd=cwd, check=False).splitlines()
+    if len(out) != 2:
+        return None
+    git_dir, common = ((cwd / line).resolve() for line in out)
+    return None if git_dir == common else common.parent
+
+
 def head(cwd: Path) -> str:
     """The full sha of HEAD: read from the ref files when ``cwd`` is a worktree's top level
     (no process), else (or when that fails: reftable, a symbolic chain) asked of git."""

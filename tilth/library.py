@@ -204,10 +204,25 @@ def repair_session(session: Session, problem: Problem, source: Path | None = Non
 
 
 def ensure_repository(workspace: Path) -> Path:
-    """``workspace`` as a git repository's root; raises ``WorkspaceError`` otherwise."""
-    from tilth import git
+    """``workspace`` as a git repository's root; raises ``WorkspaceError`` otherwise.
 
-    return git.ensure_repo(workspace)
+    A session's own worktree is refused too: its repository is the user's, one level up.
+    """
+    from tilth import git
+    from tilth.errors import WorkspaceError
+    from tilth.session.store import is_session_id
+
+    root = git.ensure_repo(workspace)
+    branch = git.current_branch(root) or ""
+    session_id = branch.removeprefix("session/")
+    main = git.main_worktree(root) if branch.startswith("session/") else None
+    if main is not None and is_session_id(session_id):
+        raise WorkspaceError(
+            f"{root} is the worktree of Tilth session {session_id}, not your repository",
+            hint=f"give your repository instead: {main}; or continue that session with "
+            f"`tilth resume {session_id}`",
+        )
+    return root
 
 
 def has_uncommitted_changes(repository: Path) -> bool:

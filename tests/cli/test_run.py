@@ -52,6 +52,21 @@ def test_nothing_prepared_but_a_resumable_session_points_at_resume(
     assert seeded.session.status == "failed"
 
 
+def test_a_sessions_own_worktree_is_not_taken_for_the_users_repository(
+    repo: Path, sessions_dir: Path
+) -> None:
+    """`cd` into a session's worktree to look at the work, then `tilth run .`: it says whose
+    worktree that is, instead of offering to prep a session of the session."""
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    for verb in ("run", "prep-feature"):
+        result = tilth(verb, str(seeded.worktree), env=UNREACHABLE)
+        assert result.returncode == 2
+        assert f"is the worktree of Tilth session {seeded.session.id}" in result.stderr
+        assert f"give your repository instead: {repo}" in result.stderr
+        assert f"tilth resume {seeded.session.id}" in result.stderr
+    assert session_ids(sessions_dir) == [seeded.session.id]
+
+
 def test_not_a_repository_is_a_usage_error(tmp_path: Path, tilth_home: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
