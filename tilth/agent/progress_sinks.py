@@ -1,7 +1,7 @@
 """Progress sinks for runs without a terminal: one that shows nothing, one that remembers.
 
 Any object with ``status``, ``note`` and ``on_delta`` (``tilth.agent.run_context.Progress``)
-can watch a run; the terminal's is ``tilth.agent.progress.TerminalProgress``.
+can watch a run; the terminal's is ``tilth.ui.progress.TerminalProgress``.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 
 from tilth.agent import evaluator, prompts
 from tilth.agent.case import SUBMIT_CASE, SUBMIT_CASE_SCHEMA, arguments_of, format_case, parse_case
+from tilth.agent.gate_outcome import gate_outcome, outcome_style
 from tilth.agent.run_context import RunContext
 from tilth.agent.seed_tests import GateRun, clip, run_gate, seed_test_files
 from tilth.agent.task_state import TaskState
@@ -89,6 +90,7 @@ def _case_handler(ctx: RunContext, task: dict[str, Any]) -> Callable[[ToolCall, 
                 arguments=call.arguments[:4_000],
             )
             return Submission(False, str(error), is_error=True)
+        ctx.progress.note(f"  running the seed tests for {task_id} …", style="dim")
         gate = run_gate(
             ctx.worktree,
             [task_id],
@@ -99,6 +101,9 @@ def _case_handler(ctx: RunContext, task: dict[str, Any]) -> Callable[[ToolCall, 
             sandbox=ctx.sandbox,
         )
         log_gate(ctx, task_id, "implementing", gate, turn=number)
+        ctx.progress.note(
+            f"  seed tests for {task_id}: {gate_outcome(gate)}", style=outcome_style(gate)
+        )
         if gate.tampered:
             return Submission(False, gate.report(), is_error=True)
         if not gate.passed:
@@ -245,6 +250,10 @@ def _verify(ctx: RunContext, task: dict[str, Any], state: TaskState) -> StageRes
     task_id = str(task["id"])
     done = [str(t["id"]) for t in ctx.session.load_prd() if t.get("status") == "done"]
     ids = [*[i for i in done if i != task_id], task_id]
+    checks = "the seed tests of " + ", ".join(ids)
+    if ctx.settings.lint_command:
+        checks += " and the linter"
+    ctx.progress.note(f"  verifying {task_id}: running {checks} …", style="dim")
     gate = run_gate(
         ctx.worktree,
         ids,
@@ -256,6 +265,7 @@ def _verify(ctx: RunContext, task: dict[str, Any], state: TaskState) -> StageRes
         sandbox=ctx.sandbox,
     )
     log_gate(ctx, task_id, "verifying", gate)
+    ctx.progress.note(f"  verifying {task_id}: {gate_outcome(gate)}", style=outcome_style(gate))
     if gate.passed:
         return StageResult(True, gate.to_dict())
     feedback = (
