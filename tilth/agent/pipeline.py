@@ -18,7 +18,7 @@ from tilth.agent.run_context import RunContext
 from tilth.agent.stages import StageResult, run_stage
 from tilth.agent.stops import FailureReason, TaskFailed
 from tilth.agent.task_state import TaskState
-from tilth.agent.verdict import verdict_summary
+from tilth.agent.verdict import rejection_line, verdict_summary
 from tilth.agent.worker import mark_stage_done
 from tilth.session.pipelines import stages_for
 from tilth.session.store import Session
@@ -174,7 +174,8 @@ def _send_back(
             turn=ctx.session.ledger.count(state.task_id),
             label=f"{stage}: {verdict_summary(result.verdict)} → back to {back_to}",
         )
-    ctx.progress.note(f"  {state.task_id} {stage} sent the task back to {back_to}")
+    why = f": {rejection_line(result.verdict)}" if result.verdict is not None else ""
+    ctx.progress.note(f"  {state.task_id} {stage} sent the task back to {back_to}{why}")
     verify_cap = ctx.settings.max_verify_failures_per_task
     if stage == "verifying" and verify_cap and state.verify_failures >= verify_cap:
         # Without this a task whose checks never pass loops for ever when the turn cap is off.

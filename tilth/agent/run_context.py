@@ -37,7 +37,11 @@ class CheckpointRecorder(Protocol):
 
 
 class Progress(Protocol):
-    """Live progress (task, stage, turn, tokens, streamed replies) plus notable lines."""
+    """Live progress (task, stage, turn, tokens, streamed replies) plus notable lines.
+
+    A note may quote a model (a task's title, a reviewer's concern): a sink that prints to
+    a terminal neutralises control sequences, as ``tilth.ui.progress.TerminalProgress`` does.
+    """
 
     def status(
         self,

@@ -141,6 +141,34 @@ def verdict_summary(verdict: dict[str, Any]) -> str:
     return str(verdict.get("verdict"))
 
 
+CONCERN_CHARS = 140
+"""How much of a rejection's concern a progress line shows."""
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line (whitespace runs made one space), cut at a word to ``limit``."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
+def rejection_line(verdict: dict[str, Any], limit: int = CONCERN_CHARS) -> str:
+    """A rejection for a progress line: ``weak_test — <the concern, on one line, shortened>``.
+
+    The concern is model text: a terminal sink neutralises its control sequences.
+    """
+    category = verdict.get("rejection_category") or (
+        "unparseable verdict" if verdict.get("parse_failed") else "no category"
+    )
+    concern = shorten(str(verdict.get("concern") or ""), limit)
+    return f"{category} — {concern}" if concern else str(category)
+
+
 def format_reject_feedback(verdict: dict[str, Any], stage: str) -> str:
     """What the worker reads when a review sent its work back."""
     lines = [
