@@ -46,7 +46,8 @@ class DoctorContext:
     settings: Settings | None
     settings_error: ConfigError | None = None
     source: Path | None = None
-    """The workspace's repository root, once the repository check passed."""
+    """The workspace's repository root, once the repository check found one (it may have no
+    commits yet: a first run is often on a young repository, whose environment still counts)."""
     _reached: dict[tuple[str, str], tuple[Check, list[str] | None]] = field(default_factory=dict)
 
 
@@ -164,8 +165,12 @@ def check_repository(ctx: DoctorContext) -> Iterable[Check]:
         ctx.source = git.ensure_repo(ctx.workspace)
     except TilthError as exc:
         yield Check("repository", False, exc.message, exc.hint)
-        return
-    yield Check("repository", True, str(ctx.source))
+        try:
+            ctx.source = git.ensure_repo(ctx.workspace, require_commit=False)
+        except TilthError:
+            return  # not a repository Tilth could use even with a first commit
+    else:
+        yield Check("repository", True, str(ctx.source))
     name = git.git("config", "user.name", cwd=ctx.source, check=False).strip()
     email = git.git("config", "user.email", cwd=ctx.source, check=False).strip()
     if name and email:
@@ -186,6 +191,14 @@ def check_repository(ctx: DoctorContext) -> Iterable[Check]:
 def check_environment(ctx: DoctorContext) -> Iterable[Check]:
     """The environment the seed tests will run in (SPEC §5.4), and that it starts."""
     if ctx.settings is None or ctx.source is None:
+        # Said, not left out: the row a user looks for before a first run.
+        why = (
+            "the settings did not load (see the settings row)"
+            if ctx.settings is None
+            else f"{ctx.workspace} is not a repository Tilth can use (see the repository row)"
+        )
+        fix = "fix that first, then run tilth doctor again"
+        yield Check("test environment", False, f"cannot tell: {why}", fix, required=False)
         return
     from tilth.project_env import check_project_env, resolve_project_env
 

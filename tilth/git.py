@@ -78,8 +78,11 @@ def ok(*args: str, cwd: Path) -> bool:
 
 
 # ---- repository checks -------------------------------------------------------------------
-def ensure_repo(path: Path) -> Path:
-    """The resolved top-level of the repository at ``path``, with actionable errors."""
+def ensure_repo(path: Path, *, require_commit: bool = True) -> Path:
+    """The resolved top-level of the repository at ``path``, with actionable errors.
+
+    ``require_commit=False`` accepts a repository without commits yet (``tilth doctor``).
+    """
     path = path.expanduser()
     if not path.exists():
         raise WorkspaceError(
@@ -106,7 +109,7 @@ def ensure_repo(path: Path) -> Path:
             f"{path} is inside the repository {top}, not its top level",
             hint=f"pass the repository root: {top}",
         )
-    if not ok("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=path):
+    if require_commit and not ok("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=path):
         raise WorkspaceError(
             f"{path} has no commits yet",
             hint='make a first commit: git add -A && git commit -m "initial"',

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 from agent.support import tilth
@@ -109,6 +110,28 @@ def test_not_a_repository_is_a_failed_check(tmp_path: Path, tilth_home: Path) ->
     assert result.returncode == 1
     repo_row = rows(result.stdout)["repository"]
     assert repo_row["ok"] is False and "not a git repository" in str(repo_row["detail"])
+    environment = rows(result.stdout)["test environment"]
+    assert environment["ok"] is False and environment["required"] is False
+    assert str(environment["detail"]).startswith(f"cannot tell: {plain} is not a repository")
+
+
+def test_a_repository_without_commits_still_names_its_test_environment(
+    tmp_path: Path, tilth_home: Path
+) -> None:
+    """A first run is often on a young repository: doctor says what it can before the commit."""
+    young = tmp_path / "young"
+    young.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(young)], check=True)
+    with FakeServer(Script({"worker-m": [], "judge-m": []}), api_key=KEY) as server:
+        result = tilth("doctor", str(young), "--json", env=endpoint_env(server.base_url))
+    assert result.returncode == 1, "no commit yet: not ready"
+    checks = rows(result.stdout)
+    assert checks["repository"]["ok"] is False
+    assert "has no commits yet" in str(checks["repository"]["detail"])
+    assert checks["test environment"]["ok"] is True
+    assert "python3 on PATH" in str(checks["test environment"]["detail"])
+    assert checks["git identity"]["ok"] is True
+    assert [name for name, c in checks.items() if not c["ok"]] == ["repository"]
 
 
 def test_a_setup_command_is_shown_and_its_venv_must_be_gitignored(
