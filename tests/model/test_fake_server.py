@@ -175,6 +175,37 @@ def test_module_reports_a_bad_script_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_module_names_a_mistyped_key_in_one_line(tmp_path: Path) -> None:
+    script_file = tmp_path / "script.json"
+    script_file.write_text('{"worker": [{"contnt": "hello"}]}')
+    result = subprocess.run(
+        [sys.executable, "-m", "tilth.model.fake_server", "--script", str(script_file)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(
+        f"error: script {script_file}: script['worker'][0]: unknown key 'contnt' in a reply "
+        "(did you mean 'content'?"
+    )
+
+
+def test_a_json_reply_without_usage_reports_the_reply_helpers_default() -> None:
+    script = Script({"worker": [{"content": "json"}], "helper": [reply("helper")]})
+    with FakeServer(script) as server:
+        counts = []
+        for model in ("worker", "helper"):
+            body = json.dumps({"model": model, "messages": []}).encode()
+            status, answer = _http(f"{server.base_url}/chat/completions", body)
+            assert status == 200
+            counts.append(answer["usage"])
+    assert (
+        counts[0] == counts[1] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    )
+
+
 @pytest.mark.parametrize("use_context_manager", [True, False])
 def test_start_and_stop_release_the_port(use_context_manager: bool) -> None:
     server = FakeServer(Script([]))

@@ -155,6 +155,23 @@ def test_hand_written_files_may_leave_out_defaults(tmp_path: Path) -> None:
         ('[{"type": "delay", "seconds": -1, "then": {}}]', "non-negative"),
         ('[{"type": "raw", "body": 5}]', "raw body must be a string"),
         ('[{"type": "error", "status": 429, "retry_after": "soon"}]', "retry_after must be"),
+        (
+            '{"worker": [{"content": "a"}, {"contnt": "b"}]}',
+            "script['worker'][1]: unknown key 'contnt' in a reply (did you mean 'content'?",
+        ),
+        (
+            '[{"tool_calls": [{"name": "x", "args": {}}]}]',
+            "script[0].tool_calls[0]: unknown key 'args' in a tool call",
+        ),
+        (
+            '[{"type": "delay", "seconds": 1, "then": {"usage": {"prompt": 3}}}]',
+            "script[0].then.usage: unknown key 'prompt' in usage (did you mean 'prompt_tokens'?",
+        ),
+        (
+            '[{"type": "error", "status": 503, "mesage": "x"}]',
+            "script[0]: unknown key 'mesage' in a reply of type 'error'",
+        ),
+        ('[{"usage": {"prompt_tokens": -1}}]', "prompt_tokens must be a non-negative integer"),
     ],
 )
 def test_bad_script_files_are_named_errors(tmp_path: Path, text: str, complaint: str) -> None:
@@ -164,6 +181,22 @@ def test_bad_script_files_are_named_errors(tmp_path: Path, text: str, complaint:
         Script.from_file(path)
     assert str(path) in str(caught.value)
     assert complaint in str(caught.value)
+
+
+def test_a_reply_without_usage_costs_the_same_from_json_as_from_reply(tmp_path: Path) -> None:
+    """One default, whichever way the script was written (docs/models.md)."""
+    path = tmp_path / "script.json"
+    path.write_text(
+        '[{"content": "a"}, {"content": "b", "usage": {"prompt_tokens": 100}},'
+        ' {"content": "c", "usage": null}]'
+    )
+    script = Script.from_file(path)
+    usages = [turn_from_reply(script.next("m", {})).usage for _ in range(3)]
+    helper = turn_from_reply(reply("a")).usage
+    assert usages[0] == helper and (helper.prompt_tokens, helper.completion_tokens) == (10, 5)
+    partial = turn_from_reply(reply("b", prompt_tokens=100)).usage
+    assert usages[1] == partial
+    assert (usages[2].prompt_tokens, usages[2].completion_tokens) == (0, 0)  # none reported
 
 
 def test_missing_script_file(tmp_path: Path) -> None:

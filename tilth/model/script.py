@@ -3,7 +3,8 @@
 A script is a queue of *reply dicts*, plain JSON so it can live in a file:
 
 - ``{"type": "reply", "content", "tool_calls": [{"name", "arguments"}], "usage",
-  "finish_reason", "reasoning", "reasoning_details"}`` — one assistant turn;
+  "finish_reason", "reasoning", "reasoning_details"}`` — one assistant turn (``usage`` left
+  out counts ``DEFAULT_USAGE``, as ``reply()`` does; ``null`` means the provider sent none);
 - ``{"type": "error", "status", "message", "retry_after"?}`` — the call fails (HTTP ``status``,
   with a ``Retry-After`` header when given, from the fake server; ``ModelError`` from the
   scripted model);
@@ -15,12 +16,14 @@ A script is a queue of *reply dicts*, plain JSON so it can live in a file:
 
 ``Script`` hands them out one per call, per model name (``"*"`` answers any model), or from a
 function for dynamic answers. Tool calls get ids ``call_1``, ``call_2``… in the order the script
-serves them, so runs are repeatable.
+serves them, so runs are repeatable. A key that is not one of its type's (a typo such as
+``"contnt"``) is an error naming the reply, never silently ignored.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import threading
 from collections import deque
@@ -38,6 +41,18 @@ ANY_MODEL = "*"
 _KINDS = ("reply", "error", "delay", "stall", "raw")
 WAITS = ("delay", "stall")
 """Reply types that wrap another reply (``then``) and add a wait."""
+DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
+"""What a scripted turn costs when its reply names no usage (``reply()`` and JSON alike): small
+but not zero, so token counts and ``TILTH_MAX_TOKENS`` move in a scripted run."""
+_KEYS = {
+    "reply": ("type", "content", "tool_calls", "usage", "finish_reason", "reasoning",
+              "reasoning_details"),
+    "error": ("type", "status", "message", "retry_after"),
+    "delay": ("type", "seconds", "then"),
+    "stall": ("type", "seconds", "after", "then"),
+    "raw": ("type", "status", "body", "content_type"),
+}  # fmt: skip
+_CALL_KEYS = ("name", "arguments", "id")
 
 
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -53,8 +68,8 @@ def tool_call_raw(name: str, text: str) -> dict[str, Any]:
 def reply(
     content: str | None = None,
     *calls: dict[str, Any],
-    prompt_tokens: int = 10,
-    completion_tokens: int = 5,
+    prompt_tokens: int = DEFAULT_USAGE["prompt_tokens"],
+    completion_tokens: int = DEFAULT_USAGE["completion_tokens"],
     finish_reason: str | None = None,
     reasoning: str | None = None,
     reasoning_details: list[Any] | None = None,
@@ -103,6 +118,9 @@ def check_reply(value: Any, where: str = "reply") -> Reply:
     kind = value.get("type", "reply")
     if kind not in _KINDS:
         raise UsageError(f"{where}: unknown type {kind!r} (expected one of {', '.join(_KINDS)})")
+    _known_keys(
+        value, _KEYS[kind], where, "a reply" if kind == "reply" else f"a reply of type {kind!r}"
+    )
     if kind == "error":
         status = value.get("status")
         if not isinstance(status, int) or not 400 <= status <= 599:
@@ -135,22 +153,24 @@ def check_reply(value: Any, where: str = "reply") -> Reply:
         seconds = value.get("seconds")
         if not isinstance(seconds, int | float) or seconds < 0:
             raise UsageError(f"{where}: delay seconds must be a non-negative number")
-        return {"type": "delay", "seconds": seconds, "then": check_reply(value.get("then"), where)}
+        then = check_reply(value.get("then"), f"{where}.then")
+        return {"type": "delay", "seconds": seconds, "then": then}
     if kind == "stall":
         seconds, after = value.get("seconds"), value.get("after", 2)
         if not isinstance(seconds, int | float) or seconds < 0:
             raise UsageError(f"{where}: stall seconds must be a non-negative number")
         if not isinstance(after, int) or after < 0:
             raise UsageError(f"{where}: stall after must be a non-negative number of chunks")
-        then = check_reply(value.get("then"), where)
+        then = check_reply(value.get("then"), f"{where}.then")
         return {"type": "stall", "seconds": seconds, "after": after, "then": then}
     calls = value.get("tool_calls") or []
     if not isinstance(calls, list):
         raise UsageError(f"{where}: tool_calls must be a list")
     checked_calls = []
-    for call in calls:
+    for index, call in enumerate(calls):
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             raise UsageError(f"{where}: each tool call needs a string name")
+        _known_keys(call, _CALL_KEYS, f"{where}.tool_calls[{index}]", "a tool call")
         arguments = call.get("arguments", {})
         if not isinstance(arguments, dict | str):
             raise UsageError(f"{where}: tool call arguments must be an object or a string")
@@ -158,9 +178,7 @@ def check_reply(value: Any, where: str = "reply") -> Reply:
     content = value.get("content")
     if content is not None and not isinstance(content, str):
         raise UsageError(f"{where}: content must be a string or null")
-    usage = value.get("usage", {"prompt_tokens": 0, "completion_tokens": 0})
-    if usage is not None and not isinstance(usage, dict):
-        raise UsageError(f"{where}: usage must be an object or null")
+    usage = _checked_usage(value.get("usage", {}), f"{where}.usage")
     return {
         "type": "reply",
         "content": content,
@@ -171,6 +189,31 @@ def check_reply(value: Any, where: str = "reply") -> Reply:
         "reasoning": value.get("reasoning"),
         "reasoning_details": value.get("reasoning_details"),
     }
+
+
+def _known_keys(value: dict[str, Any], known: tuple[str, ...], where: str, what: str) -> None:
+    """Refuse a key ``known`` lacks: a typo would otherwise be silently ignored."""
+    for key in value:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            raise UsageError(
+                f"{where}: unknown key {key!r} in {what} ({guess}known: {', '.join(known)})"
+            )
+
+
+def _checked_usage(usage: Any, where: str) -> dict[str, int] | None:
+    """``usage`` with ``DEFAULT_USAGE`` for what it leaves out; None stays None (none sent)."""
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        raise UsageError(f"{where}: usage must be an object or null")
+    _known_keys(usage, tuple(DEFAULT_USAGE), where, "usage")
+    checked = {**DEFAULT_USAGE, **usage}
+    for key, count in checked.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise UsageError(f"{where}: {key} must be a non-negative integer, got {count!r}")
+    return checked
 
 
 def arguments_text(call: dict[str, Any]) -> str:
