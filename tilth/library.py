@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from tilth.agent.run_context import Progress
 from tilth.agent.stops import Stop
 from tilth.config import Role, Settings, load_settings
-from tilth.errors import ConfigError, SessionNotFound, TilthError, UsageError, WorkspaceError
+from tilth.errors import ConfigError, SessionNotFound, UsageError, WorkspaceError
 from tilth.model.base import Model
 from tilth.session.discovery import SessionInfo, resolve_session, sessions_for
 from tilth.session.discovery import list_sessions as _list_sessions
@@ -148,13 +148,6 @@ def seed_reset_warning() -> str:
     from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
 
     return CONFIRM_WARNING
-
-
-def seed_reset_error(message: str, hint: str) -> TilthError:
-    """The error a failed ``reset --to-seed`` pre-flight raises (``SeedResetError``)."""
-    from tilth.timeline.rewind.seed_reset import SeedResetError
-
-    return SeedResetError(message, hint=hint)
 
 
 def source_hint(session: Session) -> str:

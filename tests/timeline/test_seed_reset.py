@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import make_repo
+from tests.conftest import make_repo, run_cli_in_process
 from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.simrun import (
@@ -179,10 +179,22 @@ def test_preflight_failures_change_nothing_and_point_at_reset_and_prep(
 
 def test_missing_session_is_a_clean_error(world_clone: Callable[..., World]) -> None:
     world = world_clone()
-    result = world.cli("reset", "--to-seed", "20200101-000000-abcdef", "-y")
-    assert result.returncode == 1
+    result = world.cli_here("reset", "--to-seed", "20200101-000000-abcdef", "-y")
+    # Nothing to act on: exit 2, as `tilth reset` and every other verb (README, exit codes).
+    assert result.returncode == 2
     assert "no session 20200101-000000-abcdef" in result.stderr
     assert "tilth prep-feature" in result.stderr and "tilth reset" in result.stderr
+    plain = world.cli_here("reset", "20200101-000000-abcdef", "-y")
+    assert plain.returncode == result.returncode
+
+
+def test_no_session_at_all_is_the_same_usage_error(tmp_path: Path, clean_env: Path) -> None:
+    result = run_cli_in_process(
+        "reset", "--to-seed", "-y", env={"TILTH_SESSIONS_DIR": str(tmp_path / "none")}
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: cannot reset to seed: ")
+    assert "tilth prep-feature" in result.stderr
 
 
 def test_a_second_reset_is_a_no_op_that_still_succeeds(world_clone: Callable[..., World]) -> None:

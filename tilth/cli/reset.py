@@ -21,7 +21,6 @@ from tilth.library import (
     delete_session,
     is_chat,
     open_session,
-    seed_reset_error,
     seed_reset_warning,
     session_source,
     source_hint,
@@ -95,7 +94,8 @@ def resolve_for_seed_reset(settings: Settings, session_id: str | None, out: IO) 
     try:
         session = open_session(session_id, settings, kind="run")
     except SessionNotFound as exc:
-        raise seed_reset_error(
+        # Nothing to act on: a usage error (exit 2) as for every verb, with this verb's pointer.
+        raise SessionNotFound(
             f"cannot reset to seed: {exc}",
             hint="start a session with `tilth prep-feature <workspace>` "
             "(`tilth reset <id>` discards a broken one)",
