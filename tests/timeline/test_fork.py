@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+from tests.conftest import run_cli_in_process
 from tests.timeline.test_capture_rewind import Driver, _cli, _session
 from tilth import git
 from tilth.session.store import Session
 from tilth.timeline import list_checkpoints, resolve_checkpoint
 from tilth.timeline.rewind.change_report import tree_hash
 from tilth.timeline.rewind.journal import read_operations
+
+SESSION_ID = re.compile(r"(?<!op-)\b\d{8}-\d{6}-[0-9a-f]{6}\b")
+"""A session id (an operation id, ``op-`` + the same shape, is not one)."""
 
 
 def _session_files(session: Session) -> dict[str, bytes]:
@@ -101,6 +106,36 @@ def test_fork_at_the_seed_and_a_clear_error_without_at(tilth_home: Path, tmp_pat
     child = Session.open(tilth_home / "sessions", json.loads(seeded.stdout)["session_id"])
     assert child.checkpoint()["status"] == "prepared"
     assert child.threads.heads() == seed.threads
+
+
+def test_a_dry_run_shows_no_session_id_that_the_fork_will_not_have(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    """A dry run's plan is thrown away, so the id it reserved is never the fork's."""
+    driver, ids = _built(tilth_home, tmp_path)
+    sessions = tilth_home / "sessions"
+    parent = driver.session.id
+    dry = run_cli_in_process(
+        "fork", parent, "--at", ids[1], "--dry-run", env={"TILTH_SESSIONS_DIR": str(sessions)}
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert set(SESSION_ID.findall(dry.stdout)) == {parent}, dry.stdout
+    assert f"at {ids[1]}" in dry.stdout and "into <new id>" in dry.stdout
+    assert "branch session/<new id>" in dry.stdout
+    assert "<new id>: the new session's id is assigned when the fork is made" in dry.stdout
+    as_json = run_cli_in_process(
+        "fork", parent, "--at", ids[1], "--dry-run", "--json",
+        env={"TILTH_SESSIONS_DIR": str(sessions)},
+    )  # fmt: skip
+    plan = json.loads(as_json.stdout)
+    assert plan["op"] == "fork" and plan["fork"]["child"] is None
+    assert plan["fork"]["branch"] == "session/<new id>"
+    assert set(SESSION_ID.findall(as_json.stdout)) == {parent}
+    assert [p.name for p in sessions.iterdir()] == [parent], "a dry run makes nothing"
+
+    made = _cli(sessions, "fork", parent, "--at", ids[1], "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["session_id"] != parent
 
 
 def test_an_interrupted_fork_is_completed_by_the_parents_next_command(

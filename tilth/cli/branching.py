@@ -41,7 +41,8 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
             )
         target = timeline.resolve(at_ref)
         if dry_run:
-            plan = timeline.plan_fork(target)
+            # The id this plan reserves dies with it: show where it goes, not a made-up one.
+            plan = timeline.plan_fork(target).preview()
             if as_json:
                 out.print_json(plan.to_dict())
             else:

@@ -10,7 +10,7 @@ changes, thread messages dropped and conflicts. ``render()`` is at once the
 from __future__ import annotations
 
 import secrets
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +18,8 @@ from tilth.errors import TilthError
 from tilth.session.migrations import upgrade
 
 SCOPES = ("both", "code", "conversation")
+NEW_ID = "<new id>"
+"""What a preview shows where a fork's new session id will go (``RewindPlan.preview``)."""
 PLAN_SCHEMA = 2
 """2: ``before``/archive fields for undo, ``unwind`` for resume, ``fork`` for forks."""
 
@@ -119,6 +121,27 @@ class RewindPlan:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: the journal's copy of the plan, and the web API's dry run."""
         return {"schema": PLAN_SCHEMA, **asdict(self)}
+
+    def preview(self) -> RewindPlan:
+        """This plan as shown by a dry run, which never carries it out.
+
+        A fork's plan reserves the new session's id for the executor; a dry run throws the
+        plan away, so a fork made later gets another id. The preview shows ``NEW_ID`` (and
+        ``fork.child`` None) instead of an id that will never exist. Other plans are shown as
+        they are; a plan shown and then executed (``execute_fork``) keeps its real id.
+        """
+        child = str(self.fork.get("child") or "") if self.fork else ""
+        if not child or self.fork is None:
+            return self
+
+        def hidden(text: str) -> str:
+            return text.replace(child, NEW_ID)
+
+        fork = {k: hidden(v) if isinstance(v, str) else v for k, v in self.fork.items()}
+        fork["child"] = None
+        details = [hidden(line) for line in self.details]
+        details.append(f"{NEW_ID}: the new session's id is assigned when the fork is made")
+        return replace(self, headline=hidden(self.headline), details=details, fork=fork)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RewindPlan:
