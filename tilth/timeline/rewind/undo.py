@@ -239,6 +239,9 @@ def undo_target(session: Session, ref: str | None) -> Target:
             f"a later go-back cut the event log below {point.id}; undo that one first",
             hint="undo the newest undo points first (`tilth rewind --undo`)",
         )
+    # The log is cut where the go-back cut it (below the undo point), so the events the
+    # undo drops are counted from the last one kept there, not from the undo point's.
+    _, kept_seq = log_tail(session.events.path, offset)
     return Target(
         op="undo",
         ref=point.id,
@@ -250,7 +253,7 @@ def undo_target(session: Session, ref: str | None) -> Target:
         state=dict(point.state),
         threads=dict(point.threads),
         event_offset=offset,
-        event_seq=point.event_seq,
+        event_seq=kept_seq,
         archive=point.archive,
         checkpoint=point,
         event={"type": "undo", "payload": {"to": point.id}},
