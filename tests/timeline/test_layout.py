@@ -99,3 +99,13 @@ def test_lower_layers_never_import_upper_ones() -> None:
             if name == layer or name.startswith(layer + "."):
                 bad = {m for m in _imports(path) if m.startswith(above)}
                 assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def test_every_go_back_is_planned_by_the_one_planner() -> None:
+    """Verbs hand a ``Target`` to ``planner.plan``; none builds a ``RewindPlan`` itself."""
+    builders = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("RewindPlan"):
+                builders.append(str(path.relative_to(PACKAGE)))
+    assert builders == ["timeline/rewind/planner.py"]

@@ -39,8 +39,9 @@ from tilth.timeline.record.checkpoints import (
 )
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event, task_statuses, worktree_of
+from tilth.timeline.rewind import planner
 from tilth.timeline.rewind.code_restore import apply_overlay
-from tilth.timeline.rewind.plan import RewindPlan, new_op_id
+from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.snapshot_fork import (
     CHAT,
     chat_record,
@@ -124,35 +125,32 @@ def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> Rewind
     child = _new_child_id(sessions_dir)
     branch = f"session/{child}"
     workspace = sessions_dir / child / "workspace"
-    plan = RewindPlan(
-        op="fork",
-        op_id=new_op_id(),
-        session_id=parent.id,
-        target=target.id,
-        target_label=target.label,
-        scope="both",
-        worktree=str(worktree),
-        headline=f"fork session {parent.id} at {target.id} ({target.label}) into {child}",
-        fork={
-            "child": child,
-            "sessions_dir": str(sessions_dir),
-            "source": str(source),
-            "branch": branch,
-            "workspace": str(workspace),
-            "checkpoint": target.to_dict(),
-            "copy_seqs": copied,
-        },
-    )
     statuses = task_statuses(target.state.get("prd"))
-    plan.details = [
+    details = (
         f"new session {child}: branch {branch} at {target.head[:12]}, worktree {workspace}",
         f"files: {len(target.overlay)} uncommitted file(s) of the checkpoint written over it",
         f"conversation: {len(target.threads)} thread(s) cut to the checkpoint",
         "tasks: " + (", ".join(f"{t} {s}" for t, s in statuses.items()) or "none"),
         f"checkpoints copied: {len(copied)}",
         f"session {parent.id} itself is not changed",
-    ]
-    return plan
+    )
+    return planner.plan(
+        parent,
+        planner.fork_target(
+            target,
+            f"fork session {parent.id} at {target.id} ({target.label}) into {child}",
+            details,
+            {
+                "child": child,
+                "sessions_dir": str(sessions_dir),
+                "source": str(source),
+                "branch": branch,
+                "workspace": str(workspace),
+                "checkpoint": target.to_dict(),
+                "copy_seqs": copied,
+            },
+        ),
+    )
 
 
 def _new_child_id(sessions_dir: Path) -> str:

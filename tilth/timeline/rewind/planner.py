@@ -9,7 +9,6 @@ no verb fills a plan by hand.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ class Target:
     """Where one go-back goes and what the verb adds; ``plan`` turns it into a plan."""
 
     op: str
-    """``rewind``, ``restart``, ``reset_to_seed``, ``undo`` or ``resume``."""
+    """``rewind``, ``restart``, ``reset_to_seed``, ``undo``, ``resume`` or ``fork``."""
     ref: str
     """The checkpoint id (or ``seed`` / a short commit when there is no checkpoint)."""
     label: str
@@ -68,6 +67,9 @@ class Target:
     """Undo: the before-checkpoint's archive (threads, ledgers, log tail, checkpoints)."""
     unwind: str | None = None
     """Resume: ``git reset --soft`` to this commit."""
+    fork: dict[str, Any] | None = None
+    """Fork: the new session to make at the checkpoint (``RewindPlan.fork``); this one is
+    only read."""
     checkpoint: Checkpoint | None = None
     details: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -106,6 +108,24 @@ def checkpoint_target(
         checkpoint=checkpoint,
         warnings=tuple(f"{checkpoint.id}: {gap}" for gap in checkpoint.gaps) if code else (),
         event={"type": op, "payload": {"to": checkpoint.id, "scope": scope}},
+    )
+
+
+def fork_target(
+    checkpoint: Checkpoint, headline: str, details: tuple[str, ...], fork: dict[str, Any]
+) -> Target:
+    """Fork at ``checkpoint`` into the new session ``fork`` describes (``RewindPlan.fork``):
+    this session is only read, so nothing of it changes and no undo point is recorded."""
+    return Target(
+        op="fork",
+        ref=checkpoint.id,
+        label=checkpoint.label,
+        scope="both",
+        headline=headline,
+        undoable=False,
+        fork=fork,
+        checkpoint=checkpoint,
+        details=details,
     )
 
 
@@ -279,6 +299,7 @@ def plan(session: Session, target: Target) -> RewindPlan:
         delete_paths=list(target.delete_paths),
         event=target.event,
         unwind=target.unwind,
+        fork=target.fork,
         details=list(target.details),
         warnings=list(target.warnings),
     )
@@ -360,27 +381,9 @@ def next_worker_thread(
     return None
 
 
-def most_recent_thread(session: Session, among: dict[str, Any] | None = None) -> str | None:
-    """The thread written to last (by modification time), or None when there are none.
-
-    With ``among``, only those threads count (the ones a plan keeps).
-    """
-    directory = session.threads.directory
-    if not directory.is_dir():
-        return None
-    paths = [p for p in directory.glob("*.jsonl") if among is None or p.stem in among]
-    if not paths:
-        return None
-    return max(paths, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
-
-
 def plan_rewind(
     session: Session, target: Checkpoint, scope: str, *, force: bool = False, survey: bool = False
 ) -> RewindPlan:
     """What ``tilth rewind --to <target> --scope <scope>`` will change (no writes);
     ``survey`` also lists every edit made since the latest recorded state (one walk)."""
     return plan(session, replace(checkpoint_target(target, scope, force=force), survey=survey))
-
-
-def counter_dict(counter: Counter[str]) -> dict[str, int]:
-    return dict(sorted(counter.items()))
