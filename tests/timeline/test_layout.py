@@ -109,3 +109,18 @@ def test_every_go_back_is_planned_by_the_one_planner() -> None:
             if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("RewindPlan"):
                 builders.append(str(path.relative_to(PACKAGE)))
     assert builders == ["timeline/rewind/planner.py"]
+
+
+def test_only_the_executor_moves_a_worktree_back() -> None:
+    """No go-back resets, cleans or stashes a worktree outside the journaled executor (and
+    the code restore it calls): resume's unwind is the executor's ``unwind`` step."""
+    going_back = {"reset_soft", "reset_hard", "clean_fd", "stash"}
+    callers = set()
+    for path in PACKAGE.rglob("*.py"):
+        if path == PACKAGE / "git.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in going_back:
+                if ast.unparse(node.value) == "git":
+                    callers.add(str(path.relative_to(PACKAGE)))
+    assert callers == {"timeline/rewind/executor.py", "timeline/rewind/code_restore.py"}

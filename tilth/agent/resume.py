@@ -69,18 +69,6 @@ class ResumePlan:
         }
 
 
-def unwind_failed_commit(worktree: Path, task_ids: set[str] | None = None) -> str | None:
-    """Soft-reset HEAD when it is a FAILED placeholder (of one of ``task_ids``); its sha or None."""
-    match = FAILED_SUBJECT.match(git.subject("HEAD", worktree))
-    if match is None or (task_ids is not None and match["task"] not in task_ids):
-        return None
-    if git.rev_parse("HEAD^", worktree) is None:
-        return None
-    sha = git.head(worktree)
-    git.reset_soft(worktree, "HEAD^")
-    return sha
-
-
 def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPlan]:
     """What resuming will change before the loop re-enters (no writes): failed tasks back
     to pending, the FAILED placeholder soft-reset. One more go-back for the executor."""
