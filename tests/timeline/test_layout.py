@@ -1,4 +1,5 @@
-"""The timeline's layout holds: recording below going back, no terminal code, no circles."""
+"""The layout holds: recording below going back, no terminal code, no circles, one planner
+and one executor for every go-back, the recorder used through its protocol."""
 
 from __future__ import annotations
 
@@ -124,3 +125,14 @@ def test_only_the_executor_moves_a_worktree_back() -> None:
                 if ast.unparse(node.value) == "git":
                     callers.add(str(path.relative_to(PACKAGE)))
     assert callers == {"timeline/rewind/executor.py", "timeline/rewind/code_restore.py"}
+
+
+def test_the_recorder_is_used_through_its_protocol() -> None:
+    """``CheckpointRecorder`` is typed: no ``getattr`` probing of a recorder's members."""
+    probes = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "getattr" and node.args:
+                if "recorder" in ast.unparse(node.args[0]):
+                    probes.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert probes == []
