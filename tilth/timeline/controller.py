@@ -83,13 +83,22 @@ class TimelineController:
             yield
 
     def recover(self) -> str | None:
-        """Finish (or cancel) an operation a crash interrupted, unless a live run holds the
-        lock (then nothing is touched); a sentence for the user, or None."""
+        """Finish (or cancel) an operation a crash interrupted, this session's own or, for a
+        fork a crash left half-made, its parent's (which completes it), unless a live run
+        holds the lock (then nothing is touched); a sentence for the user, or None."""
+        said: list[str] = []
+        try:
+            complete_own_fork(self.session, said.append)
+        except SessionLocked:
+            pass  # the parent is busy: its own next command completes the fork
         try:
             with self.session.lock():
-                return recover(self.session)
+                message = recover(self.session)
         except SessionLocked:
-            return None
+            message = None
+        if message:
+            said.append(message)
+        return "; ".join(said) or None
 
     def complete_fork(self, notify: Callable[[str], Any] | None = None) -> None:
         """If this session is a fork a crash interrupted, complete it from its parent's

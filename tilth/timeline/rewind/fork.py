@@ -12,7 +12,7 @@ worktree (``rewind.snapshot_fork``), through the same plan and steps.
 
 A fork is planned like every go-back and carried out by the one executor, journaled in
 the parent: a fork interrupted half-way leaves the child marked ``fork_incomplete``
-(status ``failed``) until the parent's next command completes it.
+(status ``failed``) until the next command on the parent or on the child completes it.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _copy_prefix(src: Path, dst: Path, size: int) -> None:
 
 def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> RewindPlan:
     """What forking ``parent`` at ``target`` makes (no writes): the executor carries it out in
-    the parent's journal, so a crash half-way is completed by the parent's next command."""
+    the parent's journal, so a crash half-way is completed by the next command on either."""
     if target.is_before:
         raise ForkError(
             f"{target.id} is an undo point; fork from a checkpoint of the timeline itself",
