@@ -30,9 +30,9 @@ from tilth.timeline import execute_rewind, plan_rewind, recover, resolve_checkpo
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.rewind.executor import steps_for
 from tilth.timeline.rewind.journal import journal_path, read_operations
+from tilth.timeline.rewind.planner import plan_undo
 from tilth.timeline.rewind.restart import plan_restart
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
-from tilth.timeline.rewind.undo import plan_undo
 
 _OP_ID = re.compile(rb"op-\d{8}-\d{6}-[0-9a-f]{6}")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")

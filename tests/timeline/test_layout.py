@@ -136,3 +136,35 @@ def test_the_recorder_is_used_through_its_protocol() -> None:
                 if "recorder" in ast.unparse(node.args[0]):
                     probes.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert probes == []
+
+
+# What the executor carries out; the rest of a RewindPlan is the report a person reads.
+_ACTIONS = {
+    "head", "overlay", "keep", "force", "stash_message", "state", "threads", "event_offset",
+    "keep_through_seq", "delete_paths", "note", "event", "before", "before_seq", "drop_seqs",
+    "keep_seqs", "archive", "event_cut", "recorded", "unwind", "fork", "snapshot_code",
+}  # fmt: skip
+
+
+def test_only_the_planner_decides_what_a_plan_does() -> None:
+    """A verb or a part hands back values; no module but the planner sets a plan's actions
+    (``plan.archive = ...``) — the parts of one big plan filled in many places."""
+    from dataclasses import fields
+
+    from tilth.timeline.rewind.plan import RewindPlan
+
+    assert _ACTIONS <= {f.name for f in fields(RewindPlan)}
+    found = []
+    for path in TIMELINE.rglob("*.py"):
+        if path.name == "planner.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr in _ACTIONS:
+                    owner = ast.unparse(target.value)
+                    if owner in ("plan", "result", "rewind_plan"):
+                        found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {owner}")
+    assert found == []

@@ -18,7 +18,8 @@ from tilth.session.store import Session
 from tilth.timeline.record.state_capture import capture_state
 from tilth.timeline.rewind.executor import execute_rewind
 from tilth.timeline.rewind.plan import RewindPlan
-from tilth.timeline.rewind.planner import Target, plan
+from tilth.timeline.rewind.planner import plan
+from tilth.timeline.rewind.targets import Target
 
 FAILED_SUBJECT = re.compile(r"^(?P<task>T-\d{3,}): FAILED \((?P<reason>[a-z_]+)\)")
 

@@ -34,11 +34,10 @@ from tilth.timeline.rewind.executor import (
 )
 from tilth.timeline.rewind.fork import ForkResult, fork_result, plan_fork
 from tilth.timeline.rewind.plan import SCOPES, RewindPlan
-from tilth.timeline.rewind.planner import plan_rewind
+from tilth.timeline.rewind.planner import plan_rewind, plan_undo
 from tilth.timeline.rewind.restart import plan_restart
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
 from tilth.timeline.rewind.summarize import SummaryPlan, SummaryResult, plan_summary, summarize
-from tilth.timeline.rewind.undo import plan_undo
 
 
 @dataclass(frozen=True)

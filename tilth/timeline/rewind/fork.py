@@ -39,7 +39,7 @@ from tilth.timeline.record.checkpoints import (
 )
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event, task_statuses, worktree_of
-from tilth.timeline.rewind import planner
+from tilth.timeline.rewind import planner, targets
 from tilth.timeline.rewind.code_restore import apply_overlay
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.snapshot_fork import (
@@ -136,7 +136,7 @@ def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> Rewind
     )
     return planner.plan(
         parent,
-        planner.fork_target(
+        targets.fork_target(
             target,
             f"fork session {parent.id} at {target.id} ({target.label}) into {child}",
             details,

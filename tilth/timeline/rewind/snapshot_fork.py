@@ -24,7 +24,7 @@ from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.record.dir_recorder import write_code_state
 from tilth.timeline.record.dir_state import resolve_state
-from tilth.timeline.rewind import planner
+from tilth.timeline.rewind import planner, targets
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.snapshot_restore import materialize
 
@@ -53,7 +53,7 @@ def plan_chat_fork(
     )
     return planner.plan(
         parent,
-        planner.fork_target(
+        targets.fork_target(
             target,
             f"fork chat session {parent.id} at {target.id} ({target.label}) into {child}",
             details,
