@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,18 @@ def test_the_surface_itself_is_allowed() -> None:
         "from tilth.errors import UsageError\nfrom tilth.cli.common import io\n"
     )
     assert offences("reset.py", source) == []
+
+
+def test_every_library_call_the_cli_makes_is_documented() -> None:
+    """What the CLI reaches in ``tilth.library`` a library user can find in docs/library.md."""
+    doc = (CLI.parents[1] / "docs" / "library.md").read_text("utf-8")
+    used: set[str] = set()
+    for path in CLI.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "tilth.library":
+                used.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.Attribute) and ast.unparse(node.value) == "library":
+                used.add(node.attr)
+    calls = {name for name in used if name.islower()}  # types are only named in annotations
+    assert len(calls) > 20
+    assert sorted(name for name in calls if not re.search(rf"\b{name}\b", doc)) == []

@@ -83,13 +83,16 @@ def prepare(
     return done.session
 
 
-def plan_resume(session: Session) -> RewindPlan:
+def plan_resume(session: Session, *, on_notice: Callable[[str], Any] | None = None) -> RewindPlan:
     """What ``resume`` would prepare before its loop (failed tasks retried, the FAILED
-    placeholder unwound); nothing is written. ``render()`` is ``tilth resume --dry-run``."""
+    placeholder unwound): ``render()`` is ``tilth resume --dry-run``. Only an operation a
+    crash interrupted (a half-made fork: this one) is finished first (``on_notice`` hears)."""
     from tilth.agent.resume import plan_resume as plan_resume_prep
     from tilth.timeline.record.state_capture import worktree_of
 
-    TimelineController(session).recover()
+    recovered = TimelineController(session).recover()
+    if recovered and on_notice is not None:
+        on_notice(recovered)
     worktree = worktree_of(session)
     if not worktree.is_dir():
         raise WorkspaceError(

@@ -150,7 +150,11 @@ def drive(
     made, a failing ``TILTH_SETUP_COMMAND`` or a test environment that does not start
     ends the command there (logged as ``stop {error}``) without spending a token.
     """
+    from tilth.timeline import TimelineController
+
     started = time.monotonic()
+    # A fork a crash left half-made is completed first (from its parent's journal).
+    TimelineController(session, settings).complete_fork(out.warn)
     with session.lock(), _sigterm_as_interrupt():
         # Models before anything else: a missing setting fails here, with nothing changed yet.
         worker, evaluator = models or models_for_run(settings, session, out)

@@ -200,3 +200,19 @@ def test_ctrl_c_or_sigterm_saves_state_exits_130_and_resume_continues(
     assert resumed.payload["last_stop"] == "interrupted"
     stages = [e.payload["stage"] for e in seeded.events() if e.type == "stage_completed"]
     assert stages.count("planning") == 1
+
+
+def test_every_stop_tilth_logs_takes_its_reason_from_the_one_family() -> None:
+    """Run and prep-feature log ``stop`` with a ``StopReason``, a chat ends ``all_done`` or
+    ``failed`` (logged as ``error``): mypy holds every caller to the family."""
+    from typing import Literal, get_type_hints
+
+    from tilth.agent.stops import Stop, StopReason
+    from tilth.chat.engine import ChatEngine
+    from tilth.seed import prepare
+    from tilth.seed.interview import InterviewAbort
+
+    assert get_type_hints(Stop)["reason"] == StopReason
+    assert get_type_hints(InterviewAbort.__init__)["reason"] == StopReason
+    assert get_type_hints(prepare._fail)["reason"] == StopReason
+    assert get_type_hints(ChatEngine.close)["status"] == Literal["all_done", "failed"]

@@ -19,41 +19,48 @@ from agent.support import (
     tilth,
 )
 from tilth import git
-from tilth.agent.resume import failed_subject, prepare_resume, unwind_failed_commit
+from tilth.agent.resume import failed_placeholder, failed_subject, prepare_resume
 from tilth.demo.script import Recipe, Team
 
 PARTIAL = {"textkit/partial.py": "PARTIAL_WORK = 'kept across the failure'\n"}
 
 
 # ---- the unwind itself ---------------------------------------------------------------------------
-def test_unwind_soft_resets_a_failed_placeholder_and_keeps_its_work(repo: Path) -> None:
-    (repo / "half.py").write_text("x = 1\n")
-    before = git.head(repo)
+def test_resume_soft_resets_a_failed_placeholder_and_keeps_its_work(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo)
+    tasks = seeded.prd()
+    tasks[2]["status"] = "failed"
+    seeded.session.save_prd(tasks)
+    (seeded.worktree / "half.py").write_text("x = 1\n")
     placeholder = git.commit_all(
-        repo, failed_subject("T-003", "iter_cap", "Squash"), allow_empty=True
+        seeded.worktree, failed_subject("T-003", "iter_cap", "Squash"), allow_empty=True
     )
-    assert git.subject("HEAD", repo) == "T-003: FAILED (iter_cap): Squash"
+    assert git.subject("HEAD", seeded.worktree) == "T-003: FAILED (iter_cap): Squash"
 
-    assert unwind_failed_commit(repo) == placeholder
-    assert git.head(repo) == before
+    assert prepare_resume(seeded.session, seeded.worktree).unwound_commit == placeholder
+    assert git.head(seeded.worktree) == seeded.seed_sha
     # The partial work is back in the index, not lost.
-    assert git.git("diff", "--cached", "--name-only", cwd=repo).split() == ["half.py"]
+    staged = git.git("diff", "--cached", "--name-only", cwd=seeded.worktree).split()
+    assert staged == ["half.py"]
 
 
-def test_unwind_leaves_other_commits_alone(repo: Path) -> None:
+def test_only_a_placeholder_of_a_retried_task_is_unwound(repo: Path) -> None:
+    """Finding the placeholder is a pure read: unwinding it is the executor's ``unwind``."""
     (repo / "a.py").write_text("a = 1\n")
     git.commit_all(repo, "task/T-001: complete implementing stage")
     head = git.head(repo)
-    assert unwind_failed_commit(repo) is None
+    assert failed_placeholder(repo, {"T-001"}) is None
     # The reference's check (subject starting with "FAILED (") is not what we match on.
     git.commit_all(repo, "FAILED (iter_cap): not ours", allow_empty=True)
-    assert unwind_failed_commit(repo) is None
+    assert failed_placeholder(repo, {"T-001"}) is None
     git.git("reset", "-q", "--hard", head, cwd=repo)
     # A placeholder of a task that is not being retried stays.
-    git.commit_all(repo, failed_subject("T-002", "no_case", "x"), allow_empty=True)
-    assert unwind_failed_commit(repo, {"T-003"}) is None
-    assert unwind_failed_commit(repo, {"T-002"}) is not None
-    assert git.head(repo) == head
+    placeholder = git.commit_all(repo, failed_subject("T-002", "no_case", "x"), allow_empty=True)
+    assert failed_placeholder(repo, {"T-003"}) is None
+    assert failed_placeholder(repo, {"T-002"}) == placeholder
+    assert git.head(repo) == placeholder
 
 
 def test_prepare_resume_flips_failed_tasks_and_unwinds(repo: Path, sessions_dir: Path) -> None:

@@ -30,9 +30,9 @@ from tilth.timeline import execute_rewind, plan_rewind, recover, resolve_checkpo
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.rewind.executor import steps_for
 from tilth.timeline.rewind.journal import journal_path, read_operations
+from tilth.timeline.rewind.planner import plan_undo
 from tilth.timeline.rewind.restart import plan_restart
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
-from tilth.timeline.rewind.undo import plan_undo
 
 _OP_ID = re.compile(rb"op-\d{8}-\d{6}-[0-9a-f]{6}")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
@@ -193,7 +193,8 @@ def test_sigkill_at_every_step_then_the_next_command_recovers(
     _prepare(probe, op)
     steps = steps_for(op.plan(probe))
     faults = ["journal", *steps]
-    if op_key == "rewind":  # just after each mutation, before the journal says it is done
+    if op_key in ("rewind", "undo", "resume"):
+        # Just after each mutation, before the journal says it is done: the step runs again.
         faults += [f"{step}+" for step in steps]
 
     original = _state(probe)
@@ -256,7 +257,8 @@ def test_sigkill_at_every_step_of_a_fork_then_the_parents_next_command_completes
     probe = world_clone(("L1",), 1)
     target = resolve_checkpoint(probe.session, "T-001/implementing")
     plan = TimelineController(probe.session).plan_fork(target)
-    faults = ["journal", *steps_for(plan)]
+    steps = steps_for(plan)
+    faults = ["journal", *steps, *[f"{step}+" for step in steps]]
     args = ["fork", probe.session.id, "--at", "T-001/implementing"]
     parent_before = _state(probe)
     assert _run_all(warm_cli, [(probe, args, None)])[0][0] == 0
@@ -275,3 +277,73 @@ def test_sigkill_at_every_step_of_a_fork_then_the_parents_next_command_completes
             assert child is None and "cancelled" in message, fault
         else:
             assert child == expected, f"{fault}: the fork was not completed"
+
+
+@pytest.mark.parametrize("verb", ["checkpoints", "resume --dry-run"])
+def test_a_fork_killed_half_way_is_completed_by_its_own_next_command(
+    world_clone: Callable[..., World], warm_cli: WarmCli, verb: str
+) -> None:
+    """The half-made session is the one a user sees (`tilth sessions`: failed, fork of...)
+    and the one `tilth fork` told them to continue: its next command completes the fork."""
+    probe = world_clone(("L1",), 1)
+    target = resolve_checkpoint(probe.session, "T-001/implementing")
+    steps = steps_for(TimelineController(probe.session).plan_fork(target))
+    args = ["fork", probe.session.id, "--at", "T-001/implementing"]
+    assert _run_all(warm_cli, [(probe, args, None)])[0][0] == 0
+    expected = _child_state(probe.sessions_dir, probe.session.id)
+    # Killed once the child exists and before its record is final.
+    faults = ["fork-files", "fork-worktree", "fork-record", "fork-created+", "fork-files+"]
+    assert all(f.rstrip("+") in steps for f in faults)
+    worlds = [world_clone(("L1",), 1) for _ in faults]
+    killed = _run_all(warm_cli, [(w, args, fault) for w, fault in zip(worlds, faults, strict=True)])
+    assert [code for code, _, _ in killed] == [-9] * len(faults)
+    children = [
+        next(p.name for p in w.sessions_dir.iterdir() if p.name != w.session.id) for w in worlds
+    ]
+    jobs: list[Job] = [(w, [*verb.split()[:1], child, *verb.split()[1:]], None)
+                       for w, child in zip(worlds, children, strict=True)]  # fmt: skip
+    done = _run_all(warm_cli, jobs)
+    for fault, world, (code, out, err) in zip(faults, worlds, done, strict=True):
+        assert code == 0, f"{fault}: {out}{err}"
+        assert "finished an interrupted fork" in err, f"{fault}: {err!r}"
+        assert not journal_path(world.session).exists(), fault
+        assert _child_state(world.sessions_dir, world.session.id) == expected, fault
+
+
+def test_resuming_a_fork_killed_half_way_completes_it_first(
+    world_clone: Callable[..., World], warm_cli: WarmCli
+) -> None:
+    """`tilth resume <fork>`, what `tilth fork` says to run next, completes the fork before
+    its loop instead of failing on the branch the fork had not made yet."""
+    import tilth
+    from tilth.model.script import Reply
+
+    probe = world_clone(("L1",), 1)
+    args = ["fork", probe.session.id, "--at", "T-001/implementing"]
+    assert _run_all(warm_cli, [(probe, args, None)])[0][0] == 0
+    expected = _child_state(probe.sessions_dir, probe.session.id)
+    assert expected is not None
+    world = world_clone(("L1",), 1)
+    assert _run_all(warm_cli, [(world, args, "fork-worktree")])[0][0] == -9
+    (child,) = [p.name for p in world.sessions_dir.iterdir() if p.name != world.session.id]
+
+    def interrupt(model: str, request: dict[str, Any]) -> Reply:
+        raise KeyboardInterrupt
+
+    model = tilth.ScriptedModel(tilth.Script(interrupt), "scripted")
+    notices: list[str] = []
+    settings = tilth.load_settings(
+        {**_env(world, None), "TILTH_TEST_COMMAND": "true", "TILTH_SANDBOX": "off"}
+    )
+    session = tilth.open_session(child, settings)
+    stop = tilth.resume(
+        session, worker=model, evaluator=model, settings=settings, on_notice=notices.append
+    )
+    assert stop.reason == "interrupted", (stop, notices)
+    assert any("finished an interrupted fork" in n for n in notices), notices
+    assert not journal_path(world.session).exists()
+    now = _child_state(world.sessions_dir, world.session.id)
+    assert now is not None and not now["incomplete"]
+    assert (now["tree"], now["prd"]) == (expected["tree"], expected["prd"])
+    # The fork's checkpoints, then the stop this run recorded.
+    assert now["checkpoints"][: len(expected["checkpoints"])] == expected["checkpoints"]

@@ -1,4 +1,5 @@
-"""The timeline's layout holds: recording below going back, no terminal code, no circles."""
+"""The layout holds: recording below going back, no terminal code, no circles, one planner
+and one executor for every go-back, the recorder used through its protocol."""
 
 from __future__ import annotations
 
@@ -99,3 +100,71 @@ def test_lower_layers_never_import_upper_ones() -> None:
             if name == layer or name.startswith(layer + "."):
                 bad = {m for m in _imports(path) if m.startswith(above)}
                 assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def test_every_go_back_is_planned_by_the_one_planner() -> None:
+    """Verbs hand a ``Target`` to ``planner.plan``; none builds a ``RewindPlan`` itself."""
+    builders = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("RewindPlan"):
+                builders.append(str(path.relative_to(PACKAGE)))
+    assert builders == ["timeline/rewind/planner.py"]
+
+
+def test_only_the_executor_moves_a_worktree_back() -> None:
+    """No go-back resets, cleans or stashes a worktree outside the journaled executor (and
+    the code restore it calls): resume's unwind is the executor's ``unwind`` step."""
+    going_back = {"reset_soft", "reset_hard", "clean_fd", "stash"}
+    callers = set()
+    for path in PACKAGE.rglob("*.py"):
+        if path == PACKAGE / "git.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in going_back:
+                if ast.unparse(node.value) == "git":
+                    callers.add(str(path.relative_to(PACKAGE)))
+    assert callers == {"timeline/rewind/executor.py", "timeline/rewind/code_restore.py"}
+
+
+def test_the_recorder_is_used_through_its_protocol() -> None:
+    """``CheckpointRecorder`` is typed: no ``getattr`` probing of a recorder's members."""
+    probes = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "getattr" and node.args:
+                if "recorder" in ast.unparse(node.args[0]):
+                    probes.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert probes == []
+
+
+# What the executor carries out; the rest of a RewindPlan is the report a person reads.
+_ACTIONS = {
+    "head", "overlay", "keep", "force", "stash_message", "state", "threads", "event_offset",
+    "keep_through_seq", "delete_paths", "note", "event", "before", "before_seq", "drop_seqs",
+    "keep_seqs", "archive", "event_cut", "recorded", "unwind", "fork", "snapshot_code",
+}  # fmt: skip
+
+
+def test_only_the_planner_decides_what_a_plan_does() -> None:
+    """A verb or a part hands back values; no module but the planner sets a plan's actions
+    (``plan.archive = ...``) — the parts of one big plan filled in many places."""
+    from dataclasses import fields
+
+    from tilth.timeline.rewind.plan import RewindPlan
+
+    assert _ACTIONS <= {f.name for f in fields(RewindPlan)}
+    found = []
+    for path in TIMELINE.rglob("*.py"):
+        if path.name == "planner.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr in _ACTIONS:
+                    owner = ast.unparse(target.value)
+                    if owner in ("plan", "result", "rewind_plan"):
+                        found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {owner}")
+    assert found == []

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.agent.support import TASKS, recipes, seed_session
 from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, timeline_of
+from tilth import ScriptedModel, load_settings, run
+from tilth.agent.task_state import TaskState
+from tilth.demo.script import Team
 from tilth.errors import SessionCorrupt
+from tilth.model import Script
 from tilth.session.migrations import CURRENT, MIGRATIONS, upgrade
 from tilth.session.store import Session
 from tilth.timeline import list_checkpoints, plan_rewind, recover, resolve_checkpoint
@@ -32,7 +38,7 @@ OLD_STEPS = ["code", "state", "ledger", "threads", "events", "checkpoints", "log
 def test_migrations_are_numbered_in_order_and_reach_the_current_schemas() -> None:
     numbers = [m.number for m in MIGRATIONS]
     assert numbers == sorted(numbers) == list(range(1, len(numbers) + 1))
-    assert CURRENT == {"session": 2, "checkpoint": 2, "plan": 2}
+    assert CURRENT == {"session": 2, "checkpoint": 2, "plan": 2, "task": 2}
 
 
 def test_a_session_of_the_previous_schema_opens(world_clone: Callable[..., World]) -> None:
@@ -93,3 +99,50 @@ def test_a_record_from_a_newer_tilth_is_refused_with_a_plain_message(tmp_path: P
     session.checkpoint_path.write_text(json.dumps({**data, "schema": 99}))
     with pytest.raises(SessionCorrupt, match="newer Tilth"):
         session.checkpoint()
+
+
+def test_every_record_of_a_real_run_carries_its_schema_key(repo: Path, sessions_dir: Path) -> None:
+    """JSON state files carry ``schema``, line records ``v``. Not: prd.json (a list, SPEC §4),
+    summary.json (derived, rebuilt from the log every time, numbered ``version`` as the
+    reference's is), seed-meta.json (the test helper's own; the seed sink's has ``schema``)."""
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    script = Script(Team(recipes()))
+    stop = run(
+        seeded.session,
+        worker=ScriptedModel(script, "worker"),
+        evaluator=ScriptedModel(script, "evaluator"),
+        settings=load_settings(
+            {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "TILTH_SANDBOX": "off"}
+        ),
+    )
+    assert stop.reason == "all_done", stop
+    session_dir = seeded.session.dir
+    missing = []
+    for path in sorted(session_dir.rglob("*.json*")):
+        if "workspace" in path.relative_to(session_dir).parts:
+            continue
+        if path.name in ("prd.json", "summary.json", "seed-meta.json"):
+            continue
+        if path.suffix == ".jsonl":
+            records = [json.loads(line) for line in path.read_text().splitlines() if line]
+            missing += [f"{path.name}: line {i}" for i, r in enumerate(records) if "v" not in r]
+        elif "schema" not in json.loads(path.read_text()):
+            missing.append(str(path.relative_to(session_dir)))
+    assert missing == []
+
+
+def test_a_task_state_of_the_previous_schema_opens_and_a_newer_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    session = Session.create(tmp_path / "sessions", tmp_path)
+    path = TaskState.path(session, "T-001")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"task_id": "T-001", "stages_done": ["planning"], "v": 1}))
+    state = TaskState.load(session, "T-001")
+    assert state.stages_done == ["planning"]
+    state.save(session)
+    saved = json.loads(path.read_text())
+    assert saved["schema"] == CURRENT["task"] and "v" not in saved
+    path.write_text(json.dumps({**saved, "schema": 99}))
+    with pytest.raises(SessionCorrupt, match="newer Tilth"):
+        TaskState.load(session, "T-001")

@@ -172,3 +172,23 @@ def test_plans_are_json_for_a_web_api(world_clone: Callable[..., World]) -> None
     assert result.new_session_id is not None
     assert (world.sessions_dir / result.new_session_id / "checkpoint.json").is_file()
     assert json.loads(json.dumps(result.to_dict()))["op"] == "fork"
+
+
+def test_an_undo_plan_counts_the_events_it_drops(world_clone: Callable[..., World]) -> None:
+    """The undo cuts the log where the go-back cut it, not where its undo point stands:
+    the count it reports is the number of events after that cut."""
+    world = world_clone(("L1",), 1)
+    timeline = TimelineController(world.session)
+    with timeline.writing():
+        timeline.execute(timeline.plan_rewind(timeline.resolve("T-001/planning"), "both"))
+    point = [c for c in list_checkpoints(world.session) if c.is_before][-1]
+    # A resumed run logs on past the undo point's own sequence number.
+    while world.session.events.events()[-1].seq <= point.event_seq + 3:
+        world.session.log("note", text="after the rewind")
+    plan = timeline.plan_undo()
+    assert plan.event_offset is not None
+    with open(world.session.events.path, "rb") as log:
+        log.seek(plan.event_offset)
+        after_cut = sum(1 for line in log if line.strip())
+    assert plan.events_dropped == after_cut == sum(plan.event_types.values())
+    assert f"events: {after_cut} dropped" in plan.render()

@@ -18,7 +18,8 @@ from tilth.session.store import Session
 from tilth.timeline.record.state_capture import capture_state
 from tilth.timeline.rewind.executor import execute_rewind
 from tilth.timeline.rewind.plan import RewindPlan
-from tilth.timeline.rewind.planner import Target, plan
+from tilth.timeline.rewind.planner import plan
+from tilth.timeline.rewind.targets import Target
 
 FAILED_SUBJECT = re.compile(r"^(?P<task>T-\d{3,}): FAILED \((?P<reason>[a-z_]+)\)")
 
@@ -67,18 +68,6 @@ class ResumePlan:
             "unwound_sha": self.unwound_commit,
             "plan": self.text,
         }
-
-
-def unwind_failed_commit(worktree: Path, task_ids: set[str] | None = None) -> str | None:
-    """Soft-reset HEAD when it is a FAILED placeholder (of one of ``task_ids``); its sha or None."""
-    match = FAILED_SUBJECT.match(git.subject("HEAD", worktree))
-    if match is None or (task_ids is not None and match["task"] not in task_ids):
-        return None
-    if git.rev_parse("HEAD^", worktree) is None:
-        return None
-    sha = git.head(worktree)
-    git.reset_soft(worktree, "HEAD^")
-    return sha
 
 
 def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPlan]:

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from tilth.session.files import atomic_write_json, read_json
+from tilth.session.migrations import CURRENT, upgrade
 from tilth.session.store import Session
 
-TASK_STATE_SCHEMA = 1
+TASK_STATE_SCHEMA = CURRENT["task"]
 
 
 @dataclass
@@ -40,7 +41,7 @@ class TaskState:
     """Worker turns taken in this attempt (for the iteration cap)."""
     failure: str | None = None
     """Why the last attempt failed; the next ``run_task`` starts a fresh attempt."""
-    v: int = TASK_STATE_SCHEMA
+    schema: int = TASK_STATE_SCHEMA
 
     @classmethod
     def path(cls, session: Session, task_id: str) -> Path:
@@ -52,7 +53,8 @@ class TaskState:
         path = cls.path(session, task_id)
         if not path.exists():
             return cls(task_id)
-        data = read_json(path, what=f"tasks/{task_id}.json")
+        where = f"tasks/{task_id}.json"
+        data = upgrade("task", read_json(path, what=where), where=where)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 

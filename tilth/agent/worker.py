@@ -86,7 +86,7 @@ def make_toolbox(ctx: RunContext) -> ToolBox:
     return ToolBox(
         ctx.worktree,
         WORKER_TOOL_NAMES,
-        observer=getattr(ctx.recorder, "observer", None),
+        observer=ctx.recorder.observer,
         secrets=secret_values(ctx.settings.env),
         environment=ctx.project_env(),
         sandbox=ctx.sandbox,

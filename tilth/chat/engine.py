@@ -16,9 +16,10 @@ from __future__ import annotations
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tilth.agent.prompts import CONTEXT_FILES_CAP, context_files
+from tilth.agent.stops import StopReason
 from tilth.agent.turn import Actor, answer, log_call
 from tilth.chat.events import CancelToken, ChatEvent, Confirm, Listener, TurnCancelled
 from tilth.chat.goback import ChatTimeline
@@ -134,13 +135,14 @@ class ChatEngine(ChatTimeline):
         session.log("session_resume", kind="chat", turns=len(engine.turns()))
         return engine
 
-    def close(self, *, status: str = "all_done") -> None:
+    def close(self, *, status: Literal["all_done", "failed"] = "all_done") -> None:
         """Stop watching the directory and record how the chat ended."""
         self.capture.close()
+        reason: StopReason = "all_done" if status == "all_done" else "error"
         try:
             with self.session.lock():
                 self.session.update_checkpoint(status=status)
-                self.session.log("stop", reason=status if status != "failed" else "error")
+                self.session.log("stop", reason=reason)
         except SessionLocked:
             pass  # another front end holds it; it records its own ending
         except (OSError, TilthError):

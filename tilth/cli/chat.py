@@ -66,10 +66,10 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
         out.note("/help for commands · Esc Esc on an empty prompt to rewind · Ctrl-D to leave")
     repl = ChatRepl(engine, out, view, interactive=interactive, history=cfg.home / "chat-history")
     holder["repl"] = repl
-    status = "failed"
+    finished = False
     try:
         code = repl.run()
-        status = "all_done"
+        finished = True
     finally:
-        engine.close(status=status)
+        engine.close(status="all_done" if finished else "failed")
     return code

@@ -66,7 +66,7 @@ def resume(session_id: str | None, dry_run: bool) -> int:
     if dry_run:
         from tilth.library import plan_resume
 
-        out.say(plan_resume(session).render())
+        out.say(plan_resume(session, on_notice=out.warn).render())
         out.dim("dry run: nothing was changed")
         return 0
     return resume_session(session, cfg, out)

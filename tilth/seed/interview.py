@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tilth.agent.stops import StopReason
 from tilth.agent.turn import Actor, answer, log_call, say, take_turn
 from tilth.errors import TilthError
 from tilth.model.base import Model, OnDelta, ToolCall
@@ -45,9 +46,9 @@ NUDGE = (
 class InterviewAbort(TilthError):
     """The interview ended without a seed; ``reason`` is the ``stop`` reason to record."""
 
-    def __init__(self, message: str, *, reason: str) -> None:
+    def __init__(self, message: str, *, reason: StopReason) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.reason: StopReason = reason
 
 
 @dataclass

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.agent.stops import StopReason
 from tilth.config import Settings
 from tilth.errors import Interrupted, SetupFailed, TilthError
 from tilth.model.base import Model, OnDelta
@@ -149,7 +150,7 @@ def _record_seed_checkpoint(session: Session, worktree: Path) -> str | None:
     return None
 
 
-def _fail(session: Session, reason: str, message: str, **extra: str) -> None:
+def _fail(session: Session, reason: StopReason, message: str, **extra: str) -> None:
     """Mark the session failed with a ``stop`` event; best effort, never masks the cause."""
     try:
         session.log("stop", reason=reason, error=message, phase=PHASE, **extra)

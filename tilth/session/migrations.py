@@ -9,8 +9,9 @@ persisted the next time its owner writes it.
 
 Record kinds and their schema key: ``session`` (checkpoint.json, ``schema``),
 ``checkpoint`` (timeline/checkpoints/cp-NNNN.json, ``schema``), ``plan`` (a go-back plan,
-in the intent journal, ``schema``); line records (events, threads, ledgers, the
-operations log) carry ``v`` and have had no change yet.
+in the intent journal, ``schema``), ``task`` (tasks/<T-NNN>.json, ``schema``); line
+records (events, threads, ledgers, the operations log) carry ``v`` and have had no change
+yet.
 """
 
 from __future__ import annotations
@@ -62,10 +63,16 @@ def _plan_undo_fields(record: Record) -> Record:
     return {**defaults, **record}
 
 
+def _task_schema_key(record: Record) -> Record:
+    # Task states numbered themselves with the line records' ``v``; JSON files say ``schema``.
+    return {k: v for k, v in record.items() if k != "v"}
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "session", 2, "checkpoint.json gains kind (run or chat)", _session_kind),
     Migration(2, "checkpoint", 2, "checkpoints gain archive (undo points)", _checkpoint_archive),
     Migration(3, "plan", 2, "plans gain the undo, resume and fork fields", _plan_undo_fields),
+    Migration(4, "task", 2, "tasks/<T>.json numbers itself with schema, not v", _task_schema_key),
 )
 
 CURRENT: dict[str, int] = {}

@@ -34,11 +34,10 @@ from tilth.timeline.rewind.executor import (
 )
 from tilth.timeline.rewind.fork import ForkResult, fork_result, plan_fork
 from tilth.timeline.rewind.plan import SCOPES, RewindPlan
-from tilth.timeline.rewind.planner import plan_rewind
+from tilth.timeline.rewind.planner import plan_rewind, plan_undo
 from tilth.timeline.rewind.restart import plan_restart
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
 from tilth.timeline.rewind.summarize import SummaryPlan, SummaryResult, plan_summary, summarize
-from tilth.timeline.rewind.undo import plan_undo
 
 
 @dataclass(frozen=True)
@@ -83,13 +82,22 @@ class TimelineController:
             yield
 
     def recover(self) -> str | None:
-        """Finish (or cancel) an operation a crash interrupted, unless a live run holds the
-        lock (then nothing is touched); a sentence for the user, or None."""
+        """Finish (or cancel) an operation a crash interrupted, this session's own or, for a
+        fork a crash left half-made, its parent's (which completes it), unless a live run
+        holds the lock (then nothing is touched); a sentence for the user, or None."""
+        said: list[str] = []
+        try:
+            complete_own_fork(self.session, said.append)
+        except SessionLocked:
+            pass  # the parent is busy: its own next command completes the fork
         try:
             with self.session.lock():
-                return recover(self.session)
+                message = recover(self.session)
         except SessionLocked:
-            return None
+            message = None
+        if message:
+            said.append(message)
+        return "; ".join(said) or None
 
     def complete_fork(self, notify: Callable[[str], Any] | None = None) -> None:
         """If this session is a fork a crash interrupted, complete it from its parent's

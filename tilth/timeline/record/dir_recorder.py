@@ -35,7 +35,7 @@ def turn_label(prompt: str) -> str:
 
 
 def write_code_state(session: Session, head: str, overlay: dict[str, str | None]) -> None:
-    """Pin (head, overlay) as the newest code state Tilth produced (see ``overlay.py``)."""
+    """Pin (head, overlay) as the newest code state Tilth produced (``rewind.code_state``)."""
     atomic_write_json(
         timeline_dir(session) / "code-state.json",
         {"schema": 1, "head": head, "overlay": overlay, "after_seq": highest_seq(session)},

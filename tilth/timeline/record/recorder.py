@@ -30,6 +30,12 @@ if TYPE_CHECKING:
     from tilth.tools.base import ToolObserver
 
 
+SNAPSHOT_KINDS = ("turn", "stop")
+"""Checkpoints that may fall while the agent's work is uncommitted, so they snapshot the
+worktree: a run can stop mid-task (Ctrl-C, an error), and a stop checkpoint holding only
+HEAD would fork without that work and make a later rewind take it for the user's."""
+
+
 class Recorder:
     """Records checkpoints for one session whose worktree is ``worktree``."""
 
@@ -143,7 +149,7 @@ class Recorder:
         Without an observer only committed changes are seen; a turn that leaves
         uncommitted work says so in its gaps, because a rewind to it restores HEAD.
         """
-        if kind == "turn" and isinstance(self.observer, TurnCapture):
+        if kind in SNAPSHOT_KINDS and isinstance(self.observer, TurnCapture):
             # Turn snapshots: the overlay over head, the files this turn changed, and
             # what could not be captured.
             turn = self.observer.finish_turn()
@@ -155,7 +161,7 @@ class Recorder:
             files = [line for line in out.splitlines() if line]
         overlay: dict[str, str | None] = {}
         gaps: list[str] = []
-        if kind == "turn" and self.observer is None:
+        if kind in SNAPSHOT_KINDS and self.observer is None:
             dirty = dirty_paths(self.worktree)
             if dirty:
                 files = sorted(set(files) | set(dirty))

@@ -22,12 +22,15 @@ _TAIL_WINDOW = 64 * 1024
 
 
 # ---- cheap reads ----------------------------------------------------------------------------
-def _last_complete_line(path: Path) -> tuple[bytes | None, int]:
-    """The last newline-terminated line of ``path`` and the file size (tail read only)."""
+def _last_complete_line(path: Path, end: int | None = None) -> tuple[bytes | None, int]:
+    """The last newline-terminated line of ``path`` (of its first ``end`` bytes) and the
+    file size (tail read only)."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
         return None, 0
+    if end is not None:
+        size = min(size, end)
     if size == 0:
         return None, 0
     window = _TAIL_WINDOW
@@ -45,9 +48,10 @@ def _last_complete_line(path: Path) -> tuple[bytes | None, int]:
             window *= 4
 
 
-def log_tail(path: Path) -> tuple[int, int]:
-    """``(size in bytes, seq of the last complete event)`` of an event log; 0s when empty."""
-    line, size = _last_complete_line(path)
+def log_tail(path: Path, end: int | None = None) -> tuple[int, int]:
+    """``(size in bytes, seq of the last complete event)`` of an event log (of its first
+    ``end`` bytes: the log as a cut there leaves it); 0s when empty."""
+    line, size = _last_complete_line(path, end)
     if not line:
         return size, 0
     try:

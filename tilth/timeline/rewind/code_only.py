@@ -11,6 +11,7 @@ from its first lost stage. The plan says so, and ``resume`` re-runs them.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ from tilth import git
 from tilth.session.store import Session
 from tilth.timeline.record.state_capture import capture_state, task_statuses
 from tilth.timeline.rewind.change_report import thread_drops
-from tilth.timeline.rewind.plan import RewindPlan
 
 
 def _kept(sha: object, head: str, worktree: Path) -> bool:
@@ -83,8 +83,22 @@ def _worker_threads_kept(heads: dict[str, str | None], survivors: dict[str, list
     return kept
 
 
-def wind_back_tasks(plan: RewindPlan, session: Session, head: str, worktree: Path) -> None:
-    """For ``--scope code``: also wind back the tasks whose code ``head`` drops (see module).
+@dataclass
+class WindBack:
+    """What a code-only rewind changes besides the code: the wound-back state, the worker
+    threads of the stages that run again (None: threads kept), and the report lines."""
+
+    state: dict[str, Any]
+    threads: dict[str, str | None] | None
+    messages_dropped: dict[str, int] = field(default_factory=dict)
+    threads_deleted: list[str] = field(default_factory=list)
+    task_changes: list[tuple[str, str, str]] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+
+
+def wind_back_tasks(session: Session, head: str, worktree: Path) -> WindBack | None:
+    """For ``--scope code``: the tasks whose code ``head`` drops, wound back (see module);
+    None when no task loses code.
 
     The worker threads of the stages that run again go too: they describe code that no
     longer exists, and a fresh attempt starts from the task's brief.
@@ -92,17 +106,16 @@ def wind_back_tasks(plan: RewindPlan, session: Session, head: str, worktree: Pat
     now = capture_state(session)
     state, lines, survivors = code_consistent_state(now, head, worktree)
     if not lines:
-        return
-    plan.state = state
+        return None
     heads = session.threads.heads()
     threads = _worker_threads_kept(heads, survivors)
-    if threads != heads:
-        plan.threads = threads
-        plan.messages_dropped, plan.threads_deleted = thread_drops(
+    wound = WindBack(state, threads if threads != heads else None, details=lines)
+    if wound.threads is not None:
+        wound.messages_dropped, wound.threads_deleted = thread_drops(
             session.threads.directory, threads
         )
     before, after = task_statuses(now.get("prd")), task_statuses(state.get("prd"))
-    plan.task_changes = [
+    wound.task_changes = [
         (tid, before.get(tid, "-"), new) for tid, new in after.items() if before.get(tid) != new
     ]
-    plan.details += lines
+    return wound

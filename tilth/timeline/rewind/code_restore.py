@@ -257,21 +257,21 @@ def _files_under(worktree: Path, rel: str) -> list[str]:
     return found
 
 
-def keep_conflicts(plan: CodePlan, worktree: Path, store: BlobStore) -> CodePlan:
+def keep_conflicts(code: CodePlan, worktree: Path, store: BlobStore) -> CodePlan:
     """Store the conflicting files' current contents so ``apply_code`` can put them back."""
-    if plan.force:
-        plan.keep = {}
-        return plan
-    for rel in plan.conflicts:
+    if code.force:
+        code.keep = {}
+        return code
+    for rel in code.conflicts:
         state = read_state(worktree / rel)
         if state is None:
-            plan.keep[rel] = None
+            code.keep[rel] = None
             continue
         # Kept files are the user's: no size cap applies to them.
         stored = store_state(store, rel, state, cap=1 << 62)
-        plan.keep[rel] = stored.entry
+        code.keep[rel] = stored.entry
     store.sync()
-    return plan
+    return code
 
 
 def apply_code(

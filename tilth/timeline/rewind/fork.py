@@ -12,7 +12,7 @@ worktree (``rewind.snapshot_fork``), through the same plan and steps.
 
 A fork is planned like every go-back and carried out by the one executor, journaled in
 the parent: a fork interrupted half-way leaves the child marked ``fork_incomplete``
-(status ``failed``) until the parent's next command completes it.
+(status ``failed``) until the next command on the parent or on the child completes it.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from tilth.timeline.record.checkpoints import (
 )
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event, task_statuses, worktree_of
+from tilth.timeline.rewind import planner, targets
 from tilth.timeline.rewind.code_restore import apply_overlay
-from tilth.timeline.rewind.plan import RewindPlan, new_op_id
+from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.snapshot_fork import (
     CHAT,
     chat_record,
@@ -97,7 +98,7 @@ def _copy_prefix(src: Path, dst: Path, size: int) -> None:
 
 def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> RewindPlan:
     """What forking ``parent`` at ``target`` makes (no writes): the executor carries it out in
-    the parent's journal, so a crash half-way is completed by the parent's next command."""
+    the parent's journal, so a crash half-way is completed by the next command on either."""
     if target.is_before:
         raise ForkError(
             f"{target.id} is an undo point; fork from a checkpoint of the timeline itself",
@@ -124,35 +125,32 @@ def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> Rewind
     child = _new_child_id(sessions_dir)
     branch = f"session/{child}"
     workspace = sessions_dir / child / "workspace"
-    plan = RewindPlan(
-        op="fork",
-        op_id=new_op_id(),
-        session_id=parent.id,
-        target=target.id,
-        target_label=target.label,
-        scope="both",
-        worktree=str(worktree),
-        headline=f"fork session {parent.id} at {target.id} ({target.label}) into {child}",
-        fork={
-            "child": child,
-            "sessions_dir": str(sessions_dir),
-            "source": str(source),
-            "branch": branch,
-            "workspace": str(workspace),
-            "checkpoint": target.to_dict(),
-            "copy_seqs": copied,
-        },
-    )
     statuses = task_statuses(target.state.get("prd"))
-    plan.details = [
+    details = (
         f"new session {child}: branch {branch} at {target.head[:12]}, worktree {workspace}",
         f"files: {len(target.overlay)} uncommitted file(s) of the checkpoint written over it",
         f"conversation: {len(target.threads)} thread(s) cut to the checkpoint",
         "tasks: " + (", ".join(f"{t} {s}" for t, s in statuses.items()) or "none"),
         f"checkpoints copied: {len(copied)}",
         f"session {parent.id} itself is not changed",
-    ]
-    return plan
+    )
+    return planner.plan(
+        parent,
+        targets.fork_target(
+            target,
+            f"fork session {parent.id} at {target.id} ({target.label}) into {child}",
+            details,
+            {
+                "child": child,
+                "sessions_dir": str(sessions_dir),
+                "source": str(source),
+                "branch": branch,
+                "workspace": str(workspace),
+                "checkpoint": target.to_dict(),
+                "copy_seqs": copied,
+            },
+        ),
+    )
 
 
 def _new_child_id(sessions_dir: Path) -> str:

@@ -52,7 +52,7 @@ class RewindPlan:
     the seed: ``git reset --hard`` + ``git clean -fd``); None leaves files alone."""
     overlay: dict[str, str | None] = field(default_factory=dict)
     """Uncommitted files of a turn checkpoint to write back over ``head``."""
-    # ---- turn snapshots (filled by tilth.timeline.rewind.code_restore.report_turn_code) ----
+    # ---- turn snapshots (filled by the planner from code_restore.plan_code / keep_conflicts) ----
     keep: dict[str, str | None] = field(default_factory=dict)
     """Files the user edited since the latest recorded state, written back after the restore."""
     force: bool = False
@@ -60,7 +60,7 @@ class RewindPlan:
     stash_message: str | None = None
     """Stash uncommitted changes under this message before touching code."""
     state: dict[str, Any] | None = None
-    """Harness state to restore (see ``harness.capture_state``); None leaves it."""
+    """Harness state to restore (see ``record.state_capture.capture_state``); None leaves it."""
     threads: dict[str, str | None] | None = None
     """Thread heads to truncate to (unlisted threads are deleted); None leaves threads."""
     event_offset: int | None = None

@@ -9,13 +9,11 @@ no verb fills a plan by hand.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tilth import git
-from tilth.errors import UsageError
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, list_checkpoints
@@ -24,89 +22,13 @@ from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
 from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
-from tilth.timeline.rewind.code_only import wind_back_tasks
+from tilth.timeline.rewind.code_only import WindBack, wind_back_tasks
 from tilth.timeline.rewind.code_restore import Overlay, keep_conflicts, plan_code
 from tilth.timeline.rewind.code_state import recorded_code_state
-from tilth.timeline.rewind.plan import SCOPES, RewindError, RewindPlan, new_op_id
+from tilth.timeline.rewind.plan import RewindError, RewindPlan, new_op_id
 from tilth.timeline.rewind.snapshot_restore import is_snapshot_session, plan_snapshot_files
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where one go-back goes and what the verb adds; ``plan`` turns it into a plan."""
-
-    op: str
-    """``rewind``, ``restart``, ``reset_to_seed``, ``undo`` or ``resume``."""
-    ref: str
-    """The checkpoint id (or ``seed`` / a short commit when there is no checkpoint)."""
-    label: str
-    scope: str
-    headline: str
-    head: str | None = None
-    """The commit the code goes back to; None leaves the code alone."""
-    overlay: Overlay = field(default_factory=dict)
-    state: dict[str, Any] | None = None
-    """Harness state to restore (None leaves it)."""
-    threads: dict[str, str | None] | None = None
-    event_offset: int | None = None
-    event_seq: int = 0
-    keep_through_seq: int | None = None
-    """Delete the (non-``before-``) checkpoints after this one; None keeps them."""
-    force: bool = False
-    survey: bool = False
-    """Walk the worktree for every edit made since the latest recorded state, for a person
-    to read (dry run, confirmation); without it only the files the plan changes are
-    looked at, so planning costs what differs, not the size of the repository."""
-    stash_message: str | None = None
-    """Stash uncommitted changes instead of keeping the user's edits (restart)."""
-    delete_paths: tuple[str, ...] = ()
-    note: bool = False
-    """Add the "files were restored" note to the thread the worker reads next."""
-    undoable: bool = True
-    """Record a ``before-<op>`` checkpoint first (all but reset to the seed)."""
-    archive: str | None = None
-    """Undo: the before-checkpoint's archive (threads, ledgers, log tail, checkpoints)."""
-    unwind: str | None = None
-    """Resume: ``git reset --soft`` to this commit."""
-    checkpoint: Checkpoint | None = None
-    details: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-    event: dict[str, Any] | None = None
-
-
-def checkpoint_target(
-    checkpoint: Checkpoint, scope: str, *, op: str = "rewind", force: bool = False
-) -> Target:
-    """Go back to ``checkpoint`` in ``scope`` (what ``tilth rewind`` asks for)."""
-    if scope not in SCOPES:
-        raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    code = scope in ("both", "code")
-    history = scope in ("both", "conversation")
-    return Target(
-        op=op,
-        ref=checkpoint.id,
-        label=checkpoint.label,
-        scope=scope,
-        headline=f"{op} session {{session}} to {checkpoint.id} ({checkpoint.label}), scope {scope}",
-        head=checkpoint.head if code else None,
-        overlay=dict(checkpoint.overlay) if code else {},
-        state=dict(checkpoint.state) if history else None,
-        threads=dict(checkpoint.threads) if history else None,
-        event_offset=checkpoint.event_offset if history else None,
-        event_seq=checkpoint.event_seq,
-        # A chat checkpoint is the instant before its turn: going back there undoes the turn,
-        # so its checkpoint goes too (the next prompt records a fresh one).
-        keep_through_seq=(
-            checkpoint.seq - 1 if is_manifest_head(checkpoint.head) else checkpoint.seq
-        )
-        if history
-        else None,
-        force=force,
-        note=scope == "code",
-        checkpoint=checkpoint,
-        warnings=tuple(f"{checkpoint.id}: {gap}" for gap in checkpoint.gaps) if code else (),
-        event={"type": op, "payload": {"to": checkpoint.id, "scope": scope}},
-    )
+from tilth.timeline.rewind.targets import Target, checkpoint_target
+from tilth.timeline.rewind.undo import ArchivePart, archive_part, undo_target
 
 
 # ---- the parts ---------------------------------------------------------------------------------
@@ -245,9 +167,16 @@ def history_part(session: Session, target: Target) -> HistoryPart:
     return part
 
 
-def later_checkpoints(session: Session, keep_through: int) -> list[int]:
-    """The (non-``before-``) checkpoints after ``keep_through``: what a cut deletes."""
-    return [c.seq for c in list_checkpoints(session) if c.seq > keep_through and not c.is_before]
+def later_checkpoints(
+    session: Session, keep_through: int, *, undo_points: bool = False
+) -> list[int]:
+    """The checkpoints after ``keep_through`` (undo points only with ``undo_points``): what
+    a cut deletes."""
+    return [
+        c.seq
+        for c in list_checkpoints(session)
+        if c.seq > keep_through and (undo_points or not c.is_before)
+    ]
 
 
 # ---- assembling ----------------------------------------------------------------------------------
@@ -279,6 +208,7 @@ def plan(session: Session, target: Target) -> RewindPlan:
         delete_paths=list(target.delete_paths),
         event=target.event,
         unwind=target.unwind,
+        fork=target.fork,
         details=list(target.details),
         warnings=list(target.warnings),
     )
@@ -302,17 +232,44 @@ def plan(session: Session, target: Target) -> RewindPlan:
     result.threads_deleted = history.threads_deleted
     result.warnings += history.warnings
     if target.keep_through_seq is not None:
-        result.drop_seqs = later_checkpoints(session, target.keep_through_seq)
+        # Undo points stay, unless the go-back cannot be undone (a reset to the seed).
+        result.drop_seqs = later_checkpoints(
+            session, target.keep_through_seq, undo_points=not target.undoable
+        )
         result.checkpoints_dropped = len(result.drop_seqs)
+    if target.archive is not None:
+        use_archive(result, archive_part(session, target))
     if target.scope == "code" and result.head is not None:
         # No done task without its code (code_only.py): the tasks whose commits go wind back.
-        wind_back_tasks(result, session, result.head, worktree)
+        wound = wind_back_tasks(session, result.head, worktree)
+        if wound is not None:
+            use_wind_back(result, wound)
     if target.note:
         result.note = restored_note(session, target, result)
     if target.undoable:
         result.before = f"before-{target.op}"
         result.before_seq = highest_seq(session) + 1
     return result
+
+
+def use_archive(result: RewindPlan, part: ArchivePart) -> None:
+    """An undo: restore from the archive, keep exactly its checkpoint set, splice the log."""
+    result.archive, result.recorded = part.archive, part.recorded
+    result.keep_seqs, result.drop_seqs = part.keep_seqs, part.drop_seqs
+    result.event_cut = part.event_cut
+    result.checkpoints_dropped = len(part.drop_seqs)
+    result.details += part.details
+
+
+def use_wind_back(result: RewindPlan, wound: WindBack) -> None:
+    """A code-only rewind that drops tasks' commits: their state and threads go back too."""
+    result.state = wound.state
+    if wound.threads is not None:
+        result.threads = wound.threads
+        result.messages_dropped = wound.messages_dropped
+        result.threads_deleted = wound.threads_deleted
+    result.task_changes = wound.task_changes
+    result.details += wound.details
 
 
 def restored_note(session: Session, target: Target, result: RewindPlan) -> dict[str, str] | None:
@@ -360,20 +317,6 @@ def next_worker_thread(
     return None
 
 
-def most_recent_thread(session: Session, among: dict[str, Any] | None = None) -> str | None:
-    """The thread written to last (by modification time), or None when there are none.
-
-    With ``among``, only those threads count (the ones a plan keeps).
-    """
-    directory = session.threads.directory
-    if not directory.is_dir():
-        return None
-    paths = [p for p in directory.glob("*.jsonl") if among is None or p.stem in among]
-    if not paths:
-        return None
-    return max(paths, key=lambda p: (p.stat().st_mtime_ns, p.name)).stem
-
-
 def plan_rewind(
     session: Session, target: Checkpoint, scope: str, *, force: bool = False, survey: bool = False
 ) -> RewindPlan:
@@ -382,5 +325,7 @@ def plan_rewind(
     return plan(session, replace(checkpoint_target(target, scope, force=force), survey=survey))
 
 
-def counter_dict(counter: Counter[str]) -> dict[str, int]:
-    return dict(sorted(counter.items()))
+def plan_undo(session: Session, ref: str | None = None, *, survey: bool = False) -> RewindPlan:
+    """What ``tilth rewind --undo [<ref>]`` will change (no writes); ``survey`` as for a
+    rewind (``Target.survey``)."""
+    return plan(session, replace(undo_target(session, ref), survey=survey))

@@ -23,7 +23,8 @@ from tilth.session.store import Session
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
 from tilth.timeline.record.state_capture import capture_state, worktree_of
 from tilth.timeline.rewind.plan import RewindError, RewindPlan
-from tilth.timeline.rewind.planner import Target, checkpoint_target, plan
+from tilth.timeline.rewind.planner import plan
+from tilth.timeline.rewind.targets import Target, checkpoint_target
 
 
 @dataclass(frozen=True)

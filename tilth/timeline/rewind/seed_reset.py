@@ -22,7 +22,8 @@ from tilth.session.seed_rules import SeedRuleError, check_prd
 from tilth.session.store import DERIVED_FILES, Session
 from tilth.timeline.record.checkpoints import list_checkpoints
 from tilth.timeline.rewind.plan import RewindPlan
-from tilth.timeline.rewind.planner import Target, plan
+from tilth.timeline.rewind.planner import plan
+from tilth.timeline.rewind.targets import Target
 
 CONFIRM_WARNING = (
     "This is destructive and irreversible. Everything the run did after the seed is "
@@ -164,8 +165,5 @@ def seed_target(session: Session, anchor: SeedAnchor) -> Target:
 
 def plan_reset_to_seed(session: Session, anchor: SeedAnchor) -> RewindPlan:
     """What the reset will change (pure)."""
-    result = plan(session, seed_target(session, anchor))
-    keep = result.keep_through_seq or 0
     # Undo points after the seed go too: the reset is the one go-back that cannot be undone.
-    result.checkpoints_dropped = sum(1 for c in list_checkpoints(session) if c.seq > keep)
-    return result
+    return plan(session, seed_target(session, anchor))

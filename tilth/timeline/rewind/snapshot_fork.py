@@ -24,8 +24,8 @@ from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.record.dir_recorder import write_code_state
 from tilth.timeline.record.dir_state import resolve_state
-from tilth.timeline.record.state_capture import worktree_of
-from tilth.timeline.rewind.plan import RewindPlan, new_op_id
+from tilth.timeline.rewind import planner, targets
+from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.snapshot_restore import materialize
 
 CHAT = "chat"
@@ -44,34 +44,31 @@ def plan_chat_fork(
     workspace = sessions_dir / child / "workspace"
     files = resolve_state(session_store(parent), target.head, dict(target.overlay))
     kept = [s for s in seqs if s < target.seq]
-    plan = RewindPlan(
-        op="fork",
-        op_id=new_op_id(),
-        session_id=parent.id,
-        target=target.id,
-        target_label=target.label,
-        scope="both",
-        worktree=str(worktree_of(parent)),
-        headline=f"fork chat session {parent.id} at {target.id} ({target.label}) into {child}",
-        fork={
-            "kind": CHAT,
-            "child": child,
-            "sessions_dir": str(sessions_dir),
-            "source": str(workspace),
-            "branch": None,
-            "workspace": str(workspace),
-            "checkpoint": target.to_dict(),
-            "copy_seqs": seqs,
-        },
-    )
-    plan.details = [
+    details = (
         f"new chat session {child} in a directory of its own: {workspace} (no branch)",
         f"files: {len(files)} file(s) written from snapshots, as they were just before the turn",
         f"conversation: {len(target.threads)} thread(s) cut to just before the turn",
         f"checkpoints copied: {len(kept)} (the turns before this one)",
         f"session {parent.id} itself is not changed, nor its directory",
-    ]
-    return plan
+    )
+    return planner.plan(
+        parent,
+        targets.fork_target(
+            target,
+            f"fork chat session {parent.id} at {target.id} ({target.label}) into {child}",
+            details,
+            {
+                "kind": CHAT,
+                "child": child,
+                "sessions_dir": str(sessions_dir),
+                "source": str(workspace),
+                "branch": None,
+                "workspace": str(workspace),
+                "checkpoint": target.to_dict(),
+                "copy_seqs": seqs,
+            },
+        ),
+    )
 
 
 def make_chat_directory(

@@ -21,7 +21,6 @@ never followed (``blob_store.write_entry``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tilth.errors import SessionCorrupt
 from tilth.session.files import read_json
@@ -173,13 +172,3 @@ def materialize(session: Session, head: str, overlay: Overlay, target_dir: Path)
     for rel in sorted(files):
         write_entry(store, target_dir, rel, files[rel])
     return len(files)
-
-
-def snapshot_report(plan: Any, code: CodePlan) -> None:
-    """Copy a snapshot ``CodePlan`` into a rewind plan's report and actions."""
-    plan.overlay = dict(code.overlay)
-    plan.files = sorted(
-        [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
-        key=lambda item: item[1],
-    )
-    plan.conflicts = list(code.conflicts)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +45,9 @@ from tilth.timeline.record.state_capture import capture_state, log_tail, thread_
 from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.code_state import recorded_code_state
 from tilth.timeline.rewind.plan import RewindPlan
-from tilth.timeline.rewind.planner import Target
 from tilth.timeline.rewind.snapshot_restore import is_snapshot_session
 from tilth.timeline.rewind.state_restore import remove_path
+from tilth.timeline.rewind.targets import Target
 
 ARCHIVE_SCHEMA = 1
 NO_CAP = 1 << 62
@@ -239,6 +239,9 @@ def undo_target(session: Session, ref: str | None) -> Target:
             f"a later go-back cut the event log below {point.id}; undo that one first",
             hint="undo the newest undo points first (`tilth rewind --undo`)",
         )
+    # The log is cut where the go-back cut it (below the undo point), so the events the
+    # undo drops are counted from the last one kept there, not from the undo point's.
+    _, kept_seq = log_tail(session.events.path, offset)
     return Target(
         op="undo",
         ref=point.id,
@@ -250,34 +253,47 @@ def undo_target(session: Session, ref: str | None) -> Target:
         state=dict(point.state),
         threads=dict(point.threads),
         event_offset=offset,
-        event_seq=point.event_seq,
+        event_seq=kept_seq,
         archive=point.archive,
         checkpoint=point,
         event={"type": "undo", "payload": {"to": point.id}},
     )
 
 
-def undo_plan_fields(session: Session, plan: RewindPlan, target: Target) -> RewindPlan:
-    """Fill what only an undo has: the archive, the exact checkpoint set, the log splice."""
+@dataclass
+class ArchivePart:
+    """What only an undo has: its archive, the exact checkpoint set, the log splice."""
+
+    archive: str
+    keep_seqs: list[int]
+    drop_seqs: list[int]
+    event_cut: int | None
+    recorded: dict[str, Any] | None = None
+    details: list[str] = field(default_factory=list)
+
+
+def archive_part(session: Session, target: Target) -> ArchivePart:
+    """Read the undo point's archive: what the undo keeps, drops and restores."""
     assert target.archive is not None and target.checkpoint is not None
     meta = read_archive(session, target.checkpoint)
     keep = [int(s) for s in meta.get("checkpoint_set") or []]
-    plan.archive = target.archive
+    present = [c for c in list_checkpoints(session) if not c.is_before]
+    part = ArchivePart(
+        archive=target.archive,
+        keep_seqs=keep,
+        drop_seqs=[c.seq for c in present if c.seq not in keep],
+        event_cut=target.event_offset,
+    )
     recorded = meta.get("recorded")
     if isinstance(recorded, dict) and recorded.get("head"):
-        plan.recorded = {"head": str(recorded["head"]), "overlay": recorded.get("overlay") or {}}
-    plan.keep_seqs = keep
-    plan.event_cut = plan.event_offset
-    present = [c for c in list_checkpoints(session) if not c.is_before]
-    plan.drop_seqs = [c.seq for c in present if c.seq not in keep]
-    plan.checkpoints_dropped = len(plan.drop_seqs)
+        part.recorded = {"head": str(recorded["head"]), "overlay": recorded.get("overlay") or {}}
     restored = sorted(set(keep) - {c.seq for c in present})
     if restored:
-        plan.details.append(f"checkpoints restored: {len(restored)}")
+        part.details.append(f"checkpoints restored: {len(restored)}")
     tail = session.dir / target.archive / "events.tail"
     if tail.is_file():
-        plan.details.append(f"events restored: {_count_lines(tail)}")
-    return plan
+        part.details.append(f"events restored: {_count_lines(tail)}")
+    return part
 
 
 def _count_lines(path: Path) -> int:
@@ -359,12 +375,3 @@ def prune_archives(session: Session) -> None:
                 ".tmp"
             ):
                 remove_path(path)
-
-
-def plan_undo(session: Session, ref: str | None = None, *, survey: bool = False) -> RewindPlan:
-    """What ``tilth rewind --undo [<ref>]`` will change (no writes); ``survey`` as for a
-    rewind (``planner.Target.survey``)."""
-    from tilth.timeline.rewind.planner import plan
-
-    target = replace(undo_target(session, ref), survey=survey)
-    return undo_plan_fields(session, plan(session, target), target)
