@@ -50,6 +50,7 @@ const Chat = (() => {
     if (!text.trim() || sending) return;
     sending = true;
     view.send.disabled = true;
+    view.stop.disabled = false;
     view.status.textContent = "sending…";
     let reply = null;
     try {
@@ -85,6 +86,7 @@ const Chat = (() => {
     } finally {
       sending = false;
       view.send.disabled = false;
+      view.stop.disabled = true;
       view.status.textContent = "";
       await app.refresh();
     }
@@ -122,6 +124,18 @@ const Chat = (() => {
     }
     list.scrollTop = list.scrollHeight;
     return reply;
+  }
+
+  // Stop: the turn is interrupted as Ctrl-C interrupts it in a terminal; its reply stream
+  // then ends with turn_finished (cancelled).
+  async function stopTurn() {
+    view.stop.disabled = true;
+    view.status.textContent = "stopping…";
+    try {
+      await api("POST", apiPath("stop"), {});
+    } catch (err) {
+      showError(err);
+    }
   }
 
   // ---- going back -----------------------------------------------------------------------
@@ -204,14 +218,15 @@ const Chat = (() => {
     const input = el("textarea", { "data-test": "composer", placeholder: "Ask for a change… (Ctrl+Enter sends)", rows: 3 });
     input.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } });
     const sendButton = el("button", { type: "button", class: "primary", "data-test": "send", onclick: send }, "Send");
+    const stopButton = el("button", { type: "button", "data-test": "stop-turn", title: "interrupt the running turn", disabled: true, onclick: stopTurn }, "Stop");
     const status = el("span", { class: "muted", "data-test": "chat-status" });
     const header = el("section", { class: "summary", "data-test": "summary" },
       el("h1", {}, el("span", { class: "mono" }, session.id), " ", el("span", { class: "status status-" + session.status, "data-test": "session-status" }, session.status), " ", el("span", { class: "muted" }, "chat")),
       el("dl", {}, el("dt", {}, "directory"), el("dd", { class: "mono" }, cp.workspace || ""), el("dt", {}, "tokens"), el("dd", { "data-test": "tokens" }, String(cp.tokens_used || 0))),
       el("div", { class: "actions" }, el("button", { type: "button", "data-test": "undo", onclick: undo }, "Undo"), status));
     const list = el("div", { class: "chat", "data-test": "transcript" });
-    clear(app.root).append(header, el("h2", {}, "conversation"), list, el("div", { class: "composer" }, input, sendButton));
-    view = { list, input, send: sendButton, status };
+    clear(app.root).append(header, el("h2", {}, "conversation"), list, el("div", { class: "composer" }, input, sendButton, stopButton));
+    view = { list, input, send: sendButton, stop: stopButton, status };
   }
 
   async function update(session) {
