@@ -31,9 +31,19 @@ const Chat = (() => {
     return el("div", { class: "msg tool", "data-test": test || "chat-tool" }, text);
   }
 
+  function errorLine(text) {
+    return el("div", { class: "msg error", "data-test": "chat-error" }, "error: " + text + " (the turn stopped; the chat goes on)");
+  }
+
   function render(history) {
     const list = clear(view.list);
+    // a turn's model error goes after the turn's last message
+    const errors = new Map();
+    for (const e of history.errors || []) errors.set(e.turn, (errors.get(e.turn) || []).concat(e.error));
+    let current = null;
+    const flush = () => { for (const text of errors.get(current) || []) list.append(errorLine(text)); errors.delete(current); };
     for (const m of history.messages) {
+      if (m.turn !== undefined && m.turn !== current) { flush(); current = m.turn; }
       if (m.role === "user" && !m.kind) list.append(userMessage(m.text, m.turn));
       else if (m.role === "user") list.append(toolLine(m.text, "chat-note"));
       else if (m.role === "assistant") {
@@ -41,6 +51,7 @@ const Chat = (() => {
         if (m.tools && m.tools.length) list.append(toolLine("→ " + m.tools.join(", ")));
       } else if (m.role === "tool") list.append(toolLine("  " + T.short(m.text, 300), "chat-tool-result"));
     }
+    flush();
     list.scrollTop = list.scrollHeight;
   }
 
@@ -117,7 +128,7 @@ const Chat = (() => {
         showError(new T.ApiError(0, event.error, event.hint));
         break;
       case "turn_finished":
-        view.status.textContent = event.outcome === "done" ? "" : event.outcome + (event.error ? ": " + event.error : "");
+        if (event.outcome === "error") list.append(errorLine(event.error || "the model call failed"));
         break;
       default:
         break;
