@@ -14,9 +14,11 @@ from typing import Any
 
 from tests.web.support import serve_in_thread, wait_for
 from tests.web.test_browser import new_page
-from tests.web.test_chat import made_chat
+from tests.web.test_chat import SlowStream, made_chat
+from tilth.chat import ChatEngine
 from tilth.config import load_settings
 from tilth.model import Script, ScriptedModel, error
+from tilth.model.script import reply
 from tilth.web.app import create_app
 
 TOKEN = "chat-view-token-123456"
@@ -59,4 +61,58 @@ def test_a_model_error_is_shown_in_the_conversation(
         page.wait_for_selector("[data-test=chat-user][data-turn='2']")
         after = page.locator("[data-test=chat-user][data-turn='2'] ~ [data-test=chat-error]")
         assert REFUSAL in after.inner_text(), "the error is not kept with its turn"
+        assert page.errors == []
+
+
+def long_chat(settings: Any, directory: Path, turns: int) -> str:
+    """A chat of ``turns`` turns whose replies are several lines long: taller than a window."""
+    answer = "\n".join(f"line {n} of a long answer" for n in range(1, 7))
+    model = ScriptedModel(Script({"*": [reply(answer) for _ in range(turns)]}), name="chat")
+    engine = ChatEngine.start(settings, directory, model, index_in_background=False)
+    for number in range(1, turns + 1):
+        engine.send(f"question {number}")
+    engine.close()
+    return engine.id
+
+
+def in_view(page: Any, selector: str) -> bool:
+    """The last element matching ``selector`` is inside the window, above the composer."""
+    box = page.locator(selector).last.bounding_box()
+    composer = page.locator(".composer").bounding_box()
+    return bool(
+        box and composer and box["y"] >= 0 and box["y"] + box["height"] <= composer["y"] + 1
+    )
+
+
+def test_the_newest_message_stays_in_view(browser: Any, tilth_home: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "project"
+    directory.mkdir()
+    settings = load_settings()
+    sid = long_chat(settings, directory, 8)
+    streamed = "\n".join(f"streamed line {n}" for n in range(1, 15))
+    again = "\n".join(f"again line {n}" for n in range(1, 15))
+    model = SlowStream([reply(streamed), reply(again)], pause=0.03)
+    with serve_in_thread(
+        lambda port: create_app(settings, TOKEN, port, chat_model=lambda: model)
+    ) as base:
+        page = new_page(browser)
+        page.goto(f"{base}/s/{sid}?token={TOKEN}")
+        page.wait_for_selector("[data-test=chat-user][data-turn='8']")
+        assert page.evaluate("document.documentElement.scrollHeight > window.innerHeight")
+        wait_for(lambda: in_view(page, "[data-test=chat-assistant]"), 5, "the last reply shown")
+
+        send(page, "and one more")
+        page.wait_for_selector("[data-test=chat-assistant]:has-text('streamed line 3')")
+        assert in_view(page, "[data-test=chat-assistant]"), "the reply streams out of sight"
+        page.wait_for_selector("[data-test=chat-user][data-turn='9']")
+        wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the turn's end")
+        assert in_view(page, "[data-test=chat-assistant]:has-text('streamed line 14')")
+
+        # someone reading back up while a reply streams is left where they are
+        send(page, "and another")
+        page.wait_for_selector("[data-test=chat-assistant]:has-text('again line 2')")
+        page.evaluate("window.scrollTo(0, 0)")
+        page.wait_for_selector("[data-test=chat-user][data-turn='10']")
+        wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the turn's end")
+        assert page.evaluate("window.scrollY") == 0
         assert page.errors == []

@@ -35,7 +35,20 @@ const Chat = (() => {
     return el("div", { class: "msg error", "data-test": "chat-error" }, "error: " + text + " (the turn stopped; the chat goes on)");
   }
 
+  // The newest message stays in view (above the composer) unless the person scrolled up to
+  // read: a page opens at its end, and a reply follows its text while it streams.
+  function atEnd() {
+    const page = document.documentElement;
+    return window.innerHeight + window.scrollY >= page.scrollHeight - 80;
+  }
+
+  function toEnd() {
+    window.scrollTo(0, document.documentElement.scrollHeight);
+  }
+
   function render(history) {
+    const follow = !view.shown || atEnd();
+    view.shown = true;
     const list = clear(view.list);
     // a turn's model error goes after the turn's last message
     const errors = new Map();
@@ -52,7 +65,7 @@ const Chat = (() => {
       } else if (m.role === "tool") list.append(toolLine("  " + T.short(m.text, 300), "chat-tool-result"));
     }
     flush();
-    list.scrollTop = list.scrollHeight;
+    if (follow) toEnd();
   }
 
   // ---- sending: the reply arrives as server-sent events in the POST's own response ------------
@@ -63,6 +76,7 @@ const Chat = (() => {
     view.send.disabled = true;
     view.stop.disabled = false;
     view.status.textContent = "sending…";
+    toEnd();
     let reply = null;
     try {
       const response = await fetch(apiPath("messages"), {
@@ -105,6 +119,7 @@ const Chat = (() => {
 
   function onChatEvent(event, reply) {
     const list = view.list;
+    const follow = atEnd();
     switch (event.type) {
       case "turn_started":
         list.append(userMessage(event.prompt, null));
@@ -133,7 +148,7 @@ const Chat = (() => {
       default:
         break;
     }
-    list.scrollTop = list.scrollHeight;
+    if (follow) toEnd();
     return reply;
   }
 
@@ -237,7 +252,7 @@ const Chat = (() => {
       el("div", { class: "actions" }, el("button", { type: "button", "data-test": "undo", onclick: undo }, "Undo"), status));
     const list = el("div", { class: "chat", "data-test": "transcript" });
     clear(app.root).append(header, el("h2", {}, "conversation"), list, el("div", { class: "composer" }, input, sendButton, stopButton));
-    view = { list, input, send: sendButton, stop: stopButton, status };
+    view = { list, input, send: sendButton, stop: stopButton, status, shown: false };
   }
 
   async function update(session) {
