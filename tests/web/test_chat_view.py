@@ -116,3 +116,22 @@ def test_the_newest_message_stays_in_view(browser: Any, tilth_home: Path, tmp_pa
         wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the turn's end")
         assert page.evaluate("window.scrollY") == 0
         assert page.errors == []
+
+
+def test_fork_from_a_message_shows_its_plan_first(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": []}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, _base, sid):
+        message = page.locator("[data-test=chat-user][data-turn='1']")
+        message.hover()
+        message.locator("[data-test=chat-rewind]").click()
+        page.click("#popover [data-test=chat-fork]")
+        page.wait_for_selector("dialog#dialog[open]")
+        assert sid in page.inner_text("[data-test=plan-headline]")
+        assert "directory of its own" in (page.text_content("[data-test=plan-text]") or "")
+        assert len(list((tilth_home / "sessions").iterdir())) == 1, "the dialog is a dry run"
+        page.click("[data-test=dialog-confirm]")
+        page.wait_for_selector("#toast.show:has-text('forked into')")
+        assert len(list((tilth_home / "sessions").iterdir())) == 2
+        assert page.errors == []

@@ -210,7 +210,19 @@ const Chat = (() => {
   }
 
   async function fork(info) {
-    const ok = await Dialog.open({ title: "Fork a new chat at turn " + info.turn, lines: ["A new chat session starts from the instant before turn " + info.turn + "; this one is left as it is."], confirmLabel: "Fork" });
+    let preview;
+    try {
+      preview = await api("POST", apiPath("fork"), { at: info.checkpoint, dry_run: true });
+    } catch (err) {
+      showError(err);
+      return;
+    }
+    const ok = await Dialog.open({
+      title: "Fork a new chat at turn " + info.turn,
+      response: preview,
+      lines: ["A new chat session starts from the instant before turn " + info.turn + ", in a directory of its own; this one is left as it is."],
+      confirmLabel: "Fork",
+    });
     if (!ok) return;
     try {
       const made = await api("POST", apiPath("fork"), { at: info.checkpoint });
