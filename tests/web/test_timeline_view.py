@@ -1,0 +1,30 @@
+"""The run timeline in real Chromium while it changes: what a person opened stays open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.web.support import Built, serve, wait_for
+from tests.web.test_browser import new_page, open_session
+
+
+def test_an_opened_stage_output_stays_open_while_the_page_follows_the_log(
+    browser: Any, built: Built
+) -> None:
+    with serve(built.env) as served:
+        page = new_page(browser)
+        open_session(page, served, built.id)
+        output = "[data-task='T-001'] [data-stage='planning'] details.output"
+        page.click(f"{output} > summary")
+        assert page.locator(output).get_attribute("open") is not None
+        seq = page.evaluate("document.body.dataset.lastSeq")
+
+        # something else happens to the session: the page refreshes from its event log
+        done = served.api(
+            "POST", f"/api/sessions/{built.id}/rewind", {"to": "T-002/planning", "scope": "code"}
+        )
+        assert done.status_code == 200, done.text
+        wait_for(lambda: page.evaluate("document.body.dataset.lastSeq") != seq, 20, "the event")
+        page.wait_for_timeout(800)  # the refresh after the burst (250 ms) and its requests
+        assert page.locator(output).get_attribute("open") is not None, "closed by the refresh"
+        assert page.errors == []
