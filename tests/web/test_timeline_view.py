@@ -1,11 +1,14 @@
-"""The run timeline in real Chromium while it changes: what a person opened stays open."""
+"""The run timeline in real Chromium while it changes: what a person opened stays open,
+and a task offers a restart only once there is something to restart."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tests.web.support import Built, serve, wait_for
+from tests.web.support import Built, build_session, serve, wait_for
 from tests.web.test_browser import new_page, open_session
+from tilth.model import FakeServer
 
 
 def test_an_opened_stage_output_stays_open_while_the_page_follows_the_log(
@@ -27,4 +30,17 @@ def test_an_opened_stage_output_stays_open_while_the_page_follows_the_log(
         wait_for(lambda: page.evaluate("document.body.dataset.lastSeq") != seq, 20, "the event")
         page.wait_for_timeout(800)  # the refresh after the burst (250 ms) and its requests
         assert page.locator(output).get_attribute("open") is not None, "closed by the refresh"
+        assert page.errors == []
+
+
+def test_a_task_that_never_started_has_nothing_to_restart(
+    browser: Any, model: FakeServer, tmp_path: Path
+) -> None:
+    prepared = build_session(tmp_path, model, run=False)
+    with serve(prepared.env) as served:
+        page = new_page(browser)
+        open_session(page, served, prepared.id)
+        button = page.locator("[data-task='T-001'] [data-test=restart-menu]")
+        assert button.is_disabled()
+        assert "not started" in (button.get_attribute("title") or "")
         assert page.errors == []

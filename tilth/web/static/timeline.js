@@ -299,6 +299,8 @@ const Timeline = (() => {
   function taskBlock(task) {
     const cps = data.checkpoints.filter((c) => c.task_id === task.id);
     const start = cps.find((c) => c.kind === "task_start");
+    // restart goes back to where the task started: its task_start checkpoint or base commit
+    const started = Boolean(start) || Boolean(task.state && task.state.base_commit);
     return el("article", { class: "task status-" + task.status, "data-test": "task", "data-task": task.id },
       el("header", { "data-cp": start ? start.id : null },
         el("span", { class: "task-id mono" }, task.id),
@@ -306,7 +308,9 @@ const Timeline = (() => {
         el("span", { class: "tier" }, task.tier),
         el("span", { class: "status status-" + task.status, "data-test": "task-status" }, task.status || "pending"),
         start ? el("button", { type: "button", class: "menu-button", "data-test": "turn-menu", title: "rewind or fork to the task's start", onclick: turnMenu(start) }, "⟲ start") : null,
-        el("button", { type: "button", class: "restart", "data-test": "restart-menu", onclick: restartMenu(task) }, "Restart ▾")),
+        started
+          ? el("button", { type: "button", class: "restart", "data-test": "restart-menu", onclick: restartMenu(task) }, "Restart ▾")
+          : el("button", { type: "button", class: "restart", "data-test": "restart-menu", disabled: true, title: "not started yet: nothing to restart" }, "Restart ▾")),
       task.description ? el("p", { class: "description" }, task.description) : null,
       (task.acceptance_criteria || []).length ? el("ul", { class: "criteria" }, task.acceptance_criteria.map((c) => el("li", {}, c))) : null,
       el("ol", { class: "stages" }, task.stages.map((stage) => stageBlock(task, stage, cps))));
