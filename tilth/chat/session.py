@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tilth.config import Settings
-from tilth.errors import SessionCorrupt, UsageError
+from tilth.errors import SessionCorrupt, SessionLocked, UsageError
+from tilth.session.lock import SessionLock
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 
@@ -77,6 +78,26 @@ def open_chat_session(settings: Settings, session_id: str) -> Session:
             hint="`tilth sessions` shows each session's kind; continue a run with `tilth resume`",
         )
     return session
+
+
+def hold_open(session: Session) -> SessionLock:
+    """The chat's open-lock, taken: one front end (a terminal's ``tilth chat`` or the
+    ``tilth serve`` that opened it) has a chat open at a time, from start to close.
+
+    Two engines on one chat would each watch the directory and take the other's edits
+    and restores for changes of their own. Raises ``SessionLocked`` naming the holder.
+    """
+    lock = SessionLock(session.dir, session.id, name=".chat-open")
+    try:
+        return lock.acquire()
+    except SessionLocked:
+        pid = lock.holder_pid()
+        raise SessionLocked(
+            f"chat session {session.id} is open in another front end "
+            f"({f'pid {pid}' if pid else 'another process'}: a tilth chat, or a tilth serve "
+            "that opened it)",
+            hint="leave it there first (Ctrl-D in the chat, Ctrl-C to the server), then try again",
+        ) from None
 
 
 def chat_workspace(session: Session) -> Path:
