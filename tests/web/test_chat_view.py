@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.web.support import serve_in_thread, wait_for
 from tests.web.test_browser import new_page
-from tests.web.test_chat import SlowStream, made_chat
+from tests.web.test_chat import FIRST, SlowStream, made_chat
 from tilth.chat import ChatEngine
 from tilth.config import load_settings
 from tilth.model import Script, ScriptedModel, error
@@ -134,4 +134,17 @@ def test_fork_from_a_message_shows_its_plan_first(
         page.click("[data-test=dialog-confirm]")
         page.wait_for_selector("#toast.show:has-text('forked into')")
         assert len(list((tilth_home / "sessions").iterdir())) == 2
+        assert page.errors == []
+
+
+def test_a_chat_says_what_it_is_about_in_the_sessions_list(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": []}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
+        assert FIRST in page.inner_text("[data-test=session-title]")
+        page.goto(f"{base}/")
+        row = page.locator(f"[data-test=session-row][data-session='{sid}']")
+        row.wait_for()
+        assert FIRST in row.locator(".about").inner_text()
         assert page.errors == []

@@ -9,7 +9,9 @@ snapshots (see ``tilth.timeline.record.dir_recorder``).
 
 from __future__ import annotations
 
+import json
 import os
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,34 @@ def chat_workspace(session: Session) -> Path:
             f"chat session {session.id} works in {raw}, but {exc.message}",
             hint=f"move the directory back to {raw}, or start a new chat: tilth chat DIR",
         ) from None
+
+
+def first_prompt(session: Session, limit: int = 120) -> str | None:
+    """What the chat is about: the first line of its first prompt still in the conversation.
+
+    Read from the thread's first lines only, so a listing of many chats stays quick.
+    """
+    path = session.threads.get(THREAD_KEY).path
+    try:
+        with open(path, encoding="utf-8", errors="replace") as lines:
+            for line in islice(lines, 20):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                message = record.get("message") if isinstance(record, dict) else None
+                meta = record.get("meta") if isinstance(record, dict) else None
+                if not isinstance(message, dict) or message.get("role") != "user":
+                    continue
+                if isinstance(meta, dict) and meta.get("kind"):
+                    continue  # a summary or a note of tilth's, not the person's words
+                text = str(message.get("content") or "").strip()
+                if text:
+                    first = text.splitlines()[0]
+                    return first if len(first) <= limit else first[: limit - 1] + "…"
+    except OSError:
+        return None
+    return None
 
 
 def transcript(thread: Thread) -> list[dict[str, Any]]:

@@ -260,6 +260,7 @@ const Chat = (() => {
     const status = el("span", { class: "muted", "data-test": "chat-status" });
     const header = el("section", { class: "summary", "data-test": "summary" },
       el("h1", {}, el("span", { class: "mono" }, session.id), " ", el("span", { class: "status status-" + session.status, "data-test": "session-status" }, session.status), " ", el("span", { class: "muted" }, "chat")),
+      session.title ? el("p", { class: "about", "data-test": "session-title" }, session.title) : null,
       el("dl", {}, el("dt", {}, "directory"), el("dd", { class: "mono" }, cp.workspace || ""), el("dt", {}, "tokens"), el("dd", { "data-test": "tokens" }, String(cp.tokens_used || 0))),
       el("div", { class: "actions" }, el("button", { type: "button", "data-test": "undo", onclick: undo }, "Undo"), status));
     const list = el("div", { class: "chat", "data-test": "transcript" });
