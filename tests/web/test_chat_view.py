@@ -12,8 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.web.support import serve_in_thread, wait_for
+from tests.web.support import XSS_IMG, serve_in_thread, wait_for
 from tests.web.test_browser import new_page
+from tests.web.test_browser_escaping import WATCH, no_script_ran
 from tests.web.test_chat import FIRST, SlowStream, made_chat
 from tilth.chat import ChatEngine
 from tilth.config import load_settings
@@ -36,6 +37,7 @@ def chat_page(browser: Any, tmp_path: Path, model: Any) -> Iterator[tuple[Any, s
         lambda port: create_app(settings, TOKEN, port, chat_model=lambda: model)
     ) as base:
         page = new_page(browser)
+        page.add_init_script(WATCH)
         page.goto(f"{base}/s/{sid}?token={TOKEN}")
         page.wait_for_selector("[data-test=chat-user]")
         yield page, base, sid
@@ -147,4 +149,25 @@ def test_a_chat_says_what_it_is_about_in_the_sessions_list(
         row = page.locator(f"[data-test=session-row][data-session='{sid}']")
         row.wait_for()
         assert FIRST in row.locator(".about").inner_text()
+        assert page.errors == []
+
+
+def test_code_in_a_reply_is_set_as_code_and_stays_text(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    code = f"def greet(name):\n    return '<b>' + name  # {XSS_IMG}"
+    answer = f"Here it is:\n\n```python\n{code}\n```\n\nThat is all."
+    model = SlowStream([reply(answer)], pause=0.01)
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
+        send(page, "show me greet")
+        page.wait_for_selector("[data-test=chat-assistant]:has-text('That is all.')")
+        reply_box = page.locator("[data-test=chat-assistant]").last
+        assert reply_box.locator("pre code").inner_text() == code
+        assert "```" not in reply_box.inner_text()
+        assert "Here it is:" in reply_box.inner_text()
+
+        page.goto(f"{base}/s/{sid}")  # the same, read back from the conversation
+        page.wait_for_selector("[data-test=chat-user][data-turn='2']")
+        assert page.locator("[data-test=chat-assistant] pre code").last.inner_text() == code
+        no_script_ran(page)
         assert page.errors == []

@@ -24,7 +24,32 @@ const Chat = (() => {
   }
 
   function assistantMessage(text) {
-    return el("div", { class: "msg assistant", "data-test": "chat-assistant" }, el("span", { class: "text" }, text || ""));
+    const node = el("div", { class: "msg assistant", "data-test": "chat-assistant" }, el("div", { class: "text" }));
+    setReply(node, text || "");
+    return node;
+  }
+
+  // A reply's fenced code blocks (``` or ~~~) are set as code, in monospace with their
+  // indentation; the rest stays as written. Everything is placed as text, never as HTML.
+  function setReply(node, text) {
+    node.replyText = text;
+    const box = clear(node.firstChild);
+    let prose = [];
+    let code = null;
+    const addProse = () => {
+      const chunk = prose.join("\n").replace(/^\n+|\n+$/g, "");
+      if (chunk) box.append(el("div", { class: "prose" }, chunk));
+      prose = [];
+    };
+    const addCode = () => box.append(el("pre", { class: "code" }, el("code", {}, code.lines.join("\n"))));
+    for (const line of text.split("\n")) {
+      const fence = /^\s*(`{3,}|~{3,})/.exec(line);
+      if (code === null && fence) { addProse(); code = { marker: fence[1], lines: [] }; continue; }
+      if (code !== null && fence && line.trim() === fence[1] && fence[1].startsWith(code.marker)) { addCode(); code = null; continue; }
+      (code === null ? prose : code.lines).push(line);
+    }
+    if (code !== null) addCode(); // a block still streaming
+    addProse();
   }
 
   function toolLine(text, test) {
@@ -127,7 +152,7 @@ const Chat = (() => {
         return null;
       case "text":
         if (!reply) { reply = assistantMessage(""); list.append(reply); }
-        reply.firstChild.textContent += event.text;
+        setReply(reply, reply.replyText + event.text);
         document.body.dataset.streamed = String(Number(document.body.dataset.streamed || 0) + 1);
         break;
       case "tool_started":
