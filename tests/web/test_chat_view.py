@@ -171,3 +171,12 @@ def test_code_in_a_reply_is_set_as_code_and_stays_text(
         assert page.locator("[data-test=chat-assistant] pre code").last.inner_text() == code
         no_script_ran(page)
         assert page.errors == []
+
+
+def test_a_tool_call_reads_the_same_before_and_after_the_page_refreshes(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": []}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, _base, _sid):
+        # as the reply stream showed it (and the terminal does): what the call did, not its name
+        assert "→ write_file hello.txt (1 line)" in page.inner_text("[data-test=chat-tool]")

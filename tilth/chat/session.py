@@ -15,6 +15,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from tilth.chat.toolview import describe_call
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionLocked, UsageError
 from tilth.session.lock import SessionLock
@@ -145,9 +146,20 @@ def first_prompt(session: Session, limit: int = 120) -> str | None:
     return None
 
 
+def _call_line(call: dict[str, Any]) -> str:
+    """A stored tool call as its one line (``write_file hello.py (3 lines)``)."""
+    function = call.get("function") or {}
+    try:
+        args = json.loads(function.get("arguments") or "{}")
+    except (TypeError, ValueError):
+        args = {}
+    return describe_call(str(function.get("name")), args if isinstance(args, dict) else {})
+
+
 def transcript(thread: Thread) -> list[dict[str, Any]]:
-    """A chat thread as front ends show it: ``{id, role, text, turn?, tools?, kind?}`` items
-    (the system prompt left out). A pure read, so a web page can show a chat it has not opened."""
+    """A chat thread as front ends show it: ``{id, role, text, turn?, tools?, calls?, kind?}``
+    items (the system prompt left out; ``calls``: each tool call as its one line). A pure
+    read, so a web page can show a chat it has not opened."""
     shown: list[dict[str, Any]] = []
     for stored in thread.read():
         message = stored.message
@@ -161,6 +173,7 @@ def transcript(thread: Thread) -> list[dict[str, Any]]:
         calls = message.get("tool_calls") or []
         if calls:
             item["tools"] = [c.get("function", {}).get("name") for c in calls]
+            item["calls"] = [_call_line(c) for c in calls]
         if stored.meta.get("kind"):
             item["kind"] = stored.meta["kind"]
         shown.append(item)

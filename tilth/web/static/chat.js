@@ -86,7 +86,7 @@ const Chat = (() => {
       else if (m.role === "user") list.append(toolLine(m.text, "chat-note"));
       else if (m.role === "assistant") {
         if (m.text) list.append(assistantMessage(m.text));
-        if (m.tools && m.tools.length) list.append(toolLine("→ " + m.tools.join(", ")));
+        for (const call of m.calls || m.tools || []) list.append(toolLine("→ " + call));
       } else if (m.role === "tool") list.append(toolLine("  " + T.short(m.text, 300), "chat-tool-result"));
     }
     flush();
