@@ -44,3 +44,13 @@ def test_a_task_that_never_started_has_nothing_to_restart(
         assert button.is_disabled()
         assert "not started" in (button.get_attribute("title") or "")
         assert page.errors == []
+
+
+def test_the_event_feed_is_readable_in_a_narrow_window(browser: Any, built: Built) -> None:
+    with serve(built.env) as served:
+        page = browser.new_context(viewport={"width": 600, "height": 900}).new_page()
+        page.goto(served.url)
+        page.goto(f"{served.base}/s/{built.id}")
+        page.wait_for_selector("[data-test=feed-event]")
+        what = page.locator("[data-test=feed-event] .what").first.bounding_box()
+        assert what is not None and what["width"] >= 400, f"the event text gets {what}"
