@@ -54,3 +54,22 @@ def test_the_event_feed_is_readable_in_a_narrow_window(browser: Any, built: Buil
         page.wait_for_selector("[data-test=feed-event]")
         what = page.locator("[data-test=feed-event] .what").first.bounding_box()
         assert what is not None and what["width"] >= 400, f"the event text gets {what}"
+
+
+def test_a_tall_plan_opens_at_its_warning_with_the_buttons_in_view(
+    browser: Any, built: Built
+) -> None:
+    with serve(built.env) as served:
+        page = browser.new_context(viewport={"width": 1280, "height": 560}).new_page()
+        page.goto(served.url)
+        page.goto(f"{served.base}/s/{built.id}")
+        page.wait_for_selector("body[data-loaded='1'] [data-test=task]")
+        page.click("[data-test=reset-seed]")
+        page.wait_for_selector("dialog#dialog[open]")
+        page.wait_for_timeout(200)
+        assert page.evaluate("document.getElementById('dialog').scrollHeight > innerHeight")
+        for part in ("#dialog-title", "#dialog-warning", "[data-test=dialog-confirm]"):
+            box = page.locator(part).bounding_box()
+            assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 560, part
+        # Enter on the dialog as it opens does not erase the run
+        assert page.evaluate("document.activeElement.dataset.test") == "dialog-cancel"
