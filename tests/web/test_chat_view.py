@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.web.support import XSS_IMG, serve_in_thread, wait_for
 from tests.web.test_browser import new_page
 from tests.web.test_browser_escaping import WATCH, no_script_ran
@@ -19,7 +21,7 @@ from tests.web.test_chat import FIRST, SlowStream, made_chat
 from tilth.chat import ChatEngine
 from tilth.config import load_settings
 from tilth.model import Script, ScriptedModel, error
-from tilth.model.script import reply
+from tilth.model.script import delay, reply
 from tilth.web.app import create_app
 
 TOKEN = "chat-view-token-123456"
@@ -180,3 +182,33 @@ def test_a_tool_call_reads_the_same_before_and_after_the_page_refreshes(
     with chat_page(browser, tmp_path, model) as (page, _base, _sid):
         # as the reply stream showed it (and the terminal does): what the call did, not its name
         assert "→ write_file hello.txt (1 line)" in page.inner_text("[data-test=chat-tool]")
+
+
+def test_a_turn_sent_from_another_tab_can_be_stopped_here(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": [delay(60, reply("never waited for"))]}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
+        assert page.is_disabled("[data-test=stop-turn]")
+
+        def elsewhere() -> None:  # another tab, closed while its turn runs
+            with httpx.Client(base_url=base, timeout=5) as client:
+                headers = {"Authorization": f"Bearer {TOKEN}"}
+                body = {"text": "a long job"}
+                with client.stream(
+                    "POST", f"/api/sessions/{sid}/messages", json=body, headers=headers
+                ) as response:
+                    next(response.iter_lines())
+
+        elsewhere()
+        wait_for(lambda: len(model.requests) == 1, 10, "the model call")
+        page.reload()
+        page.wait_for_selector("[data-test=chat-user][data-turn='2']")
+        wait_for(lambda: page.is_enabled("[data-test=stop-turn]"), 10, "Stop offered")
+        assert "running" in page.inner_text("[data-test=chat-status]")
+        assert page.is_disabled("[data-test=send]")
+        page.click("[data-test=stop-turn]")
+        page.wait_for_selector("[data-test=chat-note]:has-text('interrupted')", timeout=15000)
+        wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the composer back")
+        assert page.is_disabled("[data-test=stop-turn]")
+        assert page.errors == []

@@ -100,6 +100,8 @@ async def get_session(request: Request) -> Response:
     detail = await _blocking(lambda: views.session_detail(session, state.settings))
     run = state.runs.get(session.id)
     detail["run"] = run.state() if run else None
+    if detail["kind"] == "chat":
+        detail["turn_running"] = state.chats.turn_running(session.id)
     if run is not None and run.state()["exit_code"] not in (None, 0):
         detail["run"]["output"] = run.log_tail()
     return JSONResponse(detail)

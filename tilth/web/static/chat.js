@@ -300,6 +300,11 @@ const Chat = (() => {
     status.className = "status status-" + session.status;
     app.root.querySelector("[data-test=tokens]").textContent = String((session.checkpoint || {}).tokens_used || 0);
     if (sending) return;
+    // a turn another page sent (or one left running by a reload) can be stopped from here
+    const busy = Boolean(session.turn_running);
+    view.send.disabled = busy;
+    view.stop.disabled = !busy;
+    view.status.textContent = busy ? "a turn is running (sent from another page)…" : "";
     try {
       const history = await api("GET", apiPath("messages"));
       turns = new Map(history.turns.map((t) => [t.turn, t]));
