@@ -181,6 +181,27 @@ class ChatView:
                 Text(f"    refused: {terminal_safe(str(data.get('reason')))}", style="yellow")
             )
 
+    def replay_last_turn(self, history: list[dict[str, Any]]) -> None:
+        """Show the last turn of a resumed chat as it looked: prompt, tool lines, reply."""
+        start = max(
+            (i for i, m in enumerate(history) if m.get("role") == "user" and not m.get("kind")),
+            default=None,
+        )
+        if start is None:
+            return
+        prompt = str(history[start].get("text") or "").strip()
+        self.console.print(Text(f"› {terminal_safe(prompt)}", style="bold"))
+        for message in history[start + 1 :]:
+            if message.get("role") != "assistant":
+                continue
+            text = terminal_safe(str(message.get("text") or "")).strip()
+            if text:
+                self.console.print(reply_markdown(text) if self.live else text)
+            for call in message.get("calls") or []:
+                line = Text("  → ", style="cyan")
+                line.append(terminal_safe(str(call)))
+                self.console.print(line)
+
     # ---- the turn's frame -----------------------------------------------------------------------
     def _on_turn_started(self, data: dict[str, Any]) -> None:
         if not self.live:
