@@ -186,3 +186,18 @@ def test_resume_continues_the_chat_where_it_stopped(tmp_path: Path) -> None:
     assert [m["role"] for m in request][:2] == ["system", "user"]
     assert request[1]["content"] == "write hello"
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_summarize_shows_the_summary_that_now_stands_for_the_turns(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    summary = "The person asked for a greeting; the model said hi and wrote nothing."
+    done = run_chat(
+        tmp_path,
+        "work",
+        ["say hi", "/summarize 1 from"],
+        [reply("Hi!"), reply(summary)],
+    )
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.split("summarized 2 message(s) from turn 1", 1)
+    assert len(shown) == 2, done.stdout
+    assert summary in shown[1]

@@ -35,14 +35,19 @@ class TtyChat:
     """One ``tilth chat`` process on a pseudo-terminal."""
 
     def __init__(
-        self, args: list[str], env: dict[str, str], cwd: Path, log: Path | None = None
+        self,
+        args: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        log: Path | None = None,
+        dimensions: tuple[int, int] = (50, 140),
     ) -> None:
         self.child = pexpect.spawn(
             sys.executable,
             ["-m", "tilth", "chat", *args],
             env=env,
             cwd=str(cwd),
-            dimensions=(50, 140),
+            dimensions=dimensions,
             encoding="utf-8",
             timeout=30,
         )

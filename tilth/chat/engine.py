@@ -28,6 +28,7 @@ from tilth.chat.session import (
     chat_directory,
     chat_workspace,
     create_chat_session,
+    hold_open,
     open_chat_session,
     transcript,
 )
@@ -36,6 +37,7 @@ from tilth.config import Settings
 from tilth.errors import ModelError, ProjectEnvError, SessionLocked, TilthError, UsageError
 from tilth.model.base import AssistantTurn, Delta, Model, ToolCall
 from tilth.project_env import ProjectEnv, resolve_project_env
+from tilth.session.lock import SessionLock
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.blob_store import BlobStore, remember_store
@@ -105,6 +107,25 @@ class ChatEngine(ChatTimeline):
         self.thread = session.threads.get(THREAD_KEY)
         self._busy = threading.Lock()
         self._first_use = True
+        self._open: SessionLock | None = None
+        """The open-lock ``start``/``resume`` took (``hold_open``); ``close`` gives it back."""
+
+    @classmethod
+    def _opened(cls, session: Session, settings: Settings, model: Model, **options: Any) -> Any:
+        """An engine on ``session`` holding its open-lock (refused while another has it)."""
+        held = hold_open(session)
+        try:
+            listener = options.get("listener")
+            # A fork a crash interrupted is completed first: its directory may not exist yet.
+            TimelineController(session, settings).complete_fork(
+                (lambda text: listener(ChatEvent("notice", {"text": text}))) if listener else None
+            )
+            engine = cls(session, settings, model, **options)
+        except BaseException:
+            held.release()
+            raise
+        engine._open = held
+        return engine
 
     # ---- opening ------------------------------------------------------------------------------
     @classmethod
@@ -117,7 +138,8 @@ class ChatEngine(ChatTimeline):
         session.threads.get(THREAD_KEY).append(
             {"role": "system", "content": system_prompt(where, settings)}, kind="system"
         )
-        return cls(session, settings, model, **options)
+        engine: ChatEngine = cls._opened(session, settings, model, **options)
+        return engine
 
     @classmethod
     def resume(
@@ -125,18 +147,13 @@ class ChatEngine(ChatTimeline):
     ) -> ChatEngine:
         """Continue the chat session ``session_id`` with its thread and checkpoints."""
         session = open_chat_session(settings, session_id)
-        # A fork a crash interrupted is completed first: its directory may not exist yet.
-        listener = options.get("listener")
-        TimelineController(session, settings).complete_fork(
-            (lambda text: listener(ChatEvent("notice", {"text": text}))) if listener else None
-        )
-        engine = cls(session, settings, model, **options)
+        engine: ChatEngine = cls._opened(session, settings, model, **options)
         session.update_checkpoint(status="running")
         session.log("session_resume", kind="chat", turns=len(engine.turns()))
         return engine
 
     def close(self, *, status: Literal["all_done", "failed"] = "all_done") -> None:
-        """Stop watching the directory and record how the chat ended."""
+        """Stop watching the directory, record how the chat ended, let another front end open it."""
         self.capture.close()
         reason: StopReason = "all_done" if status == "all_done" else "error"
         try:
@@ -147,6 +164,9 @@ class ChatEngine(ChatTimeline):
             pass  # another front end holds it; it records its own ending
         except (OSError, TilthError):
             pass  # the session was deleted meanwhile (tilth reset): nothing left to record
+        finally:
+            if self._open is not None:
+                self._open.release()
 
     # ---- facts a front end shows ----------------------------------------------------------
     @property

@@ -9,12 +9,16 @@ snapshots (see ``tilth.timeline.record.dir_recorder``).
 
 from __future__ import annotations
 
+import json
 import os
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from tilth.chat.toolview import describe_call
 from tilth.config import Settings
-from tilth.errors import SessionCorrupt, UsageError
+from tilth.errors import SessionCorrupt, SessionLocked, UsageError
+from tilth.session.lock import SessionLock
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 
@@ -79,6 +83,26 @@ def open_chat_session(settings: Settings, session_id: str) -> Session:
     return session
 
 
+def hold_open(session: Session) -> SessionLock:
+    """The chat's open-lock, taken: one front end (a terminal's ``tilth chat`` or the
+    ``tilth serve`` that opened it) has a chat open at a time, from start to close.
+
+    Two engines on one chat would each watch the directory and take the other's edits
+    and restores for changes of their own. Raises ``SessionLocked`` naming the holder.
+    """
+    lock = SessionLock(session.dir, session.id, name=".chat-open")
+    try:
+        return lock.acquire()
+    except SessionLocked:
+        pid = lock.holder_pid()
+        raise SessionLocked(
+            f"chat session {session.id} is open in another front end "
+            f"({f'pid {pid}' if pid else 'another process'}: a tilth chat, or a tilth serve "
+            "that opened it)",
+            hint="leave it there first (Ctrl-D in the chat, Ctrl-C to the server), then try again",
+        ) from None
+
+
 def chat_workspace(session: Session) -> Path:
     """The directory the chat works in, checked again (it may have moved since)."""
     raw = session.checkpoint().get("workspace")
@@ -94,9 +118,48 @@ def chat_workspace(session: Session) -> Path:
         ) from None
 
 
+def first_prompt(session: Session, limit: int = 120) -> str | None:
+    """What the chat is about: the first line of its first prompt still in the conversation.
+
+    Read from the thread's first lines only, so a listing of many chats stays quick.
+    """
+    path = session.threads.get(THREAD_KEY).path
+    try:
+        with open(path, encoding="utf-8", errors="replace") as lines:
+            for line in islice(lines, 20):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                message = record.get("message") if isinstance(record, dict) else None
+                meta = record.get("meta") if isinstance(record, dict) else None
+                if not isinstance(message, dict) or message.get("role") != "user":
+                    continue
+                if isinstance(meta, dict) and meta.get("kind"):
+                    continue  # a summary or a note of tilth's, not the person's words
+                text = str(message.get("content") or "").strip()
+                if text:
+                    first = text.splitlines()[0]
+                    return first if len(first) <= limit else first[: limit - 1] + "…"
+    except OSError:
+        return None
+    return None
+
+
+def _call_line(call: dict[str, Any]) -> str:
+    """A stored tool call as its one line (``write_file hello.py (3 lines)``)."""
+    function = call.get("function") or {}
+    try:
+        args = json.loads(function.get("arguments") or "{}")
+    except (TypeError, ValueError):
+        args = {}
+    return describe_call(str(function.get("name")), args if isinstance(args, dict) else {})
+
+
 def transcript(thread: Thread) -> list[dict[str, Any]]:
-    """A chat thread as front ends show it: ``{id, role, text, turn?, tools?, kind?}`` items
-    (the system prompt left out). A pure read, so a web page can show a chat it has not opened."""
+    """A chat thread as front ends show it: ``{id, role, text, turn?, tools?, calls?, kind?}``
+    items (the system prompt left out; ``calls``: each tool call as its one line). A pure
+    read, so a web page can show a chat it has not opened."""
     shown: list[dict[str, Any]] = []
     for stored in thread.read():
         message = stored.message
@@ -110,6 +173,7 @@ def transcript(thread: Thread) -> list[dict[str, Any]]:
         calls = message.get("tool_calls") or []
         if calls:
             item["tools"] = [c.get("function", {}).get("name") for c in calls]
+            item["calls"] = [_call_line(c) for c in calls]
         if stored.meta.get("kind"):
             item["kind"] = stored.meta["kind"]
         shown.append(item)

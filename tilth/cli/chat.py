@@ -53,7 +53,10 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
             f"tilth chat: resumed session {engine.id} in {engine.directory} "
             f"({len(turns)} turn(s) so far)"
         )
-        if turns:
+        if turns and interactive:
+            out.note("where it left off:")
+            view.replay_last_turn(engine.history())
+        elif turns:
             out.note(f"last prompt (turn {len(turns)}): {terminal_safe(turns[-1].label)}")
     else:
         assert where is not None

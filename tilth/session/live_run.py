@@ -84,6 +84,13 @@ def stop_live_run(session: Session, wait: float = STOP_WAIT_SECONDS) -> int | No
     if _lock_is_free(session):
         return None
     pid = session.lock().holder_pid()
+    if pid == os.getpid():
+        # This very process holds it (a server's own chat turn or go-back): a SIGINT
+        # would stop the process, not the work.
+        raise SessionLocked(
+            f"session {session.id} is busy with an operation of this process",
+            hint="wait for it to finish, then try again",
+        )
     command = _command_line(pid) if pid else None
     if pid is None or command is None or not is_tilth_process(command):
         who = f"pid {pid}" if pid else "an unknown process"

@@ -30,17 +30,23 @@ def pid_alive(pid: int) -> bool:
 
 
 class SessionLock:
-    """Holds ``<session>/.lock``; the holder's pid is written beside it for messages."""
+    """Holds ``<session>/.lock``; the holder's pid is written beside it for messages.
+
+    ``name`` picks another lock of the session (``.chat-open``: the one front end that
+    has a chat open), with the same pid file beside it.
+    """
 
     def __init__(
         self,
         session_dir: Path,
         session_id: str,
         on_dead_owner: Callable[[int], None] | None = None,
+        *,
+        name: str = ".lock",
     ) -> None:
         self.session_id = session_id
-        self._lock = FileLock(str(session_dir / ".lock"), timeout=0)
-        self._pid_path = session_dir / ".lock.pid"
+        self._lock = FileLock(str(session_dir / name), timeout=0)
+        self._pid_path = session_dir / f"{name}.pid"
         self.on_dead_owner = on_dead_owner
         """Told the pid of a previous holder that died holding the lock (``kill -9``)."""
 

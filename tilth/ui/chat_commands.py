@@ -145,6 +145,8 @@ class ChatCommands:
         where = "up to" if direction == "up-to" else "from"
         result = self.engine.summarize(turn, direction, show=self._show)
         self.io.ok(f"summarized {result['replaced']} message(s) {where} turn {turn}")
+        # what the model wrote now stands for those messages: the person should read it
+        self.io.dim(terminal_safe(str(result.get("summary") or "")))
 
     # ---- the picker ------------------------------------------------------------------------------
     def _pick_number(self, question: str, high: int) -> int | None:

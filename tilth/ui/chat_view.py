@@ -13,8 +13,9 @@ import threading
 import time
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markdown import Markdown
+from rich.segment import Segment, Segments
 from rich.text import Text
 
 from tilth.chat.events import ChatEvent
@@ -22,6 +23,8 @@ from tilth.ui.io import neutralise
 
 _REFRESH_SECONDS = 0.05
 TOOL_OUTPUT_LINES = 4
+LIVE_MARGIN_ROWS = 2
+"""Rows of the terminal the streaming reply leaves free (its tail follows the text)."""
 
 
 def terminal_safe(text: str) -> str:
@@ -103,13 +106,36 @@ class ChatView:
         now = time.monotonic()
         if now - self._last_refresh >= _REFRESH_SECONDS:
             self._last_refresh = now
-            self._display.update(reply_markdown(self._text), refresh=True)
+            self._display.update(self._tail(), refresh=True)
+
+    def _tail(self) -> Any:
+        """The streaming reply, cut to its last lines when it is taller than the terminal.
+
+        A live display taller than the screen cannot be redrawn in place (the cursor
+        cannot go above the top row), so every refresh would leave a copy of the reply
+        in the scrollback. The whole reply is printed once, when it ends (``end_block``).
+        """
+        rendered = reply_markdown(self._text)
+        room = max(self.console.height - LIVE_MARGIN_ROWS, 2)
+        lines = self.console.render_lines(rendered, self.console.options, pad=False)
+        if len(lines) <= room:
+            return rendered
+        hidden = len(lines) - room + 1
+        note = Text(f"… {hidden} line(s) above; the whole reply follows when it ends", "dim")
+        shown: list[Segment] = []
+        for number, line in enumerate(lines[hidden:]):
+            if number:
+                shown.append(Segment.line())
+            shown.extend(line)
+        return Group(note, Segments(shown))
 
     def end_block(self) -> None:
         """Finish the reply text shown so far (before a tool line, at a turn's end)."""
         with self._lock:
             if self._display is not None:
-                self._display.update(reply_markdown(self._text), refresh=True)
+                # Drawn once, by stop(), over a region no taller than the screen: the
+                # whole reply lands in the scrollback once.
+                self._display.update(reply_markdown(self._text), refresh=False)
                 self._display.stop()
                 self._display = None
             elif self._text and not self._text.endswith("\n"):
@@ -154,6 +180,27 @@ class ChatView:
             self.console.print(
                 Text(f"    refused: {terminal_safe(str(data.get('reason')))}", style="yellow")
             )
+
+    def replay_last_turn(self, history: list[dict[str, Any]]) -> None:
+        """Show the last turn of a resumed chat as it looked: prompt, tool lines, reply."""
+        start = max(
+            (i for i, m in enumerate(history) if m.get("role") == "user" and not m.get("kind")),
+            default=None,
+        )
+        if start is None:
+            return
+        prompt = str(history[start].get("text") or "").strip()
+        self.console.print(Text(f"› {terminal_safe(prompt)}", style="bold"))
+        for message in history[start + 1 :]:
+            if message.get("role") != "assistant":
+                continue
+            text = terminal_safe(str(message.get("text") or "")).strip()
+            if text:
+                self.console.print(reply_markdown(text) if self.live else text)
+            for call in message.get("calls") or []:
+                line = Text("  → ", style="cyan")
+                line.append(terminal_safe(str(call)))
+                self.console.print(line)
 
     # ---- the turn's frame -----------------------------------------------------------------------
     def _on_turn_started(self, data: dict[str, Any]) -> None:

@@ -100,6 +100,8 @@ async def get_session(request: Request) -> Response:
     detail = await _blocking(lambda: views.session_detail(session, state.settings))
     run = state.runs.get(session.id)
     detail["run"] = run.state() if run else None
+    if detail["kind"] == "chat":
+        detail["turn_running"] = state.chats.turn_running(session.id)
     if run is not None and run.state()["exit_code"] not in (None, 0):
         detail["run"]["output"] = run.log_tail()
     return JSONResponse(detail)
@@ -292,8 +294,18 @@ async def resume(request: Request) -> Response:
 async def stop(request: Request) -> Response:
     state, session = _session(request)
     await read_body(request)
+    if _is_chat(session):
+        # A chat turn this server runs is cancelled here, as Ctrl-C cancels it in a
+        # terminal; the lock holder is then this very process, which must not be signalled.
+        cancelled = await _blocking(lambda: state.chats.cancel_turn(session.id))
+        if cancelled:
+            await _changed(state, session)
+            return JSONResponse({"stopped": None, "cancelled": True})
     controller = TimelineController(session, state.settings)
     stopped = await _blocking(controller.stop_run)
     state.runs.reap()
     await _changed(state, session)
-    return JSONResponse({"stopped": stopped})
+    answer: dict[str, Any] = {"stopped": stopped}
+    if _is_chat(session):
+        answer["cancelled"] = False
+    return JSONResponse(answer)

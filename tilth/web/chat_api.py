@@ -46,9 +46,11 @@ def _chat_session(request: Request) -> tuple[ServerState, Session]:
 
 
 def history(session: Session, settings: Any) -> dict[str, Any]:
-    """The transcript and the turns, read without opening an engine (a GET writes nothing).
+    """The transcript, the turns and the turns' model errors, read without opening an
+    engine (a GET writes nothing).
 
-    The same shape as ``ChatEngine.history()``: ``{id, role, text, turn?, tools?, kind?}``.
+    Messages have the shape of ``ChatEngine.history()``: ``{id, role, text, turn?, tools?,
+    kind?}``; ``errors`` are ``{turn, error}``.
     """
     from tilth.timeline.controller import TimelineController
 
@@ -65,7 +67,14 @@ def history(session: Session, settings: Any) -> dict[str, Any]:
         }
         for number, cp in enumerate(chat_turns, 1)
     ]
-    return {"messages": shown, "turns": turns}
+    # A model error ends a turn without a reply; the event log keeps why (a rewind that
+    # drops the turn drops its error with it).
+    errors = [
+        {"turn": event.payload.get("turn"), "error": str(event.payload.get("error") or "")}
+        for event in session.events.events()
+        if event.type == "chat_error"
+    ]
+    return {"messages": shown, "turns": turns, "errors": errors}
 
 
 async def messages(request: Request) -> Response:

@@ -67,6 +67,24 @@ class ChatEngines:
             if self._cancels.get(session_id) is token:
                 del self._cancels[session_id]
 
+    def turn_running(self, session_id: str) -> bool:
+        """True while this server runs a turn of ``session_id`` (whichever page sent it)."""
+        with self._lock:
+            return session_id in self._cancels
+
+    def cancel_turn(self, session_id: str, wait: float = CLOSE_WAIT_SECONDS) -> bool:
+        """Cancel the turn of ``session_id`` this server is running, as Ctrl-C does, and
+        wait up to ``wait`` seconds for it to end; False when none is running."""
+        with self._lock:
+            token = self._cancels.get(session_id)
+            running = self._turns.get(session_id)
+        if token is None or running is None:
+            return False
+        token.cancel()
+        if running.acquire(timeout=wait):
+            running.release()
+        return True
+
     def cancel_turns(self) -> None:
         """Cancel every running turn and refuse new ones (the server is stopping).
 

@@ -54,9 +54,13 @@ def sessions_list(settings: Settings) -> list[dict[str, Any]]:
 
 
 def _title(session: Session, record: dict[str, Any]) -> str | None:
-    """A line that says what the session is about (the seed's tldr, or a chat's label)."""
+    """A line that says what the session is about (the seed's tldr, or a chat's first prompt)."""
     if record.get("title"):
         return str(record["title"])
+    if session_kind(record) == "chat":
+        from tilth.chat.session import first_prompt
+
+        return first_prompt(session)
     tldr = session.seed_meta().get("tldr")
     return str(tldr) if tldr else None
 

@@ -24,24 +24,73 @@ const Chat = (() => {
   }
 
   function assistantMessage(text) {
-    return el("div", { class: "msg assistant", "data-test": "chat-assistant" }, el("span", { class: "text" }, text || ""));
+    const node = el("div", { class: "msg assistant", "data-test": "chat-assistant" }, el("div", { class: "text" }));
+    setReply(node, text || "");
+    return node;
+  }
+
+  // A reply's fenced code blocks (``` or ~~~) are set as code, in monospace with their
+  // indentation; the rest stays as written. Everything is placed as text, never as HTML.
+  function setReply(node, text) {
+    node.replyText = text;
+    const box = clear(node.firstChild);
+    let prose = [];
+    let code = null;
+    const addProse = () => {
+      const chunk = prose.join("\n").replace(/^\n+|\n+$/g, "");
+      if (chunk) box.append(el("div", { class: "prose" }, chunk));
+      prose = [];
+    };
+    const addCode = () => box.append(el("pre", { class: "code" }, el("code", {}, code.lines.join("\n"))));
+    for (const line of text.split("\n")) {
+      const fence = /^\s*(`{3,}|~{3,})/.exec(line);
+      if (code === null && fence) { addProse(); code = { marker: fence[1], lines: [] }; continue; }
+      if (code !== null && fence && line.trim() === fence[1] && fence[1].startsWith(code.marker)) { addCode(); code = null; continue; }
+      (code === null ? prose : code.lines).push(line);
+    }
+    if (code !== null) addCode(); // a block still streaming
+    addProse();
   }
 
   function toolLine(text, test) {
     return el("div", { class: "msg tool", "data-test": test || "chat-tool" }, text);
   }
 
+  function errorLine(text) {
+    return el("div", { class: "msg error", "data-test": "chat-error" }, "error: " + text + " (the turn stopped; the chat goes on)");
+  }
+
+  // The newest message stays in view (above the composer) unless the person scrolled up to
+  // read: a page opens at its end, and a reply follows its text while it streams.
+  function atEnd() {
+    const page = document.documentElement;
+    return window.innerHeight + window.scrollY >= page.scrollHeight - 80;
+  }
+
+  function toEnd() {
+    window.scrollTo(0, document.documentElement.scrollHeight);
+  }
+
   function render(history) {
+    const follow = !view.shown || atEnd();
+    view.shown = true;
     const list = clear(view.list);
+    // a turn's model error goes after the turn's last message
+    const errors = new Map();
+    for (const e of history.errors || []) errors.set(e.turn, (errors.get(e.turn) || []).concat(e.error));
+    let current = null;
+    const flush = () => { for (const text of errors.get(current) || []) list.append(errorLine(text)); errors.delete(current); };
     for (const m of history.messages) {
+      if (m.turn !== undefined && m.turn !== current) { flush(); current = m.turn; }
       if (m.role === "user" && !m.kind) list.append(userMessage(m.text, m.turn));
       else if (m.role === "user") list.append(toolLine(m.text, "chat-note"));
       else if (m.role === "assistant") {
         if (m.text) list.append(assistantMessage(m.text));
-        if (m.tools && m.tools.length) list.append(toolLine("→ " + m.tools.join(", ")));
+        for (const call of m.calls || m.tools || []) list.append(toolLine("→ " + call));
       } else if (m.role === "tool") list.append(toolLine("  " + T.short(m.text, 300), "chat-tool-result"));
     }
-    list.scrollTop = list.scrollHeight;
+    flush();
+    if (follow) toEnd();
   }
 
   // ---- sending: the reply arrives as server-sent events in the POST's own response ------------
@@ -50,7 +99,9 @@ const Chat = (() => {
     if (!text.trim() || sending) return;
     sending = true;
     view.send.disabled = true;
+    view.stop.disabled = false;
     view.status.textContent = "sending…";
+    toEnd();
     let reply = null;
     try {
       const response = await fetch(apiPath("messages"), {
@@ -85,6 +136,7 @@ const Chat = (() => {
     } finally {
       sending = false;
       view.send.disabled = false;
+      view.stop.disabled = true;
       view.status.textContent = "";
       await app.refresh();
     }
@@ -92,6 +144,7 @@ const Chat = (() => {
 
   function onChatEvent(event, reply) {
     const list = view.list;
+    const follow = atEnd();
     switch (event.type) {
       case "turn_started":
         list.append(userMessage(event.prompt, null));
@@ -99,7 +152,7 @@ const Chat = (() => {
         return null;
       case "text":
         if (!reply) { reply = assistantMessage(""); list.append(reply); }
-        reply.firstChild.textContent += event.text;
+        setReply(reply, reply.replyText + event.text);
         document.body.dataset.streamed = String(Number(document.body.dataset.streamed || 0) + 1);
         break;
       case "tool_started":
@@ -115,13 +168,25 @@ const Chat = (() => {
         showError(new T.ApiError(0, event.error, event.hint));
         break;
       case "turn_finished":
-        view.status.textContent = event.outcome === "done" ? "" : event.outcome + (event.error ? ": " + event.error : "");
+        if (event.outcome === "error") list.append(errorLine(event.error || "the model call failed"));
         break;
       default:
         break;
     }
-    list.scrollTop = list.scrollHeight;
+    if (follow) toEnd();
     return reply;
+  }
+
+  // Stop: the turn is interrupted as Ctrl-C interrupts it in a terminal; its reply stream
+  // then ends with turn_finished (cancelled).
+  async function stopTurn() {
+    view.stop.disabled = true;
+    view.status.textContent = "stopping…";
+    try {
+      await api("POST", apiPath("stop"), {});
+    } catch (err) {
+      showError(err);
+    }
   }
 
   // ---- going back -----------------------------------------------------------------------
@@ -170,7 +235,19 @@ const Chat = (() => {
   }
 
   async function fork(info) {
-    const ok = await Dialog.open({ title: "Fork a new chat at turn " + info.turn, lines: ["A new chat session starts from the instant before turn " + info.turn + "; this one is left as it is."], confirmLabel: "Fork" });
+    let preview;
+    try {
+      preview = await api("POST", apiPath("fork"), { at: info.checkpoint, dry_run: true });
+    } catch (err) {
+      showError(err);
+      return;
+    }
+    const ok = await Dialog.open({
+      title: "Fork a new chat at turn " + info.turn,
+      response: preview,
+      lines: ["A new chat session starts from the instant before turn " + info.turn + ", in a directory of its own; this one is left as it is."],
+      confirmLabel: "Fork",
+    });
     if (!ok) return;
     try {
       const made = await api("POST", apiPath("fork"), { at: info.checkpoint });
@@ -204,14 +281,16 @@ const Chat = (() => {
     const input = el("textarea", { "data-test": "composer", placeholder: "Ask for a change… (Ctrl+Enter sends)", rows: 3 });
     input.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } });
     const sendButton = el("button", { type: "button", class: "primary", "data-test": "send", onclick: send }, "Send");
+    const stopButton = el("button", { type: "button", "data-test": "stop-turn", title: "interrupt the running turn", disabled: true, onclick: stopTurn }, "Stop");
     const status = el("span", { class: "muted", "data-test": "chat-status" });
     const header = el("section", { class: "summary", "data-test": "summary" },
       el("h1", {}, el("span", { class: "mono" }, session.id), " ", el("span", { class: "status status-" + session.status, "data-test": "session-status" }, session.status), " ", el("span", { class: "muted" }, "chat")),
+      session.title ? el("p", { class: "about", "data-test": "session-title" }, session.title) : null,
       el("dl", {}, el("dt", {}, "directory"), el("dd", { class: "mono" }, cp.workspace || ""), el("dt", {}, "tokens"), el("dd", { "data-test": "tokens" }, String(cp.tokens_used || 0))),
       el("div", { class: "actions" }, el("button", { type: "button", "data-test": "undo", onclick: undo }, "Undo"), status));
     const list = el("div", { class: "chat", "data-test": "transcript" });
-    clear(app.root).append(header, el("h2", {}, "conversation"), list, el("div", { class: "composer" }, input, sendButton));
-    view = { list, input, send: sendButton, status };
+    clear(app.root).append(header, el("h2", {}, "conversation"), list, el("div", { class: "composer" }, input, sendButton, stopButton));
+    view = { list, input, send: sendButton, stop: stopButton, status, shown: false };
   }
 
   async function update(session) {
@@ -221,6 +300,11 @@ const Chat = (() => {
     status.className = "status status-" + session.status;
     app.root.querySelector("[data-test=tokens]").textContent = String((session.checkpoint || {}).tokens_used || 0);
     if (sending) return;
+    // a turn another page sent (or one left running by a reload) can be stopped from here
+    const busy = Boolean(session.turn_running);
+    view.send.disabled = busy;
+    view.stop.disabled = !busy;
+    view.status.textContent = busy ? "a turn is running (sent from another page)…" : "";
     try {
       const history = await api("GET", apiPath("messages"));
       turns = new Map(history.turns.map((t) => [t.turn, t]));

@@ -76,6 +76,10 @@ const Dialog = (() => {
       dialog.addEventListener("close", () => resolve(dialog.returnValue === "confirm"), { once: true });
       dialog.returnValue = "";
       dialog.showModal();
+      // Open at the top (title, warning, headline), not scrolled to where the browser's
+      // first focus landed; Cancel has the focus, so Enter never confirms by accident.
+      document.querySelector("[data-test=dialog-cancel]").focus({ preventScroll: true });
+      dialog.scrollTop = 0;
     });
   }
 

@@ -8,6 +8,7 @@ const Timeline = (() => {
   let app = null;        // {id, root, refresh}
   let data = null;       // {session, checkpoints}
   const openTurns = new Set();
+  const openParts = new Set();  // other <details> a person opened ("out|T-001|planning", ...)
   const byTurn = new Map();     // "actor|task|stage|turn" → events
   const verdicts = new Map();   // "task|stage" → evaluator_verdict payloads
   let feed = null;
@@ -230,6 +231,16 @@ const Timeline = (() => {
   }
 
   // ---- rendering ----------------------------------------------------------------------
+  // A <details> that stays open across the rebuilds a live session causes.
+  function keptOpen(key, attrs, ...children) {
+    const details = el("details", attrs, ...children);
+    if (openParts.has(key)) details.open = true;
+    details.addEventListener("toggle", () => {
+      if (details.open) openParts.add(key); else openParts.delete(key);
+    });
+    return details;
+  }
+
   function turnDetails(cp) {
     const events = byTurn.get(turnKey(cp.actor, cp.task_id, cp.stage, cp.turn)) || [];
     if (!events.length) return el("p", { class: "muted" }, "no tool calls recorded for this turn");
@@ -281,13 +292,15 @@ const Timeline = (() => {
         el("b", {}, v.verdict), v.rejection_category ? " (" + v.rejection_category + ")" : "", ": ", v.concern || "",
         v.next_step ? el("span", { class: "muted" }, " — next: " + v.next_step) : null,
         (v.evidence || []).length ? el("ul", {}, v.evidence.map((x) => el("li", {}, x))) : null)),
-      output !== undefined && output !== null ? el("details", { class: "output" }, el("summary", {}, "output"), el("pre", { "data-test": "stage-output" }, typeof output === "string" ? output : JSON.stringify(output, null, 2))) : null,
+      output !== undefined && output !== null ? keptOpen("out|" + task.id + "|" + stage, { class: "output" }, el("summary", {}, "output"), el("pre", { "data-test": "stage-output" }, typeof output === "string" ? output : JSON.stringify(output, null, 2))) : null,
       turns.length ? el("div", { class: "turns" }, turns.map(turnRow)) : null);
   }
 
   function taskBlock(task) {
     const cps = data.checkpoints.filter((c) => c.task_id === task.id);
     const start = cps.find((c) => c.kind === "task_start");
+    // restart goes back to where the task started: its task_start checkpoint or base commit
+    const started = Boolean(start) || Boolean(task.state && task.state.base_commit);
     return el("article", { class: "task status-" + task.status, "data-test": "task", "data-task": task.id },
       el("header", { "data-cp": start ? start.id : null },
         el("span", { class: "task-id mono" }, task.id),
@@ -295,7 +308,9 @@ const Timeline = (() => {
         el("span", { class: "tier" }, task.tier),
         el("span", { class: "status status-" + task.status, "data-test": "task-status" }, task.status || "pending"),
         start ? el("button", { type: "button", class: "menu-button", "data-test": "turn-menu", title: "rewind or fork to the task's start", onclick: turnMenu(start) }, "⟲ start") : null,
-        el("button", { type: "button", class: "restart", "data-test": "restart-menu", onclick: restartMenu(task) }, "Restart ▾")),
+        started
+          ? el("button", { type: "button", class: "restart", "data-test": "restart-menu", onclick: restartMenu(task) }, "Restart ▾")
+          : el("button", { type: "button", class: "restart", "data-test": "restart-menu", disabled: true, title: "not started yet: nothing to restart" }, "Restart ▾")),
       task.description ? el("p", { class: "description" }, task.description) : null,
       (task.acceptance_criteria || []).length ? el("ul", { class: "criteria" }, task.acceptance_criteria.map((c) => el("li", {}, c))) : null,
       el("ol", { class: "stages" }, task.stages.map((stage) => stageBlock(task, stage, cps))));
@@ -317,7 +332,7 @@ const Timeline = (() => {
         el("dt", {}, "tokens"), el("dd", {}, String(cp.tokens_used || 0)),
         el("dt", {}, "last stop"), el("dd", {}, s.last_stop || "—"),
         el("dt", {}, "run"), el("dd", { "data-test": "run-state" }, runText)),
-      run && run.output ? el("details", { class: "run-output" }, el("summary", {}, "output of the last run"), el("pre", {}, run.output)) : null,
+      run && run.output ? keptOpen("run-output", { class: "run-output" }, el("summary", {}, "output of the last run"), el("pre", {}, run.output)) : null,
       el("div", { class: "actions" },
         el("button", { type: "button", class: "primary", "data-test": "resume", disabled: live, onclick: resume }, "Resume"),
         el("button", { type: "button", "data-test": "stop", disabled: !live, onclick: stop }, "Stop"),

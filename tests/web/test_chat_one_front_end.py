@@ -1,0 +1,66 @@
+"""A chat is open in one front end at a time: a terminal's ``tilth chat`` or ``tilth serve``.
+
+Two engines on one chat would each watch the directory and take the other's edits for
+their own. The terminal is a real pseudo-terminal, the server the real ``tilth serve``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.chat.tty import TtyChat, chat_env
+from tests.web.support import serve
+from tests.web.test_chat_shutdown import new_chat
+from tilth.model import FakeServer, Script, reply
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_the_server_refuses_a_chat_a_terminal_has_open_and_the_other_way_round(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    session = new_chat(tmp_path / "work")
+    script = Script({"worker": [reply("From the terminal."), reply("From the page.")]})
+    with FakeServer(script) as model, serve(model.tilth_env()) as served:
+        url = f"/api/sessions/{session.id}/messages"
+        terminal = TtyChat(["--resume", session.id], chat_env(tilth_home, model), tmp_path)
+        try:
+            terminal.prompt()
+            terminal.send("hello")
+            terminal.expect(r"From the terminal\.")
+            terminal.prompt()
+
+            refused = served.api("POST", url, {"text": "me too"})
+            assert refused.status_code == 409, refused.text
+            assert "open in another front end" in refused.json()["error"]
+            assert refused.json()["hint"]
+            rewind = {"to": "cp-0001", "scope": "conversation"}
+            assert (
+                served.api("POST", f"/api/sessions/{session.id}/rewind", rewind).status_code == 409
+            )
+            assert terminal.leave() == 0
+        finally:
+            terminal.close()
+
+        answered = served.api("POST", url, {"text": "now me"})
+        assert answered.status_code == 200 and "From the page." in answered.text
+
+        # and now the server has it open: a terminal cannot take it over
+        again = subprocess.run(
+            [sys.executable, "-m", "tilth", "chat", "--resume", session.id],
+            input="hello again\n",
+            capture_output=True,
+            text=True,
+            env=chat_env(tilth_home, model),
+            timeout=60,
+        )
+        assert again.returncode != 0
+        assert "open in another front end" in again.stderr
+
+    prompts = [m.message["content"] for m in session.threads.get("chat").read()]
+    assert "me too" not in prompts and "hello again" not in prompts
+    assert prompts[-2:] == ["now me", "From the page."]

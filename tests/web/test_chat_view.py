@@ -1,0 +1,214 @@
+"""The chat view in real Chromium, as a person uses it: what they see after sending.
+
+A model error is shown where the reply would have been (and still after a reload), the
+newest message stays in view as a reply streams, and a fork shows its plan first. The
+server runs in-process with a scripted model (``tests/web/test_chat.py`` does the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.web.support import XSS_IMG, serve_in_thread, wait_for
+from tests.web.test_browser import new_page
+from tests.web.test_browser_escaping import WATCH, no_script_ran
+from tests.web.test_chat import FIRST, SlowStream, made_chat
+from tilth.chat import ChatEngine
+from tilth.config import load_settings
+from tilth.model import Script, ScriptedModel, error
+from tilth.model.script import delay, reply
+from tilth.web.app import create_app
+
+TOKEN = "chat-view-token-123456"
+REFUSAL = "context length exceeded: 300000 tokens > 128000"
+
+
+@contextmanager
+def chat_page(browser: Any, tmp_path: Path, model: Any) -> Iterator[tuple[Any, str, str]]:
+    """A chat with one turn behind it, served with ``model``; yields (page, base, id)."""
+    directory = tmp_path / "project"
+    directory.mkdir()
+    settings = load_settings()
+    sid = made_chat(settings, directory)
+    with serve_in_thread(
+        lambda port: create_app(settings, TOKEN, port, chat_model=lambda: model)
+    ) as base:
+        page = new_page(browser)
+        page.add_init_script(WATCH)
+        page.goto(f"{base}/s/{sid}?token={TOKEN}")
+        page.wait_for_selector("[data-test=chat-user]")
+        yield page, base, sid
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("[data-test=composer]", text)
+    page.click("[data-test=send]")
+
+
+def test_a_model_error_is_shown_in_the_conversation(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": [error(400, REFUSAL)]}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
+        send(page, "summarise the whole repository")
+        shown = page.wait_for_selector("[data-test=chat-error]", timeout=15000)
+        assert REFUSAL in shown.inner_text()
+        wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the composer back")
+        assert REFUSAL in page.inner_text("[data-test=chat-error]"), "gone after the refresh"
+
+        page.goto(f"{base}/s/{sid}")
+        page.wait_for_selector("[data-test=chat-user][data-turn='2']")
+        after = page.locator("[data-test=chat-user][data-turn='2'] ~ [data-test=chat-error]")
+        assert REFUSAL in after.inner_text(), "the error is not kept with its turn"
+        assert page.errors == []
+
+
+def long_chat(settings: Any, directory: Path, turns: int) -> str:
+    """A chat of ``turns`` turns whose replies are several lines long: taller than a window."""
+    answer = "\n".join(f"line {n} of a long answer" for n in range(1, 7))
+    model = ScriptedModel(Script({"*": [reply(answer) for _ in range(turns)]}), name="chat")
+    engine = ChatEngine.start(settings, directory, model, index_in_background=False)
+    for number in range(1, turns + 1):
+        engine.send(f"question {number}")
+    engine.close()
+    return engine.id
+
+
+def in_view(page: Any, selector: str) -> bool:
+    """The last element matching ``selector`` is inside the window, above the composer."""
+    box = page.locator(selector).last.bounding_box()
+    composer = page.locator(".composer").bounding_box()
+    return bool(
+        box and composer and box["y"] >= 0 and box["y"] + box["height"] <= composer["y"] + 1
+    )
+
+
+def test_the_newest_message_stays_in_view(browser: Any, tilth_home: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "project"
+    directory.mkdir()
+    settings = load_settings()
+    sid = long_chat(settings, directory, 8)
+    streamed = "\n".join(f"streamed line {n}" for n in range(1, 15))
+    again = "\n".join(f"again line {n}" for n in range(1, 15))
+    model = SlowStream([reply(streamed), reply(again)], pause=0.03)
+    with serve_in_thread(
+        lambda port: create_app(settings, TOKEN, port, chat_model=lambda: model)
+    ) as base:
+        page = new_page(browser)
+        page.goto(f"{base}/s/{sid}?token={TOKEN}")
+        page.wait_for_selector("[data-test=chat-user][data-turn='8']")
+        assert page.evaluate("document.documentElement.scrollHeight > window.innerHeight")
+        wait_for(lambda: in_view(page, "[data-test=chat-assistant]"), 5, "the last reply shown")
+
+        send(page, "and one more")
+        page.wait_for_selector("[data-test=chat-assistant]:has-text('streamed line 3')")
+        assert in_view(page, "[data-test=chat-assistant]"), "the reply streams out of sight"
+        page.wait_for_selector("[data-test=chat-user][data-turn='9']")
+        wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the turn's end")
+        assert in_view(page, "[data-test=chat-assistant]:has-text('streamed line 14')")
+
+        # someone reading back up while a reply streams is left where they are
+        send(page, "and another")
+        page.wait_for_selector("[data-test=chat-assistant]:has-text('again line 2')")
+        page.evaluate("window.scrollTo(0, 0)")
+        page.wait_for_selector("[data-test=chat-user][data-turn='10']")
+        wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the turn's end")
+        assert page.evaluate("window.scrollY") == 0
+        assert page.errors == []
+
+
+def test_fork_from_a_message_shows_its_plan_first(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": []}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, _base, sid):
+        message = page.locator("[data-test=chat-user][data-turn='1']")
+        message.hover()
+        message.locator("[data-test=chat-rewind]").click()
+        page.click("#popover [data-test=chat-fork]")
+        page.wait_for_selector("dialog#dialog[open]")
+        assert sid in page.inner_text("[data-test=plan-headline]")
+        assert "directory of its own" in (page.text_content("[data-test=plan-text]") or "")
+        assert len(list((tilth_home / "sessions").iterdir())) == 1, "the dialog is a dry run"
+        page.click("[data-test=dialog-confirm]")
+        page.wait_for_selector("#toast.show:has-text('forked into')")
+        assert len(list((tilth_home / "sessions").iterdir())) == 2
+        assert page.errors == []
+
+
+def test_a_chat_says_what_it_is_about_in_the_sessions_list(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": []}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
+        assert FIRST in page.inner_text("[data-test=session-title]")
+        page.goto(f"{base}/")
+        row = page.locator(f"[data-test=session-row][data-session='{sid}']")
+        row.wait_for()
+        assert FIRST in row.locator(".about").inner_text()
+        assert page.errors == []
+
+
+def test_code_in_a_reply_is_set_as_code_and_stays_text(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    code = f"def greet(name):\n    return '<b>' + name  # {XSS_IMG}"
+    answer = f"Here it is:\n\n```python\n{code}\n```\n\nThat is all."
+    model = SlowStream([reply(answer)], pause=0.01)
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
+        send(page, "show me greet")
+        page.wait_for_selector("[data-test=chat-assistant]:has-text('That is all.')")
+        reply_box = page.locator("[data-test=chat-assistant]").last
+        assert reply_box.locator("pre code").inner_text() == code
+        assert "```" not in reply_box.inner_text()
+        assert "Here it is:" in reply_box.inner_text()
+
+        page.goto(f"{base}/s/{sid}")  # the same, read back from the conversation
+        page.wait_for_selector("[data-test=chat-user][data-turn='2']")
+        assert page.locator("[data-test=chat-assistant] pre code").last.inner_text() == code
+        no_script_ran(page)
+        assert page.errors == []
+
+
+def test_a_tool_call_reads_the_same_before_and_after_the_page_refreshes(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": []}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, _base, _sid):
+        # as the reply stream showed it (and the terminal does): what the call did, not its name
+        assert "→ write_file hello.txt (1 line)" in page.inner_text("[data-test=chat-tool]")
+
+
+def test_a_turn_sent_from_another_tab_can_be_stopped_here(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    model = ScriptedModel(Script({"*": [delay(60, reply("never waited for"))]}), name="chat")
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
+        assert page.is_disabled("[data-test=stop-turn]")
+
+        def elsewhere() -> None:  # another tab, closed while its turn runs
+            with httpx.Client(base_url=base, timeout=5) as client:
+                headers = {"Authorization": f"Bearer {TOKEN}"}
+                body = {"text": "a long job"}
+                with client.stream(
+                    "POST", f"/api/sessions/{sid}/messages", json=body, headers=headers
+                ) as response:
+                    next(response.iter_lines())
+
+        elsewhere()
+        wait_for(lambda: len(model.requests) == 1, 10, "the model call")
+        page.reload()
+        page.wait_for_selector("[data-test=chat-user][data-turn='2']")
+        wait_for(lambda: page.is_enabled("[data-test=stop-turn]"), 10, "Stop offered")
+        assert "running" in page.inner_text("[data-test=chat-status]")
+        assert page.is_disabled("[data-test=send]")
+        page.click("[data-test=stop-turn]")
+        page.wait_for_selector("[data-test=chat-note]:has-text('interrupted')", timeout=15000)
+        wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the composer back")
+        assert page.is_disabled("[data-test=stop-turn]")
+        assert page.errors == []
