@@ -30,9 +30,9 @@ def test_a_reply_taller_than_the_terminal_is_in_the_scrollback_once(tmp_path: Pa
     text = "".join(f"- item {n:02d} of a long streamed answer\n" for n in range(1, LINES + 1))
     server = server_for([slowly(reply(text), len(text) // 16)])
     log = tmp_path / "tty.log"
-    chat = TtyChat(
-        ["work"], chat_env(tmp_path / "home", server), tmp_path, log, dimensions=(ROWS, COLS)
-    )
+    # A stale LINES (a shell exports it; xdist's workers set 24) must not hide the real size.
+    env = chat_env(tmp_path / "home", server, LINES="40")
+    chat = TtyChat(["work"], env, tmp_path, log, dimensions=(ROWS, COLS))
     try:
         chat.prompt()
         chat.send("a long answer please")

@@ -9,6 +9,7 @@ with terminal control sequences neutralised.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -116,8 +117,10 @@ class ChatView:
         in the scrollback. The whole reply is printed once, when it ends (``end_block``).
         """
         rendered = reply_markdown(self._text)
-        room = max(self.console.height - LIVE_MARGIN_ROWS, 2)
-        lines = self.console.render_lines(rendered, self.console.options, pad=False)
+        columns, rows = self._screen()
+        room = max(rows - LIVE_MARGIN_ROWS, 2)
+        options = self.console.options.update(width=columns)
+        lines = self.console.render_lines(rendered, options, pad=False)
         if len(lines) <= room:
             return rendered
         hidden = len(lines) - room + 1
@@ -128,6 +131,19 @@ class ChatView:
                 shown.append(Segment.line())
             shown.extend(line)
         return Group(note, Segments(shown))
+
+    def _screen(self) -> tuple[int, int]:
+        """The terminal's real size (columns, rows), as it is now.
+
+        rich takes ``COLUMNS``/``LINES`` from the environment over the terminal's own size;
+        a stale pair (exported by a shell, or inherited from a parent that set them) would
+        make the tail taller than the screen, and then every refresh leaves a copy behind.
+        """
+        try:
+            size = os.get_terminal_size(self.console.file.fileno())
+        except (AttributeError, OSError, ValueError):
+            return self.console.width, self.console.height
+        return min(size.columns, self.console.width), size.lines
 
     def end_block(self) -> None:
         """Finish the reply text shown so far (before a tool line, at a turn's end)."""
