@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -127,10 +128,15 @@ def test_reset_to_seed_carries_the_cli_warning(client: TestClient, built: Built)
 
 def test_fork_makes_a_new_session_and_leaves_this_one(client: TestClient, built: Built) -> None:
     before = state(built)
-    made = client.post(f"/api/sessions/{built.id}/fork", json={"at": "T-002"})
+    url = f"/api/sessions/{built.id}/fork"
+    preview = client.post(url, json={"at": "T-002", "dry_run": True}).json()
+    assert preview["dry_run"] is True and preview["plan"]["fork"]["child"] is None
+    assert state(built) == before
+    made = client.post(url, json={"at": "T-002"})
     assert made.status_code == 200, made.text
     child = made.json()["id"]
     assert child != built.id
+    assert child not in json.dumps(preview), "the dry run named an id the fork never uses"
     ids = [row["id"] for row in client.get("/api/sessions").json()["sessions"]]
     assert ids == [child, built.id]
     row = client.get("/api/sessions").json()["sessions"][0]

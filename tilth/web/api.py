@@ -263,7 +263,8 @@ async def fork(request: Request) -> Response:
         if dry_run:
             with _planning(controller, notes) as live:
                 plan = controller.plan_fork(controller.resolve(at))
-                return plan_json(plan, dry_run=True, live_run=live, notes=notes)
+                # The id a dry run reserves is never used: the real fork gets another.
+                return plan_json(plan.preview(), dry_run=True, live_run=live, notes=notes)
         with controller.writing(notes.append):
             target = controller.resolve(at)
             result = controller.fork(target)
