@@ -71,6 +71,7 @@ def test_rewind_dry_run_changes_nothing_then_the_rewind_restores_the_file(
     done = client.post(url, json={"to": target.id, "scope": "code"})
     assert done.status_code == 200, done.text
     assert done.json()["done"] is True
+    assert "the Undo button returns to it" in done.json()["text"]  # the page's way back
     assert not words.exists()
     assert git.head(built.worktree) == target.head
     # the tasks whose commits went are wound back exactly as the plan said

@@ -105,7 +105,8 @@ class ChatCommands:
     def _show(self, plan: RewindPlan | SummaryPlan) -> bool:
         """Show a plan; on a terminal, ask before it runs."""
         self.view.end_block()
-        self.io.say(terminal_safe(plan.render()))
+        text = plan.render("`/undo`") if isinstance(plan, RewindPlan) else plan.render()
+        self.io.say(terminal_safe(text))
         return not self.interactive or self._yes("Go ahead?")
 
     def _rewind(self, turn: int, scope: str) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from tilth import RewindPlan
 from tilth.errors import UsageError
 
 
@@ -46,4 +47,5 @@ def flag_field(body: dict[str, Any], key: str) -> bool:
 
 def plan_json(plan: Any, **extra: Any) -> dict[str, Any]:
     """A plan as the API returns it: its data (``to_dict``) and its words (``render``)."""
-    return {"plan": plan.to_dict(), "text": plan.render(), **extra}
+    text = plan.render("the Undo button") if isinstance(plan, RewindPlan) else plan.render()
+    return {"plan": plan.to_dict(), "text": text, **extra}

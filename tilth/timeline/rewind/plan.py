@@ -184,8 +184,11 @@ class RewindPlan:
             "stashed": bool(self.stash_message and self.conflicts),
         }
 
-    def render(self) -> str:
-        """The plan in words: the ``--dry-run`` output and the confirmation text."""
+    def render(self, undo_with: str = "`tilth rewind --undo`") -> str:
+        """The plan in words: the ``--dry-run`` output and the confirmation text.
+
+        ``undo_with`` names how the person reading it undoes the go-back (a chat: ``/undo``).
+        """
         lines = [self.headline or f"{self.op} session {self.session_id} to {self.target}"]
         lines += [f"  {d}" for d in self.details]
         if self.head is not None and self.head.startswith("manifest:"):
@@ -231,7 +234,9 @@ class RewindPlan:
                 f"{k}: {n} message(s)" for k, n in sorted(self.messages_dropped.items()) if n
             ]
             dropped += [f"{k}: whole thread deleted" for k in self.threads_deleted]
-            lines += _listing("conversation dropped", dropped, "nothing")
+            # An undo brings the conversation back from its archive (said below), not "nothing".
+            if dropped or self.archive is None:
+                lines += _listing("conversation dropped", dropped, "nothing")
         if self.note:
             lines.append(f"conversation: a note is added to thread {self.note['thread']}")
         if self.keep_through_seq is not None:
@@ -259,7 +264,7 @@ class RewindPlan:
         if self.before is not None and self.before_seq is not None:
             lines.append(
                 f"undo: the current state is kept as checkpoint cp-{self.before_seq:04d} "
-                f"({self.before}); `tilth rewind --undo` returns to it"
+                f"({self.before}); {undo_with} returns to it"
             )
         return "\n".join(lines)
 
