@@ -93,6 +93,9 @@ def test_a_turn_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> None:
         engine.plan_rewind(99)
     with pytest.raises(UsageError, match="scope"):
         engine.plan_rewind(1, "everything")
+    engine.rewind(2, "both", show=lambda plan: True)
+    with pytest.raises(UsageError, match=r"there is no turn 5; there is only turn 1$"):
+        engine.plan_rewind(5)
 
 
 def test_fork_from_a_turn_makes_a_chat_in_its_own_directory(tmp_path: Path) -> None:

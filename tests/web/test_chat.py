@@ -175,6 +175,8 @@ def test_messages_api_streams_events_and_refuses_what_it_cannot_send(
         assert history["turns"][0]["turn"] == 1
         assert history["turns"][0]["checkpoint"].startswith("cp-")
         assert client.post(f"/api/sessions/{sid}/messages", json={"text": "  "}).status_code == 400
+        wrong = client.post(f"/api/sessions/{sid}/messages", json={"text": 5})
+        assert wrong.status_code == 400 and "must be a string" in wrong.json()["error"]
 
         seen: list[str] = []
         barrier = threading.Event()

@@ -60,7 +60,8 @@ class ChatTimeline:
             raise UsageError("there are no turns to go back to yet")
         if not 1 <= number <= len(turns):
             raise UsageError(
-                f"there is no turn {number}; the turns are 1-{len(turns)}",
+                f"there is no turn {number}; "
+                + ("there is only turn 1" if len(turns) == 1 else f"the turns are 1-{len(turns)}"),
                 hint="/checkpoints lists them",
             )
         return turns[number - 1]

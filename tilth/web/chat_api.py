@@ -85,7 +85,9 @@ async def messages(request: Request) -> Response:
 
     body = await read_body(request)
     text = body.get("text")
-    if not isinstance(text, str) or not text.strip():
+    if text is not None and not isinstance(text, str):
+        raise BadRequest("'text' must be a string: the message to send", hint='{"text": "..."}')
+    if not text or not text.strip():
         raise BadRequest("'text' is required: the message to send", hint='{"text": "..."}')
     return await _stream_turn(state, session, engine, text)
 
