@@ -5,10 +5,9 @@ them (see ``tilth.__all__`` and docs/library.md); the CLI is a client of the sam
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any
 
 from tilth.agent.run_context import Progress
 from tilth.agent.stops import Stop
@@ -321,30 +320,6 @@ def demo_tour(out: IO, *, live: bool, keep: bool, home: Path | None) -> int:
     return run_demo(out, DemoOptions(live=live, keep=keep, home=home))
 
 
-class _Lines(io.TextIOBase):
-    """A text stream that hands each complete line to ``sink`` (or drops it)."""
-
-    def __init__(self, sink: Callable[[str], Any] | None) -> None:
-        self.sink = sink
-        self.buffer_text = ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self.buffer_text += text
-        while "\n" in self.buffer_text:
-            line, self.buffer_text = self.buffer_text.split("\n", 1)
-            if self.sink is not None and line.strip():
-                self.sink(line)
-        return len(text)
-
-
-def _quiet_io(on_notice: Callable[[str], Any] | None) -> IO:
-    out, err = cast(TextIO, _Lines(on_notice)), cast(TextIO, _Lines(on_notice))
-    return IO(stdin=io.StringIO(), stdout=out, stderr=err)
-
-
 def run(
     session: Session,
     *,
@@ -406,7 +381,7 @@ def _drive(
     return drive(
         session,
         settings or load_settings(),
-        out or _quiet_io(on_notice),
+        out or IO.to_lines(on_notice),
         resume=resume,
         models=models,
         progress=progress,

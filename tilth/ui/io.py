@@ -7,6 +7,7 @@ with stdin not a TTY, in which case prompts refuse instead of hanging.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -109,6 +110,25 @@ def _devnull() -> TextIO:
     return _NULL[0]
 
 
+class _LineSink(io.TextIOBase):
+    """A text stream that hands each complete, non-blank line to ``sink`` (or drops it)."""
+
+    def __init__(self, sink: Callable[[str], Any] | None) -> None:
+        self.sink = sink
+        self.pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        while "\n" in self.pending:
+            line, self.pending = self.pending.split("\n", 1)
+            if self.sink is not None and line.strip():
+                self.sink(line)
+        return len(text)
+
+
 class IO:
     """Terminal input and output for one command.
 
@@ -132,6 +152,12 @@ class IO:
         self._closed_raised = False
         self._console: Console | None = None
         self._err_console: Console | None = None
+
+    @classmethod
+    def to_lines(cls, on_line: Callable[[str], Any] | None) -> IO:
+        """An IO with no terminal: each non-blank line printed goes to ``on_line`` (or nowhere)."""
+        out, err = _LineSink(on_line), _LineSink(on_line)
+        return cls(stdin=io.StringIO(), stdout=out, stderr=err)  # type: ignore[arg-type]
 
     @property
     def closed_reason(self) -> str | None:
