@@ -232,14 +232,16 @@ def test_a_malformed_value_from_the_env_file_names_that_file(home: Path) -> None
     (home / ".env").write_text("TILTH_MAX_TOKENS=2M\nTILTH_SANDBOX=maybe\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(env_of(home))
-    assert caught.value.hint == f"TILTH_SANDBOX is set in {home / '.env'}"
+    assert caught.value.message.endswith(f"(set in {home / '.env'})")
+    assert caught.value.hint is None  # one line: the file is named on the error's own line
     with pytest.raises(ConfigError) as caught:
         load_settings(env_of(home, TILTH_SANDBOX="auto"))
-    assert caught.value.message == "TILTH_MAX_TOKENS must be a whole number, got '2M'"
-    assert caught.value.hint == f"TILTH_MAX_TOKENS is set in {home / '.env'}"
+    assert caught.value.message == (
+        f"TILTH_MAX_TOKENS must be a whole number, got '2M' (set in {home / '.env'})"
+    )
     with pytest.raises(ConfigError) as caught:
         load_settings(env_of(home, TILTH_SANDBOX="auto", TILTH_MAX_TOKENS="x"))
-    assert caught.value.hint is None
+    assert caught.value.message == "TILTH_MAX_TOKENS must be a whole number, got 'x'"
 
 
 @pytest.mark.parametrize("name", ["TILTH_MAX_TOKENS", "TILTH_MAX_ITERATIONS_PER_TASK"])

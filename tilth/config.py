@@ -271,14 +271,17 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def _with_origin(exc: ConfigError, environ: Mapping[str, str]) -> ConfigError:
-    """``exc`` with a hint naming the ``.env`` file when the bad value came from there."""
+    """``exc`` naming the ``.env`` file when the bad value came from there.
+
+    Said on the error's own line: a malformed setting is a one-line error (SPEC §3).
+    """
     name = exc.message.split(" ", 1)[0]
     if exc.hint or not name.startswith("TILTH_") or (environ.get(name) or "").strip():
         return exc
     env_file = find_env_file(environ)
     if env_file is None:
         return exc
-    return ConfigError(exc.message, hint=f"{name} is set in {env_file}")
+    return ConfigError(f"{exc.message} (set in {env_file})")
 
 
 def _settings(env: dict[str, str], warnings: list[str]) -> Settings:

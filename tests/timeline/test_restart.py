@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lock_holder import held_elsewhere
 from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.simrun import STAGES, SimRun, timeline_of, worktree_of
@@ -122,10 +123,11 @@ def test_only_completed_stages_are_offered(world_clone: Callable[..., World]) ->
 def test_refuses_while_a_run_holds_the_lock(world_clone: Callable[..., World]) -> None:
     world = world_clone(TIERS, 1)
     head = git.head(worktree_of(world.session))
-    with world.session.lock():
+    with held_elsewhere(world.session) as pid:
         result = world.cli("restart", world.session.id, "T-001", "-y")
     assert result.returncode == 2
-    assert f"session {world.session.id} is in use by pid" in result.stderr
+    assert f"session {world.session.id} is in use by pid {pid}" in result.stderr
+    assert "does not look like a tilth run; not stopping it" in result.stderr
     assert git.head(worktree_of(world.session)) == head
 
 

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from tests.lock_holder import held_elsewhere
 from tests.web.support import Built
 from tilth import git
-from tilth.session.store import Session
 from tilth.timeline import resolve_checkpoint
 from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
 
@@ -147,30 +143,6 @@ def test_fork_makes_a_new_session_and_leaves_this_one(client: TestClient, built:
     assert forked["checkpoint"]["parent_session"] == built.id
     assert Path(made.json()["workspace"], "textkit", "words.py").exists()
     assert not Path(made.json()["workspace"], "textkit", "shout.py").exists()
-
-
-@contextmanager
-def held_elsewhere(session: Session) -> Iterator[int]:
-    """Another process holds the session's lock (as a live run would); yields its pid."""
-    code = (
-        "import sys, time\n"
-        "from pathlib import Path\n"
-        "from tilth.session.store import Session\n"
-        "with Session(sys.argv[1], Path(sys.argv[2])).lock():\n"
-        "    print('held', flush=True)\n"
-        "    time.sleep(60)\n"
-    )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", code, session.id, str(session.dir)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        yield holder.pid
-    finally:
-        holder.kill()
-        holder.wait(10)
 
 
 def test_a_go_back_while_a_run_holds_the_session_is_409(client: TestClient, built: Built) -> None:
