@@ -76,11 +76,15 @@ class ProjectEnv:
         return active
 
     def pytest_invocation(
-        self, files: Sequence[str], options: Sequence[str] = ()
+        self,
+        files: Sequence[str],
+        options: Sequence[str] = (),
+        launcher: Sequence[str] = ("-m", "pytest"),
     ) -> TestInvocation:
         """The command that runs ``files`` with pytest in the worktree.
 
-        ``options`` are extra pytest options (ignored by a ``TILTH_TEST_COMMAND``).
+        ``options`` are extra pytest options and ``launcher`` what starts pytest after the
+        interpreter (the gate's ``pytest_runner``); a ``TILTH_TEST_COMMAND`` ignores both.
         """
         quoted = " ".join(shlex.quote(f) for f in files)
         if self.kind == "command":
@@ -93,10 +97,10 @@ class ProjectEnv:
             return TestInvocation(line, True, line)
         tail = [*PYTEST_ARGS, *options, *files]
         if self.kind == "uv":
-            argv = ["uv", "run", "python", "-m", "pytest", *tail]
-            return TestInvocation(argv, False, shlex.join(argv))
+            argv = ["uv", "run", "python", *launcher, *tail]
+            return TestInvocation(argv, False, shlex.join(["uv", "run", "pytest", *tail]))
         assert self.python is not None
-        argv = [str(self.python), "-m", "pytest", *tail]
+        argv = [str(self.python), *launcher, *tail]
         return TestInvocation(argv, False, "python -m pytest " + " ".join([*tail]))
 
     def readable_paths(self) -> tuple[Path, ...]:

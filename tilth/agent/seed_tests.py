@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tilth import git, proc
+from tilth.agent.gate_evidence import gate_scratch, runner_words, shortfall
 from tilth.project_env import ProjectEnv
 from tilth.tools.sandbox import Sandbox
 from tilth.tools.shell import scrubbed_env
@@ -217,10 +218,12 @@ def _output_paths(text: str, worktree: Path, *others: Path) -> str:
     return text.strip()
 
 
-def _confined(cmd: list[str], sandbox: Sandbox | None, *readable: Path) -> list[str]:
+def _confined(
+    cmd: list[str], sandbox: Sandbox | None, *readable: Path, scratch: tuple[Path, ...] = ()
+) -> list[str]:
     if sandbox is None:
         return cmd
-    return replace(sandbox, readable=(*sandbox.readable, *readable)).wrap(cmd)
+    return replace(sandbox, readable=(*sandbox.readable, *readable), scratch=scratch).wrap(cmd)
 
 
 def run_pytest(
@@ -238,24 +241,32 @@ def run_pytest(
         return Check("pytest", True, "(no seed tests matched; nothing to run)")
     name = "tests" if environment.kind == "command" else "pytest"
     with ExitStack() as stack:
-        others: list[Path] = []
+        scratch = None if environment.kind == "command" else stack.enter_context(gate_scratch())
+        launcher = runner_words(scratch, worktree) if scratch else ["-m", "pytest"]
+        others: list[Path] = [scratch] if scratch else []
         if copies is None:
-            run = environment.pytest_invocation(files)
+            run = environment.pytest_invocation(files, launcher=launcher)
         else:
             root = stack.enter_context(materialised(copies))
             others.append(root)
             options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
             if copies.config:
                 options.append(f"--config-file={root / copies.config}")
-            run = environment.pytest_invocation([str(root / f) for f in files], options)
+            run = environment.pytest_invocation([str(root / f) for f in files], options, launcher)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
-        cmd = _confined(argv, sandbox, *others)
+        cmd = _confined(argv, sandbox, *others, scratch=(scratch,) if scratch else ())
         env = child_env(secrets, environment)
         result = proc.run(cmd, cwd=worktree, timeout=timeout, env=env)
         output = _output(result, worktree, *others)
+        missing = (
+            shortfall(scratch, result.returncode) if scratch and result.returncode == 0 else None
+        )
     shown = _output_paths(run.shown, worktree, *others)
     if result.timed_out:
         return Check(name, False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
+    if missing:
+        why = _output_paths(missing, worktree, *others)
+        return Check(name, False, f"{output}\n\n{why}".strip(), shown)
     return Check(name, result.returncode == 0, output, shown)
 
 

@@ -58,6 +58,9 @@ class Sandbox:
     """Paths shown read-only even when they lie under a hidden place or ``/tmp``."""
     network: bool = True
     bwrap: str = "bwrap"
+    scratch: tuple[Path, ...] = ()
+    """Private directories outside the writable one the command may also write (the gate's
+    report), each bound at its own path."""
 
     def protected(self) -> list[Path]:
         """Paths inside the writable directory that stay read-only: its ``.git``.
@@ -86,6 +89,8 @@ class Sandbox:
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(self.writable), str(self.writable)]
+        for path in self.scratch:
+            args += ["--bind", str(path), str(path)]
         for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):
             # Hidden places inside the writable one (`tilth chat ~` with TILTH_HOME=~/.tilth)
             # were re-exposed by its bind: hide them again.
