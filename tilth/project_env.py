@@ -15,8 +15,8 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 Kind = Literal["command", "worktree-venv", "source-venv", "uv", "python"]
 VENV_NAMES = (".venv", "venv")
+WORKTREE_ENTRIES = (*VENV_NAMES, "uv.lock")
+"""What in a worktree can choose the environment (and so must be there before the worker)."""
 PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider")
 PROBE_TIMEOUT = 30.0
 CHOOSE_HINT = (
@@ -62,6 +64,8 @@ class ProjectEnv:
     """The interpreter that runs pytest (venv and python kinds)."""
     command: str | None = None
     """The ``TILTH_TEST_COMMAND`` template (command kind)."""
+    ignored: tuple[Path, ...] = ()
+    """Worktree entries passed over because they appeared after the worker started."""
 
     def activate(self, env: Mapping[str, str]) -> dict[str, str]:
         """A copy of ``env`` with this environment active (bin dir first, ``VIRTUAL_ENV``)."""
@@ -128,11 +132,17 @@ def tilth_prefix() -> Path:
     return Path(sys.prefix).resolve()
 
 
-def _venv_in(root: Path) -> Path | None:
-    for name in VENV_NAMES:
+def _venv_in(root: Path, names: Sequence[str] = VENV_NAMES) -> Path | None:
+    for name in names:
         if (root / name / "bin" / "python").exists():
             return root / name
     return None
+
+
+def worktree_entries(worktree: Path) -> set[str]:
+    """The ``WORKTREE_ENTRIES`` present in ``worktree``."""
+    found = {name for name in VENV_NAMES if (worktree / name / "bin" / "python").exists()}
+    return found | ({"uv.lock"} if (worktree / "uv.lock").is_file() else set())
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -202,9 +212,13 @@ def _probe_python(python: Path) -> tuple[Path | None, bool]:
 
 
 def _clean_env() -> dict[str, str]:
-    """Tilth's environment without what would make another interpreter look like Tilth's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
-    env.pop("VIRTUAL_ENV", None)
+    """Tilth's environment without secrets, Tilth's settings, or what would make another
+    interpreter look like Tilth's (a probe runs outside any sandbox)."""
+    from tilth.tools.shell import scrubbed_env
+
+    env = scrubbed_env(os.environ)
+    for key in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV"):
+        env.pop(key, None)
     return env
 
 
@@ -242,12 +256,31 @@ def _python_on_path(tried: list[str]) -> ProjectEnv | None:
     return None
 
 
-def resolve_project_env(worktree: Path, source: Path | None, settings: Settings) -> ProjectEnv:
+def resolve_project_env(
+    worktree: Path,
+    source: Path | None,
+    settings: Settings,
+    *,
+    trusted: Collection[str] | None = None,
+) -> ProjectEnv:
     """Choose the project's environment (SPEC §5.4's order); ``ProjectEnvError`` when none.
 
     ``source`` may equal ``worktree`` (``tilth doctor`` before any session exists); the
-    worktree step is then skipped. Tilth's own interpreter is never chosen.
+    worktree step is then skipped. Tilth's own interpreter is never chosen. ``trusted``
+    names the ``WORKTREE_ENTRIES`` of the worktree that may be used (None: any); the
+    others are passed over and listed in ``ignored``.
     """
+    found = resolve_in_order(worktree, source, settings, trusted)
+    if trusted is None or source is None or _same(source, worktree):
+        return found
+    ignored = sorted(worktree_entries(worktree) - set(trusted))
+    return replace(found, ignored=tuple(worktree / name for name in ignored)) if ignored else found
+
+
+def resolve_in_order(
+    worktree: Path, source: Path | None, settings: Settings, trusted: Collection[str] | None
+) -> ProjectEnv:
+    """``resolve_project_env`` without the note of what it passed over."""
     command = (settings.test_command or "").strip()
     if command:
         return ProjectEnv(
@@ -256,12 +289,16 @@ def resolve_project_env(worktree: Path, source: Path | None, settings: Settings)
     tried = ["TILTH_TEST_COMMAND (unset)"]
     own = tilth_prefix()
     roots: list[tuple[Kind, Path, str]] = []
-    if source is None or not _same(source, worktree):
+    in_worktree = source is None or not _same(source, worktree)
+    if in_worktree:
         roots.append(("worktree-venv", worktree, "worktree"))
     if source is not None:
         roots.append(("source-venv", source, "source repository's"))
     for kind, root, where in roots:
-        venv = _venv_in(root)
+        names: tuple[str, ...] = VENV_NAMES
+        if kind == "worktree-venv" and trusted is not None:
+            names = tuple(name for name in VENV_NAMES if name in trusted)
+        venv = _venv_in(root, names)
         if venv is None:
             tried.append(f"{root}/.venv or venv/ ({where.split()[0]}: none)")
             continue
@@ -269,7 +306,11 @@ def resolve_project_env(worktree: Path, source: Path | None, settings: Settings)
             tried.append(f"{venv} (Tilth's own installation)")
             continue
         return _venv_env(kind, venv, where)
-    lock_root = next((r for r in (worktree, source) if r and (r / "uv.lock").is_file()), None)
+    lock_here = trusted is None or not in_worktree or "uv.lock" in trusted
+    locked = [
+        r for r in (worktree if lock_here else None, source) if r and (r / "uv.lock").is_file()
+    ]
+    lock_root = locked[0] if locked else None
     if lock_root is not None and shutil.which("uv"):
         return ProjectEnv(kind="uv", description=f"uv run (the project has {lock_root}/uv.lock)")
     tried.append("uv run (" + ("uv not on PATH" if lock_root else "no uv.lock") + ")")

@@ -18,6 +18,7 @@ from tilth.config import Settings, secret_values
 from tilth.errors import SetupFailed, TilthError
 from tilth.session.store import Session
 from tilth.tools.shell import scrubbed_env
+from tilth.worktree_env import record_worktree_env
 
 OUTPUT_CHARS = 8_000
 
@@ -28,9 +29,17 @@ def _tail(text: str, limit: int = OUTPUT_CHARS) -> str:
 
 
 def prepare_worktree(
-    session: Session, worktree: Path, settings: Settings, *, why: str, keep: bool = False
+    session: Session,
+    worktree: Path,
+    settings: Settings,
+    *,
+    why: str,
+    keep: bool = False,
+    record_env: bool = True,
 ) -> list[str]:
-    """Make a new worktree ready: submodules checked out, then the setup command run.
+    """Make a new worktree ready: submodules checked out, then the setup command run, then
+    (``record_env``; a chat's directory has no use for it) the environment it holds noted
+    as trusted (``tilth.worktree_env``).
 
     Returns warnings for the user (a submodule that could not be checked out); raises
     ``SetupFailed`` when the setup command fails, after taking the worktree back (its
@@ -45,6 +54,8 @@ def prepare_worktree(
         notes.append(problem)
     try:
         run_setup(session, worktree, settings, why=why)
+        if record_env:  # what the set-up made is trusted; what appears later may be the worker's
+            record_worktree_env(session, worktree)
     except SetupFailed:
         source = session.source
         if not keep and source is not None and (source / ".git").exists():
@@ -76,7 +87,9 @@ def set_up_fork(
         on_progress(f"running TILTH_SETUP_COMMAND in {worktree}: {settings.setup_command}")
     with child.lock():
         try:
-            return prepare_worktree(child, worktree, settings, why="fork", keep=True)
+            return prepare_worktree(
+                child, worktree, settings, why="fork", keep=True, record_env=not chat
+            )
         except SetupFailed as exc:
             then = f"`tilth chat --resume {child.id}`" if chat else f"`tilth resume {child.id}`"
             raise SetupFailed(

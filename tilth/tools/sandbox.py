@@ -58,17 +58,20 @@ class Sandbox:
     """Paths shown read-only even when they lie under a hidden place or ``/tmp``."""
     network: bool = True
     bwrap: str = "bwrap"
+    read_only: tuple[Path, ...] = ()
+    """Paths inside the writable directory kept read-only besides its ``.git`` (a run's
+    worktree virtualenv, which the gate runs)."""
     scratch: tuple[Path, ...] = ()
     """Private directories outside the writable one the command may also write (the gate's
     report), each bound at its own path."""
 
     def protected(self) -> list[Path]:
-        """Paths inside the writable directory that stay read-only: its ``.git``.
-
-        (A project environment inside the writable directory, such as the worktree's own
-        ``.venv``, stays writable like the rest of it.)
+        """Paths inside the writable directory that stay read-only: its ``.git``, and
+        ``read_only`` (a project environment there stays writable unless named in it:
+        ``tilth chat`` lets a person's model install packages into DIR's own ``.venv``).
         """
-        return [self.writable / ".git"] if (self.writable / ".git").exists() else []
+        paths = [self.writable / ".git", *self.read_only]
+        return [p for p in paths if _inside(p, self.writable) and p.exists()]
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside the sandbox, its working directory the writable root."""
@@ -112,6 +115,7 @@ def make_sandbox(
     hidden: Iterable[Path] = (),
     readable: Iterable[Path] = (),
     network: bool = True,
+    read_only: Iterable[Path] = (),
 ) -> Sandbox:
     """A ``Sandbox`` with every path resolved (bubblewrap mounts real paths, not symlinks)."""
     bwrap = shutil.which("bwrap") or "bwrap"
@@ -121,6 +125,7 @@ def make_sandbox(
         tuple(_real(p) for p in readable),
         network,
         bwrap,
+        tuple(_real(p) for p in read_only),
     )
 
 
@@ -183,12 +188,14 @@ def sandbox_for(
     session_dir: Path | None = None,
     source: Path | None = None,
     readable: Iterable[Path] = (),
+    read_only: Iterable[Path] = (),
 ) -> Sandbox | None:
     """The sandbox for a bash tool writing only ``writable``; None when it runs unsandboxed.
 
     ``session_dir`` (hidden) and ``source`` (its ``.git`` and files shown read-only)
-    are optional: ``tilth chat`` has neither. ``required`` raises ``SandboxUnavailable``
-    when bubblewrap cannot be used; ``auto`` returns None and the caller warns.
+    are optional: ``tilth chat`` has neither. ``read_only`` are paths inside ``writable``
+    kept read-only. ``required`` raises ``SandboxUnavailable`` when bubblewrap cannot be
+    used; ``auto`` returns None and the caller warns.
     """
     if settings.sandbox == "off":
         return None
@@ -207,4 +214,10 @@ def sandbox_for(
     shown = [*readable, Path(sys.prefix)]
     if source is not None:
         shown += [source, source / ".git"]
-    return make_sandbox(writable, hidden=hidden, readable=shown, network=settings.sandbox_network)
+    return make_sandbox(
+        writable,
+        hidden=hidden,
+        readable=shown,
+        network=settings.sandbox_network,
+        read_only=read_only,
+    )
