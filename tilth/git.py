@@ -204,10 +204,67 @@ def identity_args(cwd: Path) -> list[str]:
     return args
 
 
+# ---- nested repositories -----------------------------------------------------------------
+SUBMODULE_HEADS_ONLY = "--ignore-submodules=dirty"
+"""For commands comparing the working tree: a submodule counts as changed when its commit
+moved, never by asking git *inside* it about its files. That git would read the nested
+repository's own config, which the worker can write (``git init`` in the worktree), and
+run the filter or other commands it names, outside the sandbox."""
+
+
+def add_all(cwd: Path, env: dict[str, str] | None = None) -> None:
+    """``git add -A`` that never runs git inside a submodule (see ``SUBMODULE_HEADS_ONLY``).
+
+    ``git add`` has no option for that, so submodules are left out of its pathspec and
+    their entries set here: the commit their checkout is on (read from its files), or
+    removed when the directory is gone.
+    """
+    links = _gitlinks(cwd, env)
+    if not links:
+        git("add", "-A", cwd=cwd, env=env)
+        return
+    spec = "".join(f":(exclude,literal){path}\0" for path in links)
+    git(
+        "add",
+        "-A",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+        cwd=cwd,
+        env=env,
+        input_text=".\0" + spec,
+    )
+    for path, recorded in links.items():
+        where = cwd / path
+        if (where / ".git").exists():
+            try:
+                now = _head_from_files(where)
+            except (OSError, IndexError, UnicodeDecodeError):
+                now = None
+            if now and now != recorded:
+                git("update-index", "--cacheinfo", f"160000,{now},{path}", cwd=cwd, env=env)
+        elif not where.exists() and not where.is_symlink():
+            git("update-index", "--force-remove", "--", path, cwd=cwd, env=env)
+        else:  # no longer a repository: what is there is ordinary content
+            literal = {**(env or {}), "GIT_LITERAL_PATHSPECS": "1"}
+            git("add", "-A", "--", path, cwd=cwd, env=literal)
+
+
+def _gitlinks(cwd: Path, env: dict[str, str] | None) -> dict[str, str]:
+    """Submodule entries of the index: path → the commit it records."""
+    out = git("ls-files", "-s", "-z", cwd=cwd, env=env)
+    links: dict[str, str] = {}
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        if meta.startswith("160000 "):
+            links[path] = meta.split(" ")[1]
+    return links
+
+
 def commit_all(cwd: Path, message: str, *, allow_empty: bool = False) -> str | None:
     """Stage everything and commit; returns the new sha, or None if nothing to commit."""
-    git("add", "-A", cwd=cwd)
-    if not allow_empty and not git("status", "--porcelain", cwd=cwd).strip():
+    add_all(cwd)
+    status = git("status", "--porcelain", SUBMODULE_HEADS_ONLY, cwd=cwd)
+    if not allow_empty and not status.strip():
         return None
     extra = ["--allow-empty"] if allow_empty else []
     git(*identity_args(cwd), "commit", "--no-verify", "-q", *extra, "-m", message, cwd=cwd)
@@ -216,7 +273,7 @@ def commit_all(cwd: Path, message: str, *, allow_empty: bool = False) -> str | N
 
 def is_dirty(cwd: Path) -> bool:
     """True when the worktree has uncommitted or untracked (non-ignored) changes."""
-    return bool(git("status", "--porcelain", cwd=cwd).strip())
+    return bool(git("status", "--porcelain", SUBMODULE_HEADS_ONLY, cwd=cwd).strip())
 
 
 def changed_paths(cwd: Path) -> set[str]:
@@ -318,7 +375,7 @@ def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) ->
     Uses a throwaway index so the worktree's own index is never modified.
     """
     with scratch_index(cwd) as env:
-        git("add", "-A", cwd=cwd, env=env)
+        add_all(cwd, env)
         args = ["diff", "--cached", "--no-color", "--no-ext-diff"]
         if stat:
             args.append("--numstat")
@@ -359,7 +416,7 @@ def stash(cwd: Path, message: str, *, ref: str) -> bool:
     if not is_dirty(cwd):
         return False
     with scratch_index(cwd) as env:
-        git("add", "-A", cwd=cwd, env=env)
+        add_all(cwd, env)
         tree = git("write-tree", cwd=cwd, env=env).strip()
     commit = git(
         *identity_args(cwd), "commit-tree", tree, "-p", "HEAD", "-m", message, cwd=cwd
