@@ -112,7 +112,7 @@ def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str)
     env = scrubbed_env(os.environ, secret_values(settings.env))
     env.pop("VIRTUAL_ENV", None)  # Tilth's own venv must not leak into the project's set-up
     started = time.monotonic()
-    args: list[str] | str = command
+    args = ["/bin/sh", "-c", command]
     if why != "prep":
         # A forked or re-created worktree holds the worker's files (a Makefile, a setup.py
         # the command runs): then the set-up runs in the worker's sandbox too.
@@ -120,14 +120,8 @@ def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str)
 
         sandbox = sandbox_for(settings, worktree, session_dir=session.dir, source=session.source)
         if sandbox is not None:
-            args = sandbox.wrap(["/bin/sh", "-c", command])
-    result = proc.run(
-        args,
-        cwd=worktree,
-        timeout=settings.setup_timeout_seconds,
-        env=env,
-        shell=isinstance(args, str),
-    )
+            args = sandbox.wrap(args)
+    result = proc.run_capped(args, cwd=worktree, timeout=settings.setup_timeout_seconds, env=env)
     output = _tail(result.stdout + ("\n" + result.stderr if result.stderr.strip() else ""))
     ok = result.returncode == 0 and not result.timed_out
     session.log(

@@ -256,7 +256,7 @@ def run_pytest(
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
         cmd = _confined(argv, sandbox, *others, scratch=(scratch,) if scratch else ())
         env = child_env(secrets, environment)
-        result = proc.run(cmd, cwd=worktree, timeout=timeout, env=env)
+        result = proc.run_capped(cmd, cwd=worktree, timeout=timeout, env=env)
         output = _output(result, worktree, *others)
         missing = (
             shortfall(scratch, result.returncode) if scratch and result.returncode == 0 else None
@@ -281,7 +281,8 @@ def run_lint(
 ) -> Check:
     """The configured lint command (a shell line) in the worktree, in the project's env."""
     cmd = _confined(["/bin/sh", "-c", command], sandbox)
-    result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets, environment))
+    env = child_env(secrets, environment)
+    result = proc.run_capped(cmd, cwd=worktree, timeout=timeout, env=env)
     output = _output(result, worktree)
     if result.timed_out:
         return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)
