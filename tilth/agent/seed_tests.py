@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tilth import git, proc
+from tilth.agent.case import fence
 from tilth.agent.gate_evidence import gate_scratch, runner_words, shortfall
 from tilth.project_env import ProjectEnv
 from tilth.tools.sandbox import Sandbox
@@ -56,7 +57,9 @@ class GateRun:
         parts = []
         for check in self.checks:
             status = "PASS" if check.passed else "FAIL"
-            parts.append(f"[{check.name}] {status}\n{clip(check.output, cap) or '(no output)'}")
+            # Fenced: the output is the worker's code talking, not the harness.
+            output = fence(clip(check.output, cap) or "(no output)", "text")
+            parts.append(f"[{check.name}] {status}\n{output}")
         return "\n\n".join(parts)
 
     def to_dict(self) -> dict[str, object]:
@@ -121,7 +124,7 @@ class SeedCopies:
     """The pytest configuration file among ``support``, if the seed commit has one."""
 
 
-def _at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
+def files_at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
     """Content of each of ``paths`` that exists at ``sha``."""
     if not paths:
         return {}
@@ -147,7 +150,7 @@ def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies
         if match and match.group(1) in wanted:
             names.append(path)
     configs = [name for name, _ in _PYTEST_CONFIGS]
-    found = _at(sha, [*_SUPPORT_FILES, *configs, *names], worktree)
+    found = files_at(sha, [*_SUPPORT_FILES, *configs, *names], worktree)
     support = {path: found[path] for path in _SUPPORT_FILES if path in found}
     config = None
     for name, section in _PYTEST_CONFIGS:
