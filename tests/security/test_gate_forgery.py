@@ -172,3 +172,16 @@ def test_tricks_fail_in_the_sandbox_too(tmp_path: Path, python: ProjectEnv) -> N
     repo, sha = _worktree(tmp_path, ATTACKS["os._exit(0) when the tests import the code"])
     passed, report = _gate(repo, sha, python, sandboxed=True)
     assert not passed and "before pytest finished" in report, report
+
+
+def test_seed_tests_moved_behind_a_directory_link_count_as_changed(
+    tmp_path: Path, python: ProjectEnv
+) -> None:
+    """``tests`` replaced by a link to a copy: every file reads the same, but the commit
+    would hold a link where the seed tests were."""
+    repo, sha = _worktree(tmp_path, {"textkit/words.py": RIGHT})
+    (repo / "tests").rename(repo / "kept")
+    (repo / "tests").symlink_to("kept")
+    gate = run_gate(repo, ["T-001"], environment=python, timeout=60, seed_sha=sha)
+    assert not gate.passed
+    assert gate.tampered == ["tests/test_t001_count_words.py"]

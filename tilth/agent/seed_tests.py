@@ -167,10 +167,18 @@ def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
     if not paths:
         return []
     seed_ids = git.git(*["rev-parse", *(f"{copies.sha}:{p}" for p in paths)], cwd=worktree)
-    present = [p for p in paths if (worktree / p).is_file() and not (worktree / p).is_symlink()]
+    present = [p for p in paths if _plain_file(worktree, p)]
     now = git.git("hash-object", "--", *present, cwd=worktree).split() if present else []
     current = dict(zip(present, now, strict=True))
     return [p for p, blob in zip(paths, seed_ids.split(), strict=True) if current.get(p) != blob]
+
+
+def _plain_file(root: Path, rel: str) -> bool:
+    """``root/rel`` is a regular file reached through no link (a linked ``tests/`` reads the
+    same but commits as a link where the seed tests were)."""
+    parts = Path(rel).parts
+    steps = [root.joinpath(*parts[:n]) for n in range(1, len(parts) + 1)]
+    return (root / rel).is_file() and not any(step.is_symlink() for step in steps)
 
 
 def tampering_message(changed: Sequence[str], sha: str) -> str:
