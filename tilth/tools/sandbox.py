@@ -15,7 +15,9 @@ its parent. The environment is whatever the caller passes to ``Popen`` — the
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -101,12 +103,41 @@ class Sandbox:
                 args += ["--tmpfs", str(path)]
         for path in self.protected():
             args += ["--ro-bind", str(path), str(path)]
+        shown = [*outside, self.writable]
+        for path in bound_sockets():
+            # Under a hidden place (or /tmp) a socket is gone anyway, unless a bind shows it.
+            if any(_inside(path, p) for p in shown) or not any(_inside(path, h) for h in hidden):
+                args += ["--ro-bind", "/dev/null", str(path)]
         if not self.network:
             args.append("--unshare-net")
         # ~/.cache is read-only in here; caches (pip, uv...) go to the private /tmp instead.
         args += ["--setenv", "XDG_CACHE_HOME", "/tmp/.cache"]
         args += ["--die-with-parent", "--new-session", "--chdir", str(self.writable), "--"]
         return args + list(argv)
+
+
+def bound_sockets(table: Path = Path("/proc/net/unix")) -> list[Path]:
+    """Unix sockets bound at a path right now (the services a sandbox must not reach).
+
+    A read-only mount does not stop ``connect()``: the session bus would run commands
+    outside (``systemd-run --user``), a Docker socket is root. Each is covered with an
+    empty file in the sandbox; sockets made later in ``$XDG_RUNTIME_DIR`` are hidden with it.
+    """
+    try:
+        lines = table.read_text(encoding="utf-8", errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    found: set[Path] = set()
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith("/"):
+            path = Path(fields[7])
+            try:
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    found.add(path)
+            except OSError:
+                continue
+    return sorted(found)
 
 
 def make_sandbox(
@@ -181,6 +212,14 @@ def unsandboxed_warning(detail: str) -> str:
     )
 
 
+def _runtime_dirs() -> list[Path]:
+    """The user's runtime directories: their session bus, agents and sockets live there."""
+    places = [Path(f"/run/user/{os.getuid()}")]
+    if os.environ.get("XDG_RUNTIME_DIR", "").startswith("/"):
+        places.append(Path(os.environ["XDG_RUNTIME_DIR"]))
+    return [p for p in places if p.is_dir()]
+
+
 def sandbox_for(
     settings: Settings,
     writable: Path,
@@ -207,7 +246,7 @@ def sandbox_for(
                 hint=f"{INSTALL_HINT}, or set TILTH_SANDBOX=auto to run unsandboxed",
             )
         return None
-    hidden = [settings.home, settings.sessions_dir]
+    hidden = [settings.home, settings.sessions_dir, *_runtime_dirs()]
     if session_dir is not None:
         hidden.append(session_dir)
     # Tilth's own interpreter may run the gate; it stays reachable wherever it is installed.
