@@ -36,3 +36,21 @@ def test_grep_still_finds_lines_in_odd_files(tmp_path: Path) -> None:
     assert found[1].startswith("a.py:3: yyy") and found[1].endswith(" \u2026")
     assert found[2] == "latin.txt:1: NEEDLE \ufffd"
     assert len(found) == 3
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name"),
+    [("*a*a*a*a*a*a*a*a*a*c", "a" * 120), ("**/**/**/**/**/**/**/**/**/zz", "d/" * 30 + "x")],
+)
+def test_a_glob_pattern_matches_in_linear_time(tmp_path: Path, pattern: str, name: str) -> None:
+    """Glob patterns were one regular expression, backtracking on patterns like these."""
+    target = tmp_path / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("x\n")
+    started = time.monotonic()
+    for tool, args in (
+        ("glob", {"pattern": pattern}),
+        ("grep", {"pattern": "x", "path_glob": pattern}),
+    ):
+        assert ToolBox(tmp_path).dispatch(tool, args).result == "(no matches)"
+    assert time.monotonic() - started < 3
