@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -212,18 +213,26 @@ repository's own config, which the worker can write (``git init`` in the worktre
 run the filter or other commands it names, outside the sandbox."""
 
 
-def add_all(cwd: Path, env: dict[str, str] | None = None) -> None:
-    """``git add -A`` that never runs git inside a submodule (see ``SUBMODULE_HEADS_ONLY``).
+LARGEST_FILE = 100 * 1024 * 1024
+"""Bytes: a bigger file is never staged by Tilth. git hashes about 200 MB a second, and a
+sparse file of any size costs the worker nothing to make: one of 20 GB kept every commit,
+diff and rewind past git's timeout."""
+
+
+def add_all(cwd: Path, env: dict[str, str] | None = None) -> list[str]:
+    """``git add -A``, except files over ``LARGEST_FILE`` (returned, so callers can say so),
+    and without ever running git inside a submodule (see ``SUBMODULE_HEADS_ONLY``).
 
     ``git add`` has no option for that, so submodules are left out of its pathspec and
     their entries set here: the commit their checkout is on (read from its files), or
     removed when the directory is gone.
     """
     links = _gitlinks(cwd, env)
-    if not links:
+    large = _too_large(cwd, env)
+    if not links and not large:
         git("add", "-A", cwd=cwd, env=env)
-        return
-    spec = "".join(f":(exclude,literal){path}\0" for path in links)
+        return []
+    spec = "".join(f":(exclude,literal){path}\0" for path in [*links, *large])
     git(
         "add",
         "-A",
@@ -247,6 +256,21 @@ def add_all(cwd: Path, env: dict[str, str] | None = None) -> None:
         else:  # no longer a repository: what is there is ordinary content
             literal = {**(env or {}), "GIT_LITERAL_PATHSPECS": "1"}
             git("add", "-A", "--", path, cwd=cwd, env=literal)
+    return large
+
+
+def _too_large(cwd: Path, env: dict[str, str] | None) -> list[str]:
+    """Untracked or changed files (ignored ones aside) over ``LARGEST_FILE``."""
+    out = git("ls-files", "-z", "--others", "--modified", "--exclude-standard", cwd=cwd, env=env)
+    large = []
+    for rel in sorted(set(filter(None, out.split("\0")))):
+        try:
+            found = os.lstat(cwd / rel)
+        except OSError:
+            continue
+        if stat.S_ISREG(found.st_mode) and found.st_size > LARGEST_FILE:
+            large.append(rel)
+    return large
 
 
 def _gitlinks(cwd: Path, env: dict[str, str] | None) -> dict[str, str]:
@@ -263,9 +287,8 @@ def _gitlinks(cwd: Path, env: dict[str, str] | None) -> dict[str, str]:
 def commit_all(cwd: Path, message: str, *, allow_empty: bool = False) -> str | None:
     """Stage everything and commit; returns the new sha, or None if nothing to commit."""
     add_all(cwd)
-    status = git("status", "--porcelain", SUBMODULE_HEADS_ONLY, cwd=cwd)
-    if not allow_empty and not status.strip():
-        return None
+    if not allow_empty and ok("diff", "--cached", "--quiet", cwd=cwd):
+        return None  # nothing staged
     extra = ["--allow-empty"] if allow_empty else []
     git(*identity_args(cwd), "commit", "--no-verify", "-q", *extra, "-m", message, cwd=cwd)
     return head(cwd)
@@ -375,11 +398,15 @@ def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) ->
     Uses a throwaway index so the worktree's own index is never modified.
     """
     with scratch_index(cwd) as env:
-        add_all(cwd, env)
+        left_out = add_all(cwd, env)
         args = ["diff", "--cached", "--no-color", "--no-ext-diff"]
         if stat:
             args.append("--numstat")
-        return git(*args, base, cwd=cwd, env=env)
+        diff = git(*args, base, cwd=cwd, env=env)
+    if left_out and not stat:
+        limit = LARGEST_FILE // 2**20
+        diff += "".join(f"# left out (over {limit} MB, never committed): {p}\n" for p in left_out)
+    return diff
 
 
 def reset_hard(cwd: Path, rev: str) -> None:

@@ -1,0 +1,43 @@
+"""A huge file in the worktree cannot stall Tilth's git: it is never staged.
+
+git hashes about 200 MB a second and a sparse file costs nothing to make: with a 20 GB
+one in the worktree every stage commit, the evaluator's diff and every rewind ran past
+git's timeout, and the session could neither go on nor go back.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tests.conftest import git, make_repo
+from tilth import git as tilth_git
+from tilth.timeline.rewind.change_report import tree_changes
+
+HUGE = 40 * 1024**3  # sparse: no disk is used
+
+
+def test_a_huge_file_is_left_out_quickly_and_said_so(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    base = tilth_git.head(repo)
+    with open(repo / "huge.bin", "wb") as handle:
+        handle.truncate(HUGE)
+    (repo / "b.txt").write_text("b\n")
+    started = time.monotonic()
+    diff = tilth_git.diff_with_untracked(repo, base)
+    assert "+b" in diff and "# left out (over 100 MB, never committed): huge.bin" in diff
+    assert tree_changes(repo, base) == [("delete", "b.txt")]
+    assert tilth_git.commit_all(repo, "more") is not None
+    assert tilth_git.commit_all(repo, "nothing new") is None  # the huge file stays aside
+    assert time.monotonic() - started < 10
+    assert git(repo, "ls-tree", "--name-only", "HEAD").split() == ["a.txt", "b.txt"]
+    assert os.path.getsize(repo / "huge.bin") == HUGE  # left where it was
+
+
+def test_a_tracked_file_grown_huge_keeps_its_committed_version(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"data.bin": "small\n"})
+    with open(repo / "data.bin", "r+b") as handle:
+        handle.truncate(HUGE)
+    assert tilth_git.commit_all(repo, "grown", allow_empty=True) is not None
+    assert git(repo, "show", "HEAD:data.bin") == "small\n"
