@@ -41,3 +41,17 @@ def test_a_tracked_file_grown_huge_keeps_its_committed_version(tmp_path: Path) -
         handle.truncate(HUGE)
     assert tilth_git.commit_all(repo, "grown", allow_empty=True) is not None
     assert git(repo, "show", "HEAD:data.bin") == "small\n"
+
+
+def test_a_seed_test_made_huge_is_refused_at_once(tmp_path: Path) -> None:
+    from tilth.agent.seed_tests import changed_seed_tests, seed_copies
+
+    test = "tests/test_t001_a.py"
+    repo = make_repo(tmp_path / "repo", {test: "def test_a():\n    pass\n"})
+    copies = seed_copies(repo, tilth_git.head(repo), ["T-001"])
+    assert changed_seed_tests(repo, copies) == []
+    with open(repo / test, "r+b") as handle:
+        handle.truncate(HUGE)
+    started = time.monotonic()
+    assert changed_seed_tests(repo, copies) == [test]
+    assert time.monotonic() - started < 5
