@@ -126,30 +126,47 @@ def head(cwd: Path) -> str:
 
 
 def _head_from_files(worktree: Path) -> str | None:
+    """HEAD's sha from the ref files, or None (then ask git). The files may be a worker's (a
+    repository it made in the worktree): each is read only if small and regular."""
     dotgit = worktree / ".git"
     gitdir = dotgit
     if dotgit.is_file():  # a linked worktree: "gitdir: <path>"
-        gitdir = Path(dotgit.read_text().split(":", 1)[1].strip())
+        pointer = _small_text(dotgit)
+        if pointer is None or ":" not in pointer:
+            return None
+        gitdir = Path(pointer.split(":", 1)[1].strip())
         if not gitdir.is_absolute():
             gitdir = (worktree / gitdir).resolve()
     common = gitdir
     if (gitdir / "commondir").is_file():
-        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-    value = (gitdir / "HEAD").read_text().strip()
+        common = (gitdir / (_small_text(gitdir / "commondir") or ".").strip()).resolve()
+    value = (_small_text(gitdir / "HEAD") or "").strip()
     if not value.startswith("ref: "):
         return value if _is_sha(value) else None
     ref = value[5:]
     for base in (gitdir, common):
         loose = base / ref
         if loose.is_file():
-            sha = loose.read_text().strip()
+            sha = (_small_text(loose) or "").strip()
             return sha if _is_sha(sha) else None
-    packed = common / "packed-refs"
-    if packed.is_file():
-        for line in packed.read_text().splitlines():
-            if line.endswith(" " + ref) and _is_sha(line.split(" ", 1)[0]):
-                return line.split(" ", 1)[0]
+    for line in (_small_text(common / "packed-refs", 64 << 20) or "").splitlines():
+        if line.endswith(" " + ref) and _is_sha(line.split(" ", 1)[0]):
+            return line.split(" ", 1)[0]
     return None
+
+
+def _small_text(path: Path, limit: int = 1 << 16) -> str | None:
+    """A regular file's text when it is at most ``limit`` bytes, else None; never waits on a
+    FIFO and never reads a huge (sparse) file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_size > limit:
+            return None
+        return handle.read(limit).decode("utf-8", "replace")
 
 
 def _is_sha(text: str) -> bool:

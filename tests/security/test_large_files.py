@@ -55,3 +55,34 @@ def test_a_seed_test_made_huge_is_refused_at_once(tmp_path: Path) -> None:
     started = time.monotonic()
     assert changed_seed_tests(repo, copies) == [test]
     assert time.monotonic() - started < 5
+
+
+def test_file_tools_read_a_huge_file_in_bounded_memory(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from tilth.agent.prompts import context_files
+    from tilth.tools import ToolBox
+
+    (tmp_path / "AGENTS.md").write_bytes(b"rules\n")  # text first, then a huge hole
+    with open(tmp_path / "AGENTS.md", "r+b") as handle:
+        handle.truncate(HUGE)
+    box = ToolBox(tmp_path)
+    tracemalloc.start()
+    try:
+        read = box.dispatch("read_file", {"path": "AGENTS.md"})
+        edit = box.dispatch(
+            "edit_file", {"path": "AGENTS.md", "old_string": "rules", "new_string": "x"}
+        )
+        context, names = context_files(tmp_path, ("AGENTS.md",))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 200_000_000
+    assert read.is_error and f"binary file ({HUGE} bytes)" in read.result  # the hole is NULs
+    assert edit.is_error
+    assert names == ["AGENTS.md"] and context.startswith("rules")
+    (tmp_path / "log.txt").write_text("line\n" * 2_500_000)  # 12.5 MB of text
+    read = box.dispatch("read_file", {"path": "log.txt"})
+    assert read.result.endswith("[truncated: the file is 12500000 bytes]")
+    edit = box.dispatch("edit_file", {"path": "log.txt", "old_string": "l", "new_string": "L"})
+    assert edit.is_error and "too large for edit_file" in edit.result

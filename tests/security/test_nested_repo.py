@@ -113,3 +113,20 @@ def test_a_nested_repositorys_new_commit_is_still_recorded(tmp_path: Path) -> No
     (outer / "b.txt").write_text("b\n")
     assert tilth_git.commit_all(outer, "gone") is not None
     assert git(outer, "ls-tree", "--name-only", "HEAD").split() == ["a.txt", "b.txt"]
+
+
+def test_a_nested_repository_with_a_huge_pointer_file_is_read_safely(tmp_path: Path) -> None:
+    """Its ``.git`` a file of 8 GB (sparse): reading it whole would take Tilth down."""
+    outer = make_repo(tmp_path / "outer", {"a.txt": "a\n"})
+    sub = outer / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    (sub / "f").write_text("one\n")
+    git(sub, "add", "-A")
+    git(sub, "commit", "-qm", "one")
+    assert tilth_git.commit_all(outer, "embed") is not None
+    shutil.rmtree(sub / ".git")
+    with open(sub / ".git", "wb") as handle:
+        handle.truncate(8 * 1024**3)
+    (outer / "c.txt").write_text("c\n")
+    assert tilth_git.commit_all(outer, "with a huge pointer") is not None

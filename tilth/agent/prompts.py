@@ -69,10 +69,11 @@ def context_files(
             path = worktree / name
             if path.is_file():
                 try:
-                    text = path.read_text(encoding="utf-8", errors="replace")
+                    with open(path, "rb") as handle:  # at most what could be shown
+                        data = handle.read(CONTEXT_FILES_CAP * 4 + 1)
                 except OSError:
                     continue
-                found.append((name, text.rstrip()))
+                found.append((name, data.decode("utf-8", errors="replace").rstrip()))
     if not found:
         return "", []
     if len(found) == 1:
