@@ -17,6 +17,7 @@ from tilth import git, proc
 from tilth.config import Settings, secret_values
 from tilth.errors import SetupFailed, TilthError
 from tilth.session.store import Session
+from tilth.tools.pipes import remove_named_pipes
 from tilth.tools.shell import scrubbed_env
 from tilth.worktree_env import record_worktree_env
 
@@ -122,6 +123,8 @@ def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str)
         if sandbox is not None:
             args = sandbox.wrap(args)
     result = proc.run_capped(args, cwd=worktree, timeout=settings.setup_timeout_seconds, env=env)
+    if why != "prep":
+        remove_named_pipes(worktree)  # the worker's files ran: git must not block on a FIFO
     output = _tail(result.stdout + ("\n" + result.stderr if result.stderr.strip() else ""))
     ok = result.returncode == 0 and not result.timed_out
     session.log(

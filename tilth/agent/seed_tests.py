@@ -22,6 +22,7 @@ from tilth import git, proc
 from tilth.agent.case import fence
 from tilth.agent.gate_evidence import gate_scratch, runner_words, shortfall
 from tilth.project_env import ProjectEnv
+from tilth.tools.pipes import remove_named_pipes
 from tilth.tools.sandbox import Sandbox
 from tilth.tools.shell import scrubbed_env
 
@@ -336,6 +337,27 @@ def run_gate(
         if changed:
             refusal = Check("seed-tests", False, tampering_message(changed, seed_sha))
             return GateRun([refusal], files, tampered=changed)
+    try:
+        return GateRun(
+            _run_checks(
+                worktree, files, environment, timeout, lint_command, secrets, copies, sandbox
+            ),
+            files,
+        )
+    finally:
+        remove_named_pipes(worktree)  # the code ran: git must not block on what it left
+
+
+def _run_checks(
+    worktree: Path,
+    files: list[str],
+    environment: ProjectEnv,
+    timeout: float,
+    lint_command: str | None,
+    secrets: Sequence[str],
+    copies: SeedCopies | None,
+    sandbox: Sandbox | None,
+) -> list[Check]:
     checks = [
         run_pytest(
             worktree,
@@ -358,4 +380,4 @@ def run_gate(
                 sandbox=sandbox,
             )
         )
-    return GateRun(checks, files)
+    return checks
