@@ -86,3 +86,76 @@ def test_file_tools_read_a_huge_file_in_bounded_memory(tmp_path: Path) -> None:
     assert read.result.endswith("[truncated: the file is 12500000 bytes]")
     edit = box.dispatch("edit_file", {"path": "log.txt", "old_string": "l", "new_string": "L"})
     assert edit.is_error and "too large for edit_file" in edit.result
+
+
+def test_a_run_whose_worker_makes_a_huge_file_stays_small(
+    repo: Path, sessions_dir: Path, tilth_home: Path
+) -> None:
+    """The turn's checkpoint capture read every changed file whole before the size cap
+    applied: a 3 GB sparse file took Tilth to 3 GB of memory, a 40 GB one would kill it."""
+    import subprocess
+    import sys
+
+    from agent.support import GOOD, TASKS, model_env, recipes, seed_session, team_server
+
+    from tilth.demo.script import Recipe, Team
+    from tilth.model.script import tool_call
+
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    recipe = Recipe(GOOD["T-001"], test_command="true")
+    recipe.probes = [tool_call("bash", command="truncate -s 3G huge.bin && echo made")]
+    report = (
+        "import resource, sys; print('MAXRSS', resource.getrusage(0).ru_maxrss, file=sys.stderr)"
+    )
+    code = f"import sys\nfrom tilth.cli import main\nrc = main(['run', sys.argv[1]])\n{report}\n"
+    with team_server(Team(recipes(T_001=recipe))) as server:
+        env = {**os.environ, **model_env(server.base_url), "TILTH_HOME": str(tilth_home)}
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(repo)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert seeded.statuses() == {"T-001": "done"}, done.stderr[-2000:]
+    kilobytes = int(done.stderr.split("MAXRSS")[1].split()[0])
+    assert kilobytes < 1_000_000, f"{kilobytes // 1024} MB"
+    listed = subprocess.run(
+        [sys.executable, "-m", "tilth", "checkpoints", seeded.session.id, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "file over size cap: huge.bin" in listed.stdout, listed.stdout[-2000:]
+
+
+def test_a_chat_whose_model_makes_a_huge_file_stays_small(tmp_path: Path) -> None:
+    """``tilth chat`` snapshots what bash changed in DIR the same way, capped the same way."""
+    import subprocess
+    import sys
+
+    from tests.chat.tty import chat_env, server_for
+    from tilth.model import reply, tool_call
+
+    work = tmp_path / "dir"
+    work.mkdir()
+    replies = [reply(None, tool_call("bash", command="truncate -s 3G huge.bin")), reply("done")]
+    server = server_for(replies)
+    report = "import resource; print('MAXRSS', resource.getrusage(0).ru_maxrss, file=sys.stderr)"
+    code = f"import sys\nfrom tilth.cli import main\nmain(['chat', sys.argv[1]])\n{report}\n"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(work)],
+            input="make a big file\n",
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=chat_env(tmp_path / "home", server),
+            timeout=120,
+        )
+    finally:
+        server.stop()
+    assert "MAXRSS" in done.stderr, done.stderr[-2000:]
+    kilobytes = int(done.stderr.split("MAXRSS")[1].split()[0])
+    assert kilobytes < 1_000_000, f"{kilobytes // 1024} MB"
