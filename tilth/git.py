@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -137,30 +138,47 @@ def head(cwd: Path) -> str:
 
 
 def _head_from_files(worktree: Path) -> str | None:
+    """HEAD's sha from the ref files, or None (then ask git). The files may be a worker's (a
+    repository it made in the worktree): each is read only if small and regular."""
     dotgit = worktree / ".git"
     gitdir = dotgit
     if dotgit.is_file():  # a linked worktree: "gitdir: <path>"
-        gitdir = Path(dotgit.read_text().split(":", 1)[1].strip())
+        pointer = _small_text(dotgit)
+        if pointer is None or ":" not in pointer:
+            return None
+        gitdir = Path(pointer.split(":", 1)[1].strip())
         if not gitdir.is_absolute():
             gitdir = (worktree / gitdir).resolve()
     common = gitdir
     if (gitdir / "commondir").is_file():
-        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-    value = (gitdir / "HEAD").read_text().strip()
+        common = (gitdir / (_small_text(gitdir / "commondir") or ".").strip()).resolve()
+    value = (_small_text(gitdir / "HEAD") or "").strip()
     if not value.startswith("ref: "):
         return value if _is_sha(value) else None
     ref = value[5:]
     for base in (gitdir, common):
         loose = base / ref
         if loose.is_file():
-            sha = loose.read_text().strip()
+            sha = (_small_text(loose) or "").strip()
             return sha if _is_sha(sha) else None
-    packed = common / "packed-refs"
-    if packed.is_file():
-        for line in packed.read_text().splitlines():
-            if line.endswith(" " + ref) and _is_sha(line.split(" ", 1)[0]):
-                return line.split(" ", 1)[0]
+    for line in (_small_text(common / "packed-refs", 64 << 20) or "").splitlines():
+        if line.endswith(" " + ref) and _is_sha(line.split(" ", 1)[0]):
+            return line.split(" ", 1)[0]
     return None
+
+
+def _small_text(path: Path, limit: int = 1 << 16) -> str | None:
+    """A regular file's text when it is at most ``limit`` bytes, else None; never waits on a
+    FIFO and never reads a huge (sparse) file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_size > limit:
+            return None
+        return handle.read(limit).decode("utf-8", "replace")
 
 
 def _is_sha(text: str) -> bool:
@@ -216,11 +234,90 @@ def identity_args(cwd: Path) -> list[str]:
     return args
 
 
+# ---- nested repositories -----------------------------------------------------------------
+SUBMODULE_HEADS_ONLY = "--ignore-submodules=dirty"
+"""For commands comparing the working tree: a submodule counts as changed when its commit
+moved, never by asking git *inside* it about its files. That git would read the nested
+repository's own config, which the worker can write (``git init`` in the worktree), and
+run the filter or other commands it names, outside the sandbox."""
+
+
+LARGEST_FILE = 100 * 1024 * 1024
+"""Bytes: a bigger file is never staged by Tilth. git hashes about 200 MB a second, and a
+sparse file of any size costs the worker nothing to make: one of 20 GB kept every commit,
+diff and rewind past git's timeout."""
+
+
+def add_all(cwd: Path, env: dict[str, str] | None = None) -> list[str]:
+    """``git add -A``, except files over ``LARGEST_FILE`` (returned, so callers can say so),
+    and without ever running git inside a submodule (see ``SUBMODULE_HEADS_ONLY``).
+
+    ``git add`` has no option for that, so submodules are left out of its pathspec and
+    their entries set here: the commit their checkout is on (read from its files), or
+    removed when the directory is gone.
+    """
+    links = _gitlinks(cwd, env)
+    large = _too_large(cwd, env)
+    if not links and not large:
+        git("add", "-A", cwd=cwd, env=env)
+        return []
+    spec = "".join(f":(exclude,literal){path}\0" for path in [*links, *large])
+    git(
+        "add",
+        "-A",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+        cwd=cwd,
+        env=env,
+        input_text=".\0" + spec,
+    )
+    for path, recorded in links.items():
+        where = cwd / path
+        if (where / ".git").exists():
+            try:
+                now = _head_from_files(where)
+            except (OSError, IndexError, UnicodeDecodeError):
+                now = None
+            if now and now != recorded:
+                git("update-index", "--cacheinfo", f"160000,{now},{path}", cwd=cwd, env=env)
+        elif not where.exists() and not where.is_symlink():
+            git("update-index", "--force-remove", "--", path, cwd=cwd, env=env)
+        else:  # no longer a repository: what is there is ordinary content
+            literal = {**(env or {}), "GIT_LITERAL_PATHSPECS": "1"}
+            git("add", "-A", "--", path, cwd=cwd, env=literal)
+    return large
+
+
+def _too_large(cwd: Path, env: dict[str, str] | None) -> list[str]:
+    """Untracked or changed files (ignored ones aside) over ``LARGEST_FILE``."""
+    out = git("ls-files", "-z", "--others", "--modified", "--exclude-standard", cwd=cwd, env=env)
+    large = []
+    for rel in sorted(set(filter(None, out.split("\0")))):
+        try:
+            found = os.lstat(cwd / rel)
+        except OSError:
+            continue
+        if stat.S_ISREG(found.st_mode) and found.st_size > LARGEST_FILE:
+            large.append(rel)
+    return large
+
+
+def _gitlinks(cwd: Path, env: dict[str, str] | None) -> dict[str, str]:
+    """Submodule entries of the index: path → the commit it records."""
+    out = git("ls-files", "-s", "-z", cwd=cwd, env=env)
+    links: dict[str, str] = {}
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        if meta.startswith("160000 "):
+            links[path] = meta.split(" ")[1]
+    return links
+
+
 def commit_all(cwd: Path, message: str, *, allow_empty: bool = False) -> str | None:
     """Stage everything and commit; returns the new sha, or None if nothing to commit."""
-    git("add", "-A", cwd=cwd)
-    if not allow_empty and not git("status", "--porcelain", cwd=cwd).strip():
-        return None
+    add_all(cwd)
+    if not allow_empty and ok("diff", "--cached", "--quiet", cwd=cwd):
+        return None  # nothing staged
     extra = ["--allow-empty"] if allow_empty else []
     git(*identity_args(cwd), "commit", "--no-verify", "-q", *extra, "-m", message, cwd=cwd)
     return head(cwd)
@@ -228,7 +325,7 @@ def commit_all(cwd: Path, message: str, *, allow_empty: bool = False) -> str | N
 
 def is_dirty(cwd: Path) -> bool:
     """True when the worktree has uncommitted or untracked (non-ignored) changes."""
-    return bool(git("status", "--porcelain", cwd=cwd).strip())
+    return bool(git("status", "--porcelain", SUBMODULE_HEADS_ONLY, cwd=cwd).strip())
 
 
 def changed_paths(cwd: Path) -> set[str]:
@@ -330,11 +427,15 @@ def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) ->
     Uses a throwaway index so the worktree's own index is never modified.
     """
     with scratch_index(cwd) as env:
-        git("add", "-A", cwd=cwd, env=env)
+        left_out = add_all(cwd, env)
         args = ["diff", "--cached", "--no-color", "--no-ext-diff"]
         if stat:
             args.append("--numstat")
-        return git(*args, base, cwd=cwd, env=env)
+        diff = git(*args, base, cwd=cwd, env=env)
+    if left_out and not stat:
+        limit = LARGEST_FILE // 2**20
+        diff += "".join(f"# left out (over {limit} MB, never committed): {p}\n" for p in left_out)
+    return diff
 
 
 def reset_hard(cwd: Path, rev: str) -> None:
@@ -379,7 +480,7 @@ def stash(cwd: Path, message: str, *, ref: str) -> bool:
     if not is_dirty(cwd):
         return False
     with scratch_index(cwd) as env:
-        git("add", "-A", cwd=cwd, env=env)
+        add_all(cwd, env)
         tree = git("write-tree", cwd=cwd, env=env).strip()
     commit = git(
         *identity_args(cwd), "commit-tree", tree, "-p", "HEAD", "-m", message, cwd=cwd

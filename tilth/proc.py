@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,7 @@ class ProcResult:
     timed_out: bool = False
 
 
-def kill_group(proc: subprocess.Popen[str]) -> None:
+def kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     """SIGKILL the child's whole process group (it leads its own)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -132,3 +134,56 @@ def _wait(proc: subprocess.Popen[str], input_text: str | None, deadline: float) 
                 out, err = _drain(proc, exc)
                 code = proc.returncode if proc.returncode is not None else -9
                 return ProcResult(code, out, err, True)
+
+
+CAPPED_CHARS = 50_000
+"""What ``run_capped`` keeps of each stream: this many characters from its start and as
+many from its end."""
+
+
+def run_capped(
+    cmd: Sequence[str],
+    *,
+    cwd: Path | str | None = None,
+    timeout: float = 60.0,
+    env: Mapping[str, str] | None = None,
+    keep: int = CAPPED_CHARS,
+) -> ProcResult:
+    """``run`` for a child whose output the worker controls (its code, its tests).
+
+    A program can write gigabytes within any timeout; held in memory that would take
+    Tilth down. Here stdout and stderr go to files and only both ends of each are read.
+    Whatever the child left in its process group is killed when it exits.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            kill_group(proc)
+            proc.wait()
+        code = -9 if timed_out and proc.returncode is None else proc.returncode
+        return ProcResult(code, read_ends(out, keep), read_ends(err, keep), timed_out)
+
+
+def read_ends(handle: BinaryIO, keep: int) -> str:
+    """A file's text: all of it, or its first and last ``keep`` characters and a note."""
+    size = os.fstat(handle.fileno()).st_size
+    handle.seek(0)
+    if size <= keep * 8:  # a UTF-8 character is at most 4 bytes: both ends fit
+        return handle.read().decode("utf-8", errors="replace")
+    head = handle.read(keep * 4).decode("utf-8", errors="replace")[:keep]
+    handle.seek(size - keep * 4)
+    tail = handle.read().decode("utf-8", errors="replace")[-keep:]
+    return f"{head}\n... [truncated: {size} bytes in all] ...\n{tail}"

@@ -17,7 +17,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 Kind = Literal["command", "worktree-venv", "source-venv", "uv", "python"]
 VENV_NAMES = (".venv", "venv")
+WORKTREE_ENTRIES = (*VENV_NAMES, "uv.lock")
+"""What in a worktree can choose the environment (and so must be there before the worker)."""
 PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider")
 PROBE_TIMEOUT = 30.0
 CHOOSE_HINT = (
@@ -67,9 +69,12 @@ class ProjectEnv:
     pythonpath: tuple[Path, ...] = ()
     """Worktree directories put first on ``PYTHONPATH``: where the source virtualenv's
     editable installs point, moved from the source repository into the worktree."""
+    ignored: tuple[Path, ...] = ()
+    """Worktree entries passed over because they appeared after the worker started."""
 
-    def activate(self, env: Mapping[str, str]) -> dict[str, str]:
-        """A copy of ``env`` with this environment active (bin dir first, ``VIRTUAL_ENV``)."""
+    def activate(self, env: Mapping[str, str], *, worktree_imports: bool = True) -> dict[str, str]:
+        """A copy of ``env`` with this environment active (bin dir first, ``VIRTUAL_ENV``;
+        with ``worktree_imports``, its worktree directories first on ``PYTHONPATH``)."""
         active = dict(env)
         if self.bin_dir is not None:
             rest = [p for p in active.get("PATH", os.defpath).split(os.pathsep) if p]
@@ -78,17 +83,21 @@ class ProjectEnv:
         if self.venv is not None:
             active["VIRTUAL_ENV"] = str(self.venv)
             active.pop("PYTHONHOME", None)
-        if self.pythonpath:
+        if self.pythonpath and worktree_imports:
             rest = [p for p in active.get("PYTHONPATH", "").split(os.pathsep) if p]
             active["PYTHONPATH"] = os.pathsep.join([*map(str, self.pythonpath), *rest])
         return active
 
     def pytest_invocation(
-        self, files: Sequence[str], options: Sequence[str] = ()
+        self,
+        files: Sequence[str],
+        options: Sequence[str] = (),
+        launcher: Sequence[str] = ("-m", "pytest"),
     ) -> TestInvocation:
         """The command that runs ``files`` with pytest in the worktree.
 
-        ``options`` are extra pytest options (ignored by a ``TILTH_TEST_COMMAND``).
+        ``options`` are extra pytest options and ``launcher`` what starts pytest after the
+        interpreter (the gate's ``pytest_runner``); a ``TILTH_TEST_COMMAND`` ignores both.
         """
         quoted = " ".join(shlex.quote(f) for f in files)
         if self.kind == "command":
@@ -101,10 +110,10 @@ class ProjectEnv:
             return TestInvocation(line, True, line)
         tail = [*PYTEST_ARGS, *options, *files]
         if self.kind == "uv":
-            argv = ["uv", "run", "python", "-m", "pytest", *tail]
-            return TestInvocation(argv, False, shlex.join(argv))
+            argv = ["uv", "run", "python", *launcher, *tail]
+            return TestInvocation(argv, False, shlex.join(["uv", "run", "pytest", *tail]))
         assert self.python is not None
-        argv = [str(self.python), "-m", "pytest", *tail]
+        argv = [str(self.python), *launcher, *tail]
         return TestInvocation(argv, False, "python -m pytest " + " ".join([*tail]))
 
     def readable_paths(self) -> tuple[Path, ...]:
@@ -133,11 +142,17 @@ def tilth_prefix() -> Path:
     return Path(sys.prefix).resolve()
 
 
-def _venv_in(root: Path) -> Path | None:
-    for name in VENV_NAMES:
+def _venv_in(root: Path, names: Sequence[str] = VENV_NAMES) -> Path | None:
+    for name in names:
         if (root / name / "bin" / "python").exists():
             return root / name
     return None
+
+
+def worktree_entries(worktree: Path) -> set[str]:
+    """The ``WORKTREE_ENTRIES`` present in ``worktree``."""
+    found = {name for name in VENV_NAMES if (worktree / name / "bin" / "python").exists()}
+    return found | ({"uv.lock"} if (worktree / "uv.lock").is_file() else set())
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -272,9 +287,13 @@ def _probe_python(python: Path) -> tuple[Path | None, bool]:
 
 
 def _clean_env() -> dict[str, str]:
-    """Tilth's environment without what would make another interpreter look like Tilth's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
-    env.pop("VIRTUAL_ENV", None)
+    """Tilth's environment without secrets, Tilth's settings, or what would make another
+    interpreter look like Tilth's (a probe runs outside any sandbox)."""
+    from tilth.tools.shell import scrubbed_env
+
+    env = scrubbed_env(os.environ)
+    for key in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV"):
+        env.pop(key, None)
     return env
 
 
@@ -312,12 +331,31 @@ def _python_on_path(tried: list[str]) -> ProjectEnv | None:
     return None
 
 
-def resolve_project_env(worktree: Path, source: Path | None, settings: Settings) -> ProjectEnv:
+def resolve_project_env(
+    worktree: Path,
+    source: Path | None,
+    settings: Settings,
+    *,
+    trusted: Collection[str] | None = None,
+) -> ProjectEnv:
     """Choose the project's environment (SPEC §5.4's order); ``ProjectEnvError`` when none.
 
     ``source`` may equal ``worktree`` (``tilth doctor`` before any session exists); the
-    worktree step is then skipped. Tilth's own interpreter is never chosen.
+    worktree step is then skipped. Tilth's own interpreter is never chosen. ``trusted``
+    names the ``WORKTREE_ENTRIES`` of the worktree that may be used (None: any); the
+    others are passed over and listed in ``ignored``.
     """
+    found = resolve_in_order(worktree, source, settings, trusted)
+    if trusted is None or source is None or _same(source, worktree):
+        return found
+    ignored = sorted(worktree_entries(worktree) - set(trusted))
+    return replace(found, ignored=tuple(worktree / name for name in ignored)) if ignored else found
+
+
+def resolve_in_order(
+    worktree: Path, source: Path | None, settings: Settings, trusted: Collection[str] | None
+) -> ProjectEnv:
+    """``resolve_project_env`` without the note of what it passed over."""
     command = (settings.test_command or "").strip()
     if command:
         return ProjectEnv(
@@ -326,12 +364,16 @@ def resolve_project_env(worktree: Path, source: Path | None, settings: Settings)
     tried = ["TILTH_TEST_COMMAND (unset)"]
     own = tilth_prefix()
     roots: list[tuple[Kind, Path, str]] = []
-    if source is None or not _same(source, worktree):
+    in_worktree = source is None or not _same(source, worktree)
+    if in_worktree:
         roots.append(("worktree-venv", worktree, "worktree"))
     if source is not None:
         roots.append(("source-venv", source, "source repository's"))
     for kind, root, where in roots:
-        venv = _venv_in(root)
+        names: tuple[str, ...] = VENV_NAMES
+        if kind == "worktree-venv" and trusted is not None:
+            names = tuple(name for name in VENV_NAMES if name in trusted)
+        venv = _venv_in(root, names)
         if venv is None:
             tried.append(f"{root}/.venv or venv/ ({where.split()[0]}: none)")
             continue
@@ -341,7 +383,11 @@ def resolve_project_env(worktree: Path, source: Path | None, settings: Settings)
         if kind == "source-venv" and source is not None and not _same(source, worktree):
             return _source_venv_env(venv, source, worktree)
         return _venv_env(kind, venv, where)
-    lock_root = next((r for r in (worktree, source) if r and (r / "uv.lock").is_file()), None)
+    lock_here = trusted is None or not in_worktree or "uv.lock" in trusted
+    locked = [
+        r for r in (worktree if lock_here else None, source) if r and (r / "uv.lock").is_file()
+    ]
+    lock_root = locked[0] if locked else None
     if lock_root is not None and shutil.which("uv"):
         return ProjectEnv(kind="uv", description=f"uv run (the project has {lock_root}/uv.lock)")
     tried.append("uv run (" + ("uv not on PATH" if lock_root else "no uv.lock") + ")")

@@ -29,6 +29,7 @@ from tilth.session.store import Session
 from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
 from tilth.ui.io import IO
 from tilth.ui.progress import TerminalProgress
+from tilth.worktree_env import trusted_worktree_env
 from tilth.worktree_setup import prepare_worktree
 
 
@@ -97,11 +98,25 @@ def ensure_session_worktree(
 
 
 def choose_environment(session: Session, worktree: Path, settings: Settings) -> ProjectEnv:
-    """Resolve and pre-flight the project's environment; log ``environment``."""
-    environment = resolve_project_env(worktree, session.source, settings)
+    """Resolve and pre-flight the project's environment; log ``environment``.
+
+    Only what the worktree held before the worker ran may choose it (``tilth.worktree_env``).
+    """
+    trusted = trusted_worktree_env(session, worktree)
+    environment = resolve_project_env(worktree, session.source, settings, trusted=trusted)
     check_project_env(environment, worktree)
     session.log("environment", **environment.to_dict())
     return environment
+
+
+def ignored_warning(environment: ProjectEnv) -> str:
+    """What the user reads when worktree entries were passed over."""
+    names = ", ".join(str(path) for path in environment.ignored)
+    return (
+        f"not using {names}: it was not there when the session's environment was first chosen "
+        "(the worker may have made it). Delete it, or set TILTH_TEST_COMMAND to run the tests "
+        "another way"
+    )
 
 
 def _before_loop(
@@ -117,6 +132,8 @@ def _before_loop(
         out.warn(f"the worktree was missing; re-created it at {worktree}")
     require_session_branch(worktree, session.branch, session.id)
     environment = choose_environment(session, worktree, settings)
+    if environment.ignored:
+        out.warn(ignored_warning(environment))
     if resume:
         plan = prepare_resume(session, worktree)  # journaled; logs session_resume
         out.say(f"resume plan: {plan.text}")
@@ -194,6 +211,10 @@ def drive(
                     session_dir=session.dir,
                     source=session.source,
                     readable=environment.readable_paths(),
+                    # The gate runs this environment: the worker may use it, not change it.
+                    read_only=[environment.venv]
+                    if environment.venv and environment.kind == "worktree-venv"
+                    else [],
                 ),
             )
             stop = run_loop(ctx)

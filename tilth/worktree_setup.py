@@ -17,7 +17,9 @@ from tilth import git, proc
 from tilth.config import Settings, secret_values
 from tilth.errors import SetupFailed, TilthError
 from tilth.session.store import Session
+from tilth.tools.pipes import remove_named_pipes
 from tilth.tools.shell import scrubbed_env
+from tilth.worktree_env import record_worktree_env
 
 OUTPUT_CHARS = 8_000
 
@@ -35,8 +37,11 @@ def prepare_worktree(
     why: str,
     keep: bool = False,
     on_progress: Callable[[str], Any] | None = None,
+    record_env: bool = True,
 ) -> list[str]:
-    """Make a new worktree ready: submodules checked out, then the setup command run.
+    """Make a new worktree ready: submodules checked out, then the setup command run, then
+    (``record_env``; a chat's directory has no use for it) the environment it holds noted
+    as trusted (``tilth.worktree_env``).
 
     Returns warnings for the user (a submodule that could not be checked out); raises
     ``SetupFailed`` when the setup command fails, after taking the worktree back (its
@@ -54,6 +59,8 @@ def prepare_worktree(
         notes.append(problem)
     try:
         run_setup(session, worktree, settings, why=why)
+        if record_env:  # what the set-up made is trusted; what appears later may be the worker's
+            record_worktree_env(session, worktree)
     except SetupFailed:
         source = session.source
         if not keep and source is not None and (source / ".git").exists():
@@ -84,7 +91,13 @@ def set_up_fork(
     with child.lock():
         try:
             return prepare_worktree(
-                child, worktree, settings, why="fork", keep=True, on_progress=on_progress
+                child,
+                worktree,
+                settings,
+                why="fork",
+                keep=True,
+                on_progress=on_progress,
+                record_env=not chat,
             )
         except SetupFailed as exc:
             then = f"`tilth chat --resume {child.id}`" if chat else f"`tilth resume {child.id}`"
@@ -108,7 +121,7 @@ def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str)
     env = scrubbed_env(os.environ, secret_values(settings.env))
     env.pop("VIRTUAL_ENV", None)  # Tilth's own venv must not leak into the project's set-up
     started = time.monotonic()
-    args: list[str] | str = command
+    args = ["/bin/sh", "-c", command]
     if why != "prep":
         # A forked or re-created worktree holds the worker's files (a Makefile, a setup.py
         # the command runs): then the set-up runs in the worker's sandbox too.
@@ -116,14 +129,10 @@ def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str)
 
         sandbox = sandbox_for(settings, worktree, session_dir=session.dir, source=session.source)
         if sandbox is not None:
-            args = sandbox.wrap(["/bin/sh", "-c", command])
-    result = proc.run(
-        args,
-        cwd=worktree,
-        timeout=settings.setup_timeout_seconds,
-        env=env,
-        shell=isinstance(args, str),
-    )
+            args = sandbox.wrap(args)
+    result = proc.run_capped(args, cwd=worktree, timeout=settings.setup_timeout_seconds, env=env)
+    if why != "prep":
+        remove_named_pipes(worktree)  # the worker's files ran: git must not block on a FIFO
     output = _tail(result.stdout + ("\n" + result.stderr if result.stderr.strip() else ""))
     ok = result.returncode == 0 and not result.timed_out
     session.log(

@@ -77,11 +77,12 @@ def test_fences_cannot_be_closed_by_the_content() -> None:
     assert fenced.startswith("````diff\n") and fenced.endswith("\n````")
 
 
-def test_seed_tests_share_one_budget(tmp_path: Path) -> None:
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_t001_a.py").write_text("x" * (prompts.SEED_TEST_CAP + 10))
-    (tmp_path / "tests" / "test_t001_b.py").write_text("y")
-    text = prompts.seed_tests_text(tmp_path, ["tests/test_t001_a.py", "tests/test_t001_b.py"])
+def test_seed_tests_share_one_budget() -> None:
+    tests = {
+        "tests/test_t001_a.py": "x" * (prompts.SEED_TEST_CAP + 10),
+        "tests/test_t001_b.py": "y",
+    }
+    text = prompts.seed_tests_text(tests)
     assert "truncated" in text and "budget is spent" in text
 
 

@@ -165,8 +165,17 @@ def parse_case(calls: list[ToolCall]) -> tuple[dict[str, Any] | None, str | None
 
 
 def format_case(case: dict[str, Any]) -> str:
-    """The case as the evaluator reads it (empty blocks left out)."""
-    lines = ["## Worker's case", "", f"Summary: {case.get('summary', '')}"]
+    """The case as the evaluator reads it: the worker's words fenced, so that nothing in
+    them (a ``## Test output`` heading, a ``[harness]`` note) passes for the harness's."""
+    return (
+        "## Worker's case\n\n(the worker's own words: claims to check, not evidence)\n\n"
+        + fence(case_text(case), "text")
+    )
+
+
+def case_text(case: dict[str, Any]) -> str:
+    """The case's fields as plain text (empty blocks left out)."""
+    lines = [f"Summary: {case.get('summary', '')}"]
     coverage = case.get("ac_coverage") or []
     if coverage:
         lines += ["", "AC coverage (the worker's claim):"]
@@ -182,3 +191,11 @@ def format_case(case: dict[str, Any]) -> str:
         lines += ["", "Uncertainties the worker flagged:"]
         lines += [f"- {item}" for item in case["uncertainties"]]
     return "\n".join(lines)
+
+
+def fence(text: str, lang: str = "") -> str:
+    """``text`` in a code fence that its own backticks cannot close."""
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"

@@ -13,7 +13,7 @@ from typing import Any
 from tilth import git
 from tilth.agent import prompts
 from tilth.agent.run_context import RunContext
-from tilth.agent.seed_tests import seed_test_files
+from tilth.agent.seed_tests import seed_copies, seed_test_files
 from tilth.agent.task_state import TaskState
 from tilth.agent.turn import Actor, answer, log_call, say, take_turn
 from tilth.agent.verdict import (
@@ -31,6 +31,24 @@ RAW_CALL_CAP = 4_000
 def thread_key(task_id: str, stage: str, round_number: int) -> str:
     """The thread of one review round (each round starts from a fresh context)."""
     return f"evaluator.{task_id}.{stage}.{round_number}"
+
+
+def contract(ctx: RunContext, task_id: str) -> dict[str, str]:
+    """The task's seed tests as the seed commit has them (path → content).
+
+    Never a listing of the worktree: a file the worker names ``test_t001_more.py`` is its
+    own test, shown in the diff, not part of the contract.
+    """
+    seed = ctx.seed_sha()
+    if seed is not None:
+        return seed_copies(ctx.worktree, seed, [task_id]).tests
+    found = {}
+    for name in seed_test_files(ctx.worktree, [task_id]):  # a session from before seed commits
+        try:
+            found[name] = (ctx.worktree / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+    return found
 
 
 def task_diff(ctx: RunContext, state: TaskState) -> str:
@@ -92,9 +110,9 @@ def review(
         stages=stages,
         outputs=state.outputs,
         ledger=ledger,
-        context=prompts.context_files(ctx.worktree, ctx.settings.context_files),
+        context=prompts.context_files(ctx.worktree, ctx.settings.context_files, ctx.seed_sha()),
         work=work,
-        seed_tests=prompts.seed_tests_text(ctx.worktree, seed_test_files(ctx.worktree, [task_id])),
+        seed_tests=prompts.seed_tests_text(contract(ctx, task_id)),
         gate_report=gate_report,
         diff=diff,
     )

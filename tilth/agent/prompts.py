@@ -14,7 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tilth.agent.case import format_case
+from tilth.agent.case import case_text, fence
+from tilth.agent.seed_tests import files_at
 from tilth.agent.verdict import REVIEWED_STAGE, format_ledger
 
 CONTEXT_FILES_CAP = 8_000
@@ -51,16 +52,28 @@ def cap(text: str, limit: int, note: str = "truncated") -> str:
 
 
 # ---- channels ----------------------------------------------------------------------------
-def context_files(worktree: Path, names: tuple[str, ...]) -> tuple[str, list[str]]:
-    """The project context files present in the worktree root, combined and capped."""
-    found: list[tuple[str, str]] = []
-    for name in names:
-        path = worktree / name
-        if path.is_file():
-            try:
-                found.append((name, path.read_text(encoding="utf-8", errors="replace").rstrip()))
-            except OSError:
-                continue
+def context_files(
+    worktree: Path, names: tuple[str, ...], at: str | None = None
+) -> tuple[str, list[str]]:
+    """The project context files in the worktree root, combined and capped.
+
+    With ``at`` (a commit), the files as that commit has them: the evaluator reads the
+    context the user gave (the seed's), not one the worker rewrote (that is in the diff).
+    """
+    if at is not None:
+        committed = files_at(at, names, worktree)
+        found = [(name, committed[name].rstrip()) for name in names if name in committed]
+    else:
+        found = []
+        for name in names:
+            path = worktree / name
+            if path.is_file():
+                try:
+                    with open(path, "rb") as handle:  # at most what could be shown
+                        data = handle.read(CONTEXT_FILES_CAP * 4 + 1)
+                except OSError:
+                    continue
+                found.append((name, data.decode("utf-8", errors="replace").rstrip()))
     if not found:
         return "", []
     if len(found) == 1:
@@ -142,7 +155,7 @@ def format_output(stage: str, output: Any) -> str:
                 text += f"\nNext step given: {output['next_step']}"
             return text
         if stage == "implementing" and isinstance(output.get("case"), dict):
-            return format_case(output["case"]).replace("## Worker's case\n\n", "", 1)
+            return case_text(output["case"])
         if "passed" in output:
             return f"Checks {'passed' if output['passed'] else 'FAILED'}: " + ", ".join(
                 f"{c.get('name')} {'PASS' if c.get('passed') else 'FAIL'}"
@@ -154,13 +167,14 @@ def format_output(stage: str, output: Any) -> str:
 def stage_outputs(
     outputs: dict[str, Any], stages: tuple[str, ...], before: str, skip: tuple[str, ...] = ()
 ) -> str:
-    """Outputs of the stages that come before ``before``, in pipeline order."""
+    """Outputs of the stages that come before ``before``, in pipeline order, each fenced
+    (a model wrote them: a heading in a plan must not open a section of the brief)."""
     parts = []
     for stage in stages:
         if stage == before:
             break
         if stage not in skip and outputs.get(stage) not in (None, ""):
-            text = cap(format_output(stage, outputs[stage]), STAGE_OUTPUT_CAP)
+            text = fence(cap(format_output(stage, outputs[stage]), STAGE_OUTPUT_CAP), "text")
             parts.append(f"### {STAGE_TITLES.get(stage, stage)}\n\n{text}")
     return "\n\n".join(parts)
 
@@ -168,14 +182,6 @@ def stage_outputs(
 def sections(*pairs: tuple[str, str]) -> str:
     """Markdown sections, each only when its body is non-empty."""
     return "\n\n".join(f"{head}\n\n{body}" for head, body in pairs if body.strip())
-
-
-def fence(text: str, lang: str = "") -> str:
-    """``text`` in a code fence that its own backticks cannot close."""
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
 
 
 # ---- worker ------------------------------------------------------------------------------
@@ -230,15 +236,12 @@ def evaluator_system(stage: str) -> str:
     return load_prompt("evaluator") + "\n\n" + load_prompt(f"review_{stage}")
 
 
-def seed_tests_text(worktree: Path, files: list[str]) -> str:
-    """The seed test files, each as a path line and a fenced body, within a budget."""
+def seed_tests_text(tests: dict[str, str]) -> str:
+    """The seed test files (path → content), each as a path line and a fenced body, within
+    a budget."""
     parts: list[str] = []
     budget = SEED_TEST_CAP
-    for name in files:
-        try:
-            text = (worktree / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
+    for name, text in tests.items():
         if budget <= 0:
             parts.append(f"`{name}` (left out: the seed test budget is spent)")
             continue
@@ -278,7 +281,7 @@ def evaluator_brief(
         ("## Prior iterations on this task", format_ledger(ledger[-LEDGER_LIMIT:], "").strip()),
         ("## The work under review", work),
         ("## Seed acceptance tests (the tests the harness ran)", seed_tests),
-        ("## Test output", cap(gate_report, GATE_OUTPUT_CAP) if gate_report else ""),
+        ("## Test output", gate_report),  # capped per check by its maker, fences intact
         ("## Diff (the task's cumulative changes since it started)", fence(shown_diff, "diff")),
     )
     # The heading stands even without a description: the reviewer must know which task it is.

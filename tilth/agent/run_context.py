@@ -15,6 +15,7 @@ from tilth.session.events import payloads_of
 from tilth.session.store import Session
 from tilth.tools.base import ToolObserver
 from tilth.tools.sandbox import Sandbox
+from tilth.worktree_env import trusted_worktree_env
 
 
 class CheckpointRecorder(Protocol):
@@ -106,8 +107,9 @@ class RunContext:
     def project_env(self) -> ProjectEnv:
         """The environment seed tests, the linter and ``bash`` run in (resolved once)."""
         if self.environment is None:
+            trusted = trusted_worktree_env(self.session, self.worktree)
             self.environment = resolve_project_env(
-                self.worktree, self.session.source, self.settings
+                self.worktree, self.session.source, self.settings, trusted=trusted
             )
         return self.environment
 

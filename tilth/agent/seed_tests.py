@@ -22,7 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tilth import git, proc
+from tilth.agent.case import fence
+from tilth.agent.gate_evidence import gate_scratch, runner_words, shortfall
 from tilth.project_env import ProjectEnv
+from tilth.tools.pipes import remove_named_pipes
 from tilth.tools.sandbox import Sandbox
 from tilth.tools.shell import scrubbed_env
 
@@ -58,7 +61,9 @@ class GateRun:
         parts = []
         for check in self.checks:
             status = "PASS" if check.passed else "FAIL"
-            parts.append(f"[{check.name}] {status}\n{clip(check.output, cap) or '(no output)'}")
+            # Fenced: the output is the worker's code talking, not the harness.
+            output = fence(clip(check.output, cap) or "(no output)", "text")
+            parts.append(f"[{check.name}] {status}\n{output}")
         return "\n\n".join(parts)
 
     def to_dict(self) -> dict[str, object]:
@@ -128,7 +133,7 @@ class SeedCopies:
     """The pytest configuration file among ``support``, if the seed commit has one."""
 
 
-def _at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
+def files_at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
     """Content of each of ``paths`` that exists at ``sha``."""
     if not paths:
         return {}
@@ -154,7 +159,7 @@ def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies
         if match and match.group(1) in wanted:
             names.append(path)
     configs = [name for name, _ in _PYTEST_CONFIGS]
-    found = _at(sha, [*_SUPPORT_FILES, *configs, *names], worktree)
+    found = files_at(sha, [*_SUPPORT_FILES, *configs, *names], worktree)
     support = {path: found[path] for path in _SUPPORT_FILES if path in found}
     config = None
     for name, sections in _PYTEST_CONFIGS:
@@ -201,11 +206,28 @@ def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
     paths = sorted(copies.tests)
     if not paths:
         return []
-    seed_ids = git.git(*["rev-parse", *(f"{copies.sha}:{p}" for p in paths)], cwd=worktree)
-    present = [p for p in paths if (worktree / p).is_file() and not (worktree / p).is_symlink()]
+    listed = git.git("ls-tree", "-l", "-z", copies.sha, "--", *paths, cwd=worktree)
+    seed: dict[str, tuple[str, int]] = {}  # path → (blob, size)
+    for entry in filter(None, listed.split("\0")):
+        meta, _, path = entry.partition("\t")
+        _, _, blob, size = meta.split()
+        seed[path] = (blob, int(size))
+    # Hash only what has the seed's size: a changed size is a change, and a file the worker
+    # made huge (sparse, so free) would keep git hashing past its timeout.
+    present = [
+        p for p in paths if _plain_file(worktree, p) and (worktree / p).stat().st_size == seed[p][1]
+    ]
     now = git.git("hash-object", "--", *present, cwd=worktree).split() if present else []
     current = dict(zip(present, now, strict=True))
-    return [p for p, blob in zip(paths, seed_ids.split(), strict=True) if current.get(p) != blob]
+    return [p for p in paths if current.get(p) != seed[p][0]]
+
+
+def _plain_file(root: Path, rel: str) -> bool:
+    """``root/rel`` is a regular file reached through no link (a linked ``tests/`` reads the
+    same but commits as a link where the seed tests were)."""
+    parts = Path(rel).parts
+    steps = [root.joinpath(*parts[:n]) for n in range(1, len(parts) + 1)]
+    return (root / rel).is_file() and not any(step.is_symlink() for step in steps)
 
 
 def tampering_message(changed: Sequence[str], sha: str) -> str:
@@ -253,11 +275,17 @@ def materialised(copies: SeedCopies, worktree: Path | None = None) -> Iterator[P
         yield root
 
 
-def child_env(secrets: Sequence[str], environment: ProjectEnv | None = None) -> dict[str, str]:
-    """The worker ``bash``'s environment (scrubbed, project env active), caches turned off."""
+def child_env(
+    secrets: Sequence[str], environment: ProjectEnv | None = None, *, worktree_imports: bool = True
+) -> dict[str, str]:
+    """The worker ``bash``'s environment (scrubbed, project env active), caches turned off.
+
+    ``worktree_imports=False`` leaves the environment's worktree directories off
+    ``PYTHONPATH`` (the gate's launcher adds them once pytest has loaded).
+    """
     env = scrubbed_env(os.environ, secrets)
     if environment is not None:
-        env = environment.activate(env)
+        env = environment.activate(env, worktree_imports=worktree_imports)
     return {**env, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -276,10 +304,12 @@ def _output_paths(text: str, worktree: Path, *others: Path) -> str:
     return text.strip()
 
 
-def _confined(cmd: list[str], sandbox: Sandbox | None, *readable: Path) -> list[str]:
+def _confined(
+    cmd: list[str], sandbox: Sandbox | None, *readable: Path, scratch: tuple[Path, ...] = ()
+) -> list[str]:
     if sandbox is None:
         return cmd
-    return replace(sandbox, readable=(*sandbox.readable, *readable)).wrap(cmd)
+    return replace(sandbox, readable=(*sandbox.readable, *readable), scratch=scratch).wrap(cmd)
 
 
 def run_pytest(
@@ -297,30 +327,45 @@ def run_pytest(
         return Check("pytest", True, "(no seed tests matched; nothing to run)")
     name = "tests" if environment.kind == "command" else "pytest"
     with ExitStack() as stack:
-        others: list[Path] = []
+        scratch = None if environment.kind == "command" else stack.enter_context(gate_scratch())
+        # Worktree directories the tests import from besides the worktree itself: the seed
+        # configuration's ``pythonpath`` (pytest would resolve it against the private copy)
+        # and where an editable install of the source's virtualenv points.
+        configured = (
+            [worktree / entry for entry in config_pythonpath(copies) or []] if copies else []
+        )
+        imports = [*configured, *environment.pythonpath]
+        launcher = runner_words(scratch, [*imports, worktree]) if scratch else ["-m", "pytest"]
+        others: list[Path] = [scratch] if scratch else []
         if copies is None:
-            run = environment.pytest_invocation(files)
+            run = environment.pytest_invocation(files, launcher=launcher)
         else:
             root = stack.enter_context(materialised(copies, worktree))
             others.append(root)
             options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
             if copies.config:
                 options.append(f"--config-file={root / copies.config}")
-            run = environment.pytest_invocation([str(root / f) for f in files], options)
+            run = environment.pytest_invocation([str(root / f) for f in files], options, launcher)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
-        cmd = _confined(argv, sandbox, *others)
-        env = child_env(secrets, environment)
-        if copies is not None:
-            # On PYTHONPATH rather than a pytest option, so a TILTH_TEST_COMMAND gets it too.
-            resolved = [str(worktree / entry) for entry in config_pythonpath(copies) or []]
+        cmd = _confined(argv, sandbox, *others, scratch=(scratch,) if scratch else ())
+        # Through the launcher, never PYTHONPATH: a worktree directory importable at start-up
+        # would let a file the worker left there (``pytest.py``, ``sitecustomize.py``) run
+        # before pytest. A TILTH_TEST_COMMAND has no launcher, and gets them on PYTHONPATH.
+        env = child_env(secrets, environment, worktree_imports=scratch is None)
+        if scratch is None and configured:
             rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-            if resolved:
-                env["PYTHONPATH"] = os.pathsep.join([*resolved, *rest])
-        result = proc.run(cmd, cwd=worktree, timeout=timeout, env=env)
+            env["PYTHONPATH"] = os.pathsep.join([*map(str, configured), *rest])
+        result = proc.run_capped(cmd, cwd=worktree, timeout=timeout, env=env)
         output = _output(result, worktree, *others)
+        missing = (
+            shortfall(scratch, result.returncode) if scratch and result.returncode == 0 else None
+        )
     shown = _output_paths(run.shown, worktree, *others)
     if result.timed_out:
         return Check(name, False, f"timed out after {timeout:.0f}s: {shown}\n{output}", shown)
+    if missing:
+        why = _output_paths(missing, worktree, *others)
+        return Check(name, False, f"{output}\n\n{why}".strip(), shown)
     return Check(name, result.returncode == 0, output, shown)
 
 
@@ -335,7 +380,8 @@ def run_lint(
 ) -> Check:
     """The configured lint command (a shell line) in the worktree, in the project's env."""
     cmd = _confined(["/bin/sh", "-c", command], sandbox)
-    result = proc.run(cmd, cwd=worktree, timeout=timeout, env=child_env(secrets, environment))
+    env = child_env(secrets, environment)
+    result = proc.run_capped(cmd, cwd=worktree, timeout=timeout, env=env)
     output = _output(result, worktree)
     if result.timed_out:
         return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)
@@ -369,6 +415,27 @@ def run_gate(
         if changed:
             refusal = Check("seed-tests", False, tampering_message(changed, seed_sha))
             return GateRun([refusal], files, tampered=changed)
+    try:
+        return GateRun(
+            _run_checks(
+                worktree, files, environment, timeout, lint_command, secrets, copies, sandbox
+            ),
+            files,
+        )
+    finally:
+        remove_named_pipes(worktree)  # the code ran: git must not block on what it left
+
+
+def _run_checks(
+    worktree: Path,
+    files: list[str],
+    environment: ProjectEnv,
+    timeout: float,
+    lint_command: str | None,
+    secrets: Sequence[str],
+    copies: SeedCopies | None,
+    sandbox: Sandbox | None,
+) -> list[Check]:
     checks = [
         run_pytest(
             worktree,
@@ -391,4 +458,4 @@ def run_gate(
                 sandbox=sandbox,
             )
         )
-    return GateRun(checks, files)
+    return checks

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth.agent import evaluator, prompts
-from tilth.agent.case import SUBMIT_CASE, SUBMIT_CASE_SCHEMA, arguments_of, format_case, parse_case
+from tilth.agent.case import (
+    SUBMIT_CASE,
+    SUBMIT_CASE_SCHEMA,
+    arguments_of,
+    fence,
+    format_case,
+    parse_case,
+)
 from tilth.agent.gate_outcome import gate_outcome, outcome_style
 from tilth.agent.run_context import RunContext
 from tilth.agent.seed_tests import GateRun, clip, run_gate, seed_test_files
@@ -179,13 +186,17 @@ def log_gate(
 
 
 def gate_report(stored: Any) -> str:
-    """A stored gate result (``GateRun.to_dict``) as the report the evaluator reads."""
+    """A stored gate result (``GateRun.to_dict``) as the report the evaluator reads: each
+    check's output capped, then fenced (the worker's code printed it)."""
     if not isinstance(stored, dict):
         return ""
     parts = []
-    for check in stored.get("checks") or []:
+    checks = stored.get("checks") or []
+    each = prompts.GATE_OUTPUT_CAP // max(1, len(checks))
+    for check in checks:
         status = "PASS" if check.get("passed") else "FAIL"
-        parts.append(f"[{check.get('name')}] {status}\n{check.get('output') or '(no output)'}")
+        output = fence(clip(str(check.get("output") or "(no output)"), each), "text")
+        parts.append(f"[{check.get('name')}] {status}\n{output}")
     return "\n\n".join(parts)
 
 
@@ -225,7 +236,8 @@ def _review(
     case: dict[str, Any] | None = None
     report = ""
     if stage == "design_review":
-        work = "### Design note (brainstorm)\n\n" + str(state.outputs.get("brainstorming") or "")
+        note = str(state.outputs.get("brainstorming") or "")
+        work = "### Design note (brainstorm)\n\n" + fence(note, "text")
     else:
         implemented = state.outputs.get("implementing")
         implemented = implemented if isinstance(implemented, dict) else {}

@@ -90,6 +90,7 @@ def make_toolbox(ctx: RunContext) -> ToolBox:
         secrets=secret_values(ctx.settings.env),
         environment=ctx.project_env(),
         sandbox=ctx.sandbox,
+        remove_pipes=True,
     )
 
 

@@ -53,6 +53,9 @@ class ToolContext:
     """The project's environment, active in ``bash`` (None: Tilth's environment, scrubbed)."""
     sandbox: Sandbox | None = None
     """Where ``bash`` runs confined (None: unsandboxed)."""
+    remove_pipes: bool = False
+    """After each command, delete named pipes under the root (a run's worktree, which
+    Tilth's git walks; see ``tilth.tools.pipes``)."""
 
 
 @dataclass(frozen=True)

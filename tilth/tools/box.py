@@ -47,6 +47,7 @@ class ToolBox:
         environment: ProjectEnv | None = None,
         sandbox: Sandbox | None = None,
         confirm: Callable[[str, str], bool] | None = None,
+        remove_pipes: bool = False,
     ) -> None:
         unknown = [name for name in names if name not in REGISTRY]
         if unknown:
@@ -62,6 +63,7 @@ class ToolBox:
             tuple(s for s in secrets if s),
             environment=environment,
             sandbox=sandbox,
+            remove_pipes=remove_pipes,
         )
 
     @property

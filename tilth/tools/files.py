@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +18,31 @@ PATH_PARAM = Param(
 )
 
 
-def _read_text(path: Path, shown: str) -> str:
+READ_BYTES = 10_000_000
+"""At most this much of a file is read into Tilth's memory (a sparse file the worker made
+can be any size); ``edit_file`` refuses bigger files."""
+
+
+def _read_text(path: Path, shown: str) -> tuple[str, int]:
+    """The text of (the first ``READ_BYTES`` of) the file, and its size in bytes."""
     if not path.exists():
         raise ToolError(f"no such file: {shown}")
     if not path.is_file():
         raise ToolError(f"not a file: {shown} (use glob to list a directory)")
-    data = path.read_bytes()
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        data = handle.read(READ_BYTES)
     if b"\x00" in data[:8192]:
-        raise ToolError(f"{shown} looks like a binary file ({len(data)} bytes); not shown")
-    return data.decode("utf-8", errors="replace")
+        raise ToolError(f"{shown} looks like a binary file ({size} bytes); not shown")
+    return data.decode("utf-8", errors="replace"), size
 
 
 def read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     """The file's text, capped at ``READ_CAP`` characters."""
     path = ctx.workspace.resolve(args["path"])
-    text = _read_text(path, ctx.workspace.relative(path))
+    text, size = _read_text(path, ctx.workspace.relative(path))
+    if size > READ_BYTES:
+        return text[:READ_CAP] + f"\n... [truncated: the file is {size} bytes]"
     if len(text) > READ_CAP:
         return text[:READ_CAP] + f"\n... [truncated, {len(text)} chars total]"
     return text
@@ -64,7 +75,12 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> str:
         raise ToolError("'old_string' must not be empty; use write_file to create a file")
     if old == new:
         raise ToolError("'old_string' and 'new_string' are identical; nothing would change")
-    text = _read_text(path, shown)
+    text, size = _read_text(path, shown)
+    if size > READ_BYTES:
+        raise ToolError(
+            f"{shown} is {size} bytes, too large for edit_file (the limit is {READ_BYTES}); "
+            "change it with a command in bash"
+        )
     count = text.count(old)
     if count == 0:
         raise ToolError(

@@ -21,28 +21,48 @@ WRAPPERS = frozenset(
 )
 SEPARATORS = frozenset({";", ";;", "&", "&&", "||", "|", "|&", "(", ")", "()", "{", "}"})
 
+# Each rule runs in time linear in the command: a name starts where no name character
+# precedes it, so a long run of them is tried once, not from each of its characters.
 RAW_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("fork bomb", re.compile(r"([\w:.]+)\s*\(\)\s*\{\s*\1\s*\|\s*\1\s*&")),
-    (
-        "piping a download into a shell",
-        re.compile(r"\b(?:ba|z|da|k)?sh\b[^;&|]*\$\(\s*(?:curl|wget)\b"),
-    ),
+    ("fork bomb", re.compile(r"(?<![\w:.])([\w:.]+)\s*\(\)\s*\{\s*\1\s*\|\s*\1\s*&")),
     (
         "piping a download into a shell",
         re.compile(r"(?:\bsource|\.|\b(?:ba|z|da|k)?sh)\s+<\(\s*(?:curl|wget)\b"),
     ),
     ("writing onto a disk device", re.compile(r">\s*/dev/(?:sd|hd|nvme|xvd|vd|mmcblk|disk)\w*")),
 )
+_SHELL_WORD = re.compile(r"\b(?:ba|z|da|k)?sh\b")
+_DOWNLOAD_SUBST = re.compile(r"\$\(\s*(?:curl|wget)\b")
+
+
+MAX_COMMAND = 100_000
+"""Characters in one command; the kernel refuses a longer ``bash -c`` argument anyway."""
 
 
 def check_command(command: object) -> str | None:
     """Why ``command`` must not run, or None when it may."""
     if not isinstance(command, str):
         return None
+    if len(command) > MAX_COMMAND:
+        return (
+            f"a command of {len(command)} characters, over {MAX_COMMAND}: write the script "
+            "to a file with write_file and run that"
+        )
     for reason, pattern in RAW_RULES:
         if pattern.search(command):
             return reason
+    if _shell_runs_a_download(command):
+        return "piping a download into a shell"
     return _check_text(command, depth=0)
+
+
+def _shell_runs_a_download(command: str) -> bool:
+    """``sh ... $(curl ...)`` within one simple command (a scan per segment, not per word)."""
+    for segment in re.split(r"[;&|]", command):
+        shell = _SHELL_WORD.search(segment)
+        if shell and _DOWNLOAD_SUBST.search(segment, shell.end()):
+            return True
+    return False
 
 
 def _check_text(text: str, depth: int) -> str | None:

@@ -7,6 +7,7 @@ link nor yields a file whose target lies outside.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Iterator
@@ -73,7 +74,7 @@ class Workspace:
                     continue
                 yield path.relative_to(self.root).as_posix(), path
 
-    def pattern(self, raw: object, *, field: str = "pattern") -> re.Pattern[str]:
+    def pattern(self, raw: object, *, field: str = "pattern") -> Glob:
         """A glob pattern (relative to the root) compiled; refuses patterns that point out."""
         if not isinstance(raw, str) or not raw.strip():
             raise ToolError(f"'{field}' must be a non-empty glob pattern such as '**/*.py'")
@@ -91,42 +92,46 @@ class Workspace:
         return compile_glob("/".join(p for p in parts if p != ".") or "*")
 
 
-@lru_cache(maxsize=256)
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """A regex matching relative POSIX paths the way ``Path.glob`` would (``**`` = any depth)."""
-    segments = pattern.split("/")
-    out: list[str] = []
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            out.append(".*" if last else "(?:[^/]+/)*")
-            continue
-        out.append(_segment_regex(segment) + ("" if last else "/"))
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+class Glob:
+    """A glob over relative POSIX paths, as ``Path.glob`` reads it (``**`` = any depth).
 
+    Matched segment by segment, each with ``fnmatch``'s expression (which never
+    backtracks): one regular expression for the whole pattern backtracked without end on
+    patterns such as ``*a*a*a*a*c`` or ``**/**/**/x``, which the model chooses.
+    """
 
-def _segment_regex(segment: str) -> str:
-    """One path segment of a glob (``*``, ``?``, ``[...]``) as a regex that never crosses ``/``."""
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        char = segment[i]
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[":
-            end = segment.find("]", i + 2 if segment[i + 1 : i + 2] in ("!", "]") else i + 1)
-            if end == -1:
-                out.append(re.escape(char))
+    def __init__(self, pattern: str) -> None:
+        self.parts = pattern.split("/")
+        self._names = [
+            None if part == "**" else re.compile(fnmatch.translate(part)) for part in self.parts
+        ]
+
+    def match(self, path: str) -> bool:
+        """True when ``path`` (relative, ``/``-separated) matches the whole pattern."""
+        names = path.split("/")
+        # reach[j]: the parts so far can consume exactly the first j names.
+        reach = [True] + [False] * len(names)
+        for index, regex in enumerate(self._names):
+            if regex is None:
+                last = index == len(self._names) - 1
+                # ``**`` takes any number of whole names; the last one at least one.
+                nxt = [False] * len(reach)
+                for j, ok in enumerate(reach):
+                    if ok:
+                        for k in range(j + (1 if last else 0), len(reach)):
+                            nxt[k] = True
+                        break
+                reach = nxt
             else:
-                body = segment[i + 1 : end]
-                negate = body.startswith("!")
-                body = body[1:] if negate else body
-                body = body.replace("\\", "\\\\").replace("^", "\\^")
-                out.append(f"[{'^/' if negate else ''}{body}]")
-                i = end
-        else:
-            out.append(re.escape(char))
-        i += 1
-    return "".join(out)
+                reach = [False] + [
+                    reach[j] and regex.match(names[j]) is not None for j in range(len(names))
+                ]
+            if not any(reach):
+                return False
+        return reach[-1]
+
+
+@lru_cache(maxsize=256)
+def compile_glob(pattern: str) -> Glob:
+    """The ``Glob`` of ``pattern`` (cached: the same patterns come back turn after turn)."""
+    return Glob(pattern)

@@ -15,7 +15,9 @@ its parent. The environment is whatever the caller passes to ``Popen`` — the
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -58,14 +60,20 @@ class Sandbox:
     """Paths shown read-only even when they lie under a hidden place or ``/tmp``."""
     network: bool = True
     bwrap: str = "bwrap"
+    read_only: tuple[Path, ...] = ()
+    """Paths inside the writable directory kept read-only besides its ``.git`` (a run's
+    worktree virtualenv, which the gate runs)."""
+    scratch: tuple[Path, ...] = ()
+    """Private directories outside the writable one the command may also write (the gate's
+    report), each bound at its own path."""
 
     def protected(self) -> list[Path]:
-        """Paths inside the writable directory that stay read-only: its ``.git``.
-
-        (A project environment inside the writable directory, such as the worktree's own
-        ``.venv``, stays writable like the rest of it.)
+        """Paths inside the writable directory that stay read-only: its ``.git``, and
+        ``read_only`` (a project environment there stays writable unless named in it:
+        ``tilth chat`` lets a person's model install packages into DIR's own ``.venv``).
         """
-        return [self.writable / ".git"] if (self.writable / ".git").exists() else []
+        paths = [self.writable / ".git", *self.read_only]
+        return [p for p in paths if _inside(p, self.writable) and p.exists()]
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside the sandbox, its working directory the writable root."""
@@ -86,6 +94,8 @@ class Sandbox:
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(self.writable), str(self.writable)]
+        for path in self.scratch:
+            args += ["--bind", str(path), str(path)]
         for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):
             # Hidden places inside the writable one (`tilth chat ~` with TILTH_HOME=~/.tilth)
             # were re-exposed by its bind: hide them again.
@@ -93,6 +103,11 @@ class Sandbox:
                 args += ["--tmpfs", str(path)]
         for path in self.protected():
             args += ["--ro-bind", str(path), str(path)]
+        shown = [*outside, self.writable]
+        for path in bound_sockets():
+            # Under a hidden place (or /tmp) a socket is gone anyway, unless a bind shows it.
+            if any(_inside(path, p) for p in shown) or not any(_inside(path, h) for h in hidden):
+                args += ["--ro-bind", "/dev/null", str(path)]
         if not self.network:
             args.append("--unshare-net")
         # ~/.cache is read-only in here; caches (pip, uv...) go to the private /tmp instead.
@@ -101,12 +116,37 @@ class Sandbox:
         return args + list(argv)
 
 
+def bound_sockets(table: Path = Path("/proc/net/unix")) -> list[Path]:
+    """Unix sockets bound at a path right now (the services a sandbox must not reach).
+
+    A read-only mount does not stop ``connect()``: the session bus would run commands
+    outside (``systemd-run --user``), a Docker socket is root. Each is covered with an
+    empty file in the sandbox; sockets made later in ``$XDG_RUNTIME_DIR`` are hidden with it.
+    """
+    try:
+        lines = table.read_text(encoding="utf-8", errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    found: set[Path] = set()
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith("/"):
+            path = Path(fields[7])
+            try:
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    found.add(path)
+            except OSError:
+                continue
+    return sorted(found)
+
+
 def make_sandbox(
     writable: Path,
     *,
     hidden: Iterable[Path] = (),
     readable: Iterable[Path] = (),
     network: bool = True,
+    read_only: Iterable[Path] = (),
 ) -> Sandbox:
     """A ``Sandbox`` with every path resolved (bubblewrap mounts real paths, not symlinks)."""
     bwrap = shutil.which("bwrap") or "bwrap"
@@ -116,6 +156,7 @@ def make_sandbox(
         tuple(_real(p) for p in readable),
         network,
         bwrap,
+        tuple(_real(p) for p in read_only),
     )
 
 
@@ -171,6 +212,14 @@ def unsandboxed_warning(detail: str) -> str:
     )
 
 
+def _runtime_dirs() -> list[Path]:
+    """The user's runtime directories: their session bus, agents and sockets live there."""
+    places = [Path(f"/run/user/{os.getuid()}")]
+    if os.environ.get("XDG_RUNTIME_DIR", "").startswith("/"):
+        places.append(Path(os.environ["XDG_RUNTIME_DIR"]))
+    return [p for p in places if p.is_dir()]
+
+
 def sandbox_for(
     settings: Settings,
     writable: Path,
@@ -178,12 +227,14 @@ def sandbox_for(
     session_dir: Path | None = None,
     source: Path | None = None,
     readable: Iterable[Path] = (),
+    read_only: Iterable[Path] = (),
 ) -> Sandbox | None:
     """The sandbox for a bash tool writing only ``writable``; None when it runs unsandboxed.
 
     ``session_dir`` (hidden) and ``source`` (its ``.git`` and files shown read-only)
-    are optional: ``tilth chat`` has neither. ``required`` raises ``SandboxUnavailable``
-    when bubblewrap cannot be used; ``auto`` returns None and the caller warns.
+    are optional: ``tilth chat`` has neither. ``read_only`` are paths inside ``writable``
+    kept read-only. ``required`` raises ``SandboxUnavailable`` when bubblewrap cannot be
+    used; ``auto`` returns None and the caller warns.
     """
     if settings.sandbox == "off":
         return None
@@ -195,11 +246,17 @@ def sandbox_for(
                 hint=f"{INSTALL_HINT}, or set TILTH_SANDBOX=auto to run unsandboxed",
             )
         return None
-    hidden = [settings.home, settings.sessions_dir]
+    hidden = [settings.home, settings.sessions_dir, *_runtime_dirs()]
     if session_dir is not None:
         hidden.append(session_dir)
     # Tilth's own interpreter may run the gate; it stays reachable wherever it is installed.
     shown = [*readable, Path(sys.prefix)]
     if source is not None:
         shown += [source, source / ".git"]
-    return make_sandbox(writable, hidden=hidden, readable=shown, network=settings.sandbox_network)
+    return make_sandbox(
+        writable,
+        hidden=hidden,
+        readable=shown,
+        network=settings.sandbox_network,
+        read_only=read_only,
+    )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
+from tilth import proc
 from tilth.errors import ToolError
 from tilth.tools.base import Param, Tool, ToolContext
 
@@ -29,38 +33,85 @@ def glob(ctx: ToolContext, args: dict[str, Any]) -> str:
     return "\n".join(hits)
 
 
+GREP_SECONDS = 20.0
+"""How long one grep may match. A pattern such as ``(a*)*b`` backtracks for minutes on a
+short line, and Python's regular expressions cannot be interrupted: the matching runs in
+a child process that is killed at this limit."""
+
+_MATCHER = """
+import json, re, sys
+job = json.load(sys.stdin)
+regex, hits = re.compile(job["pattern"]), []
+for rel, path in job["files"]:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        continue
+    if b"\\0" in data[:8192]:
+        continue
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if regex.search(line):
+            text = line.rstrip()
+            if len(text) > job["line_cap"]:
+                text = text[: job["line_cap"]] + " \\u2026"
+            hits.append(f"{rel}:{number}: {text}")
+            if len(hits) >= job["cap"]:
+                break
+    if len(hits) >= job["cap"]:
+        break
+json.dump(hits, sys.stdout)
+"""
+
+
 def grep(ctx: ToolContext, args: dict[str, Any]) -> str:
     """Lines matching a Python regex as ``path:line: text``."""
     raw = args["pattern"]
     if not raw:
         raise ToolError("'pattern' must be a non-empty regular expression")
     try:
-        regex = re.compile(raw)
+        re.compile(raw)
     except re.error as exc:
         raise ToolError(f"invalid regular expression {raw!r}: {exc}") from None
     path_glob = args.get("path_glob") or "**/*"
     matcher = ctx.workspace.pattern(path_glob, field="path_glob")
-    hits: list[str] = []
+    files: list[tuple[str, str]] = []
     for rel, path in ctx.workspace.files():
         if not matcher.match(rel):
             continue
         try:
             if path.stat().st_size > GREP_FILE_CAP:
                 continue
-            data = path.read_bytes()
         except OSError:
             continue
-        if b"\x00" in data[:8192]:
-            continue
-        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if regex.search(line):
-                text = line.rstrip()
-                if len(text) > LINE_CAP:
-                    text = text[:LINE_CAP] + " …"
-                hits.append(f"{rel}:{number}: {text}")
-                if len(hits) >= RESULT_CAP:
-                    return "\n".join(hits) + f"\n... [stopped at {RESULT_CAP} matches]"
+        files.append((rel, str(path)))
+    hits = _match(raw, files, ctx.workspace.root)
+    if len(hits) >= RESULT_CAP:
+        return "\n".join(hits) + f"\n... [stopped at {RESULT_CAP} matches]"
     return "\n".join(hits) if hits else "(no matches)"
+
+
+def _match(pattern: str, files: list[tuple[str, str]], cwd: Path) -> list[str]:
+    """The matching lines, found by a child process (see ``GREP_SECONDS``)."""
+    job = {"pattern": pattern, "files": files, "cap": RESULT_CAP, "line_cap": LINE_CAP}
+    # -I -S: the standard library only, nothing from the workspace or site-packages.
+    result = proc.run(
+        [sys.executable, "-I", "-S", "-c", _MATCHER],
+        cwd=cwd,
+        timeout=GREP_SECONDS,
+        input_text=json.dumps(job),
+    )
+    if result.timed_out:
+        raise ToolError(
+            f"grep stopped after {GREP_SECONDS:g}s: the pattern {pattern!r} takes too long to "
+            "match (nested repeats such as (a*)* backtrack without end); simplify it"
+        )
+    try:
+        hits = json.loads(result.stdout)
+    except ValueError:
+        why = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+        raise ToolError(f"grep failed: {why}") from None
+    return [str(hit) for hit in hits]
 
 
 TOOLS = (

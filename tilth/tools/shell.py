@@ -12,6 +12,7 @@ from typing import Any
 
 from tilth.errors import ToolError
 from tilth.tools.base import Param, Tool, ToolContext
+from tilth.tools.pipes import removal_note, remove_named_pipes
 
 OUTPUT_CAP = 8_000
 _HEAD = 2_000  # the start of long output shows what ran; the rest of the cap goes to the end
@@ -104,6 +105,9 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
             proc.wait()
         text = _redact(_read_capped(out), ctx.secrets)
     text = cap_output(text)
+    removed = remove_named_pipes(ctx.workspace.root) if ctx.remove_pipes else []
+    if removed:
+        text = text.rstrip("\n") + ("\n" if text.strip() else "") + removal_note(removed) + "\n"
     if timed_out:
         raise ToolError(
             f"command timed out after {ctx.bash_timeout:g}s and was killed with all its "

@@ -311,7 +311,12 @@ class IO:
 
 
 def _neutralise_cells(table: Any) -> None:
-    """Neutralise the text cells of a rich ``Table`` in place (styled cells keep their style)."""
+    """Neutralise the text cells of a rich ``Table`` in place (styled cells keep their style).
+
+    A plain string cell becomes ``Text``: rich would read it as markup, and cells hold
+    names a model or the worker chose (``[/b].txt`` would crash the table,
+    ``[link=...]`` would put a hyperlink with a hidden target on the terminal).
+    """
     from rich.text import Text
 
     for column in getattr(table, "columns", []):
@@ -320,6 +325,6 @@ def _neutralise_cells(table: Any) -> None:
             continue
         for index, cell in enumerate(cells):
             if isinstance(cell, str):
-                cells[index] = neutralise(cell)
+                cells[index] = Text(neutralise(cell))
             elif isinstance(cell, Text):
                 cell.plain = neutralise(cell.plain)

@@ -75,14 +75,21 @@ class FileState:
     data: bytes
     kind: str
     """``f`` regular, ``x`` executable, ``l`` symbolic link (data = link target)."""
+    size: int | None = None
+    """The file's size when only its start was read (it is over the reader's limit);
+    None when ``data`` is all of it."""
 
     @property
     def git_mode(self) -> str:
         return {"f": "100644", "x": "100755", "l": "120000"}[self.kind]
 
 
-def read_state(path: Path) -> FileState | None:
-    """The state of ``path``: None when absent (or a directory), else its bytes and kind."""
+def read_state(path: Path, limit: int | None = None) -> FileState | None:
+    """The state of ``path``: None when absent (or a directory), else its bytes and kind.
+
+    With ``limit``, a bigger file is read only that far plus a byte (``whole`` False):
+    a capture that will not store it must not hold all of a huge (sparse) file in memory.
+    """
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -94,14 +101,22 @@ def read_state(path: Path) -> FileState | None:
     if not stat_mod.S_ISREG(st.st_mode):
         return None
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        # Non-blocking: swapped for a FIFO since the lstat, the open must not wait.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
-    return FileState(data, "x" if st.st_mode & 0o111 else "f")
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(fd)
+        if not stat_mod.S_ISREG(found.st_mode):
+            return None
+        data = handle.read() if limit is None else handle.read(limit + 1)
+    size = found.st_size if limit is not None and len(data) > limit else None
+    return FileState(data, "x" if st.st_mode & 0o111 else "f", size)
 
 
-def read_state_in(root: Path, rel: str, dirs: dict[str, bool]) -> FileState | None:
+def read_state_in(
+    root: Path, rel: str, dirs: dict[str, bool], limit: int | None = None
+) -> FileState | None:
     """``read_state(root / rel)``, but None when a parent below ``root`` is not a directory
     (a link to one elsewhere): what lies behind it is not the worktree's. ``dirs`` caches
     each parent's answer, so the cost is one lstat per directory, not per file."""
@@ -113,7 +128,7 @@ def read_state_in(root: Path, rel: str, dirs: dict[str, bool]) -> FileState | No
             dirs[parent] = found is not None and stat.S_ISDIR(found.st_mode)
         if not dirs[parent]:
             return None
-    return read_state(root / rel)
+    return read_state(root / rel, limit)
 
 
 class BlobStore:
@@ -250,6 +265,8 @@ class Stored:
 
 def store_state(store: BlobStore, rel: str, state: FileState, cap: int) -> Stored:
     """Put ``state`` in the store, or report it as a gap when it is over ``cap``."""
+    if state.size is not None:
+        return Stored(None, f"file over size cap: {rel} ({state.size} bytes)")
     if state.kind != "l" and len(state.data) > cap:
         return Stored(None, f"file over size cap: {rel} ({len(state.data)} bytes)")
     blob = store.put(state.data)

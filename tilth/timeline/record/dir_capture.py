@@ -98,7 +98,7 @@ class DirCapture:
         dirs: dict[str, bool] = {}
         for rel in files:
             try:
-                state = read_state_in(self.root, rel, dirs)
+                state = read_state_in(self.root, rel, dirs, self.cap)
             except OSError as exc:
                 gaps.append(f"unreadable, not captured: {rel} ({exc.strerror or exc})")
                 continue
@@ -213,7 +213,7 @@ class DirCapture:
                     ignored_hits.append(rel)
                 continue
             try:
-                state = read_state_in(self.root, rel, dirs)
+                state = read_state_in(self.root, rel, dirs, self.cap)
             except OSError as exc:
                 gaps.append(f"unreadable, not captured: {rel} ({exc.strerror or exc})")
                 if rel in self.overlay:

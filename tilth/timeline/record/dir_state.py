@@ -55,8 +55,11 @@ def is_manifest_head(head: str | None) -> bool:
 
 
 def entry_of(state: FileState) -> Entry:
-    """The entry ``state`` would be stored under (hashing only, nothing written)."""
-    return make_entry(blob_id(state.data), state.kind)
+    """The entry ``state`` would be stored under (hashing only, nothing written); for a
+    file read only in part (over the cap), one that no stored file has, changing with its
+    size."""
+    data = state.data if state.size is None else state.data + b"\0over-cap:%d" % state.size
+    return make_entry(blob_id(data), state.kind)
 
 
 # ---- ignore rules ---------------------------------------------------------------------------

@@ -57,6 +57,8 @@ class TurnResult:
 
 
 def _git_id(state: FileState) -> GitId:
+    if state.size is not None:  # only its start was read: never equal to a stored file's
+        return state.git_mode, f"over-cap:{state.size}:{git_blob_sha(state.data)}"
     return state.git_mode, git_blob_sha(state.data)
 
 
@@ -301,7 +303,7 @@ class TurnCapture:
                 if entry_kind(self.root, rel) is not None or rel in base.overlay:
                     ignored_hits.append(rel)
                 continue
-            state = read_state_in(self.root, rel, dirs)
+            state = read_state_in(self.root, rel, dirs, self.cap)
             now: GitId | None = _git_id(state) if state is not None else None
             if rel in base.overlay:
                 before = base.ids[rel]

@@ -27,7 +27,7 @@ def tree_changes(worktree: Path, target: str) -> list[tuple[str, str]]:
     as ``git clean -fd`` leaves them) with ``target``.
     """
     with git.scratch_index(worktree) as env:
-        git.git("add", "-A", cwd=worktree, env=env)
+        git.add_all(worktree, env)
         out = git.git(
             "diff", "--cached", "--name-status", "--no-renames", "-z", target, cwd=worktree, env=env
         )
@@ -44,7 +44,7 @@ def tree_changes(worktree: Path, target: str) -> list[tuple[str, str]]:
 def tree_hash(worktree: Path) -> str:
     """A hash of the whole working tree, untracked files included (tests and benchmarks)."""
     with git.scratch_index(worktree) as env:
-        git.git("add", "-A", cwd=worktree, env=env)
+        git.add_all(worktree, env)
         return git.git("write-tree", cwd=worktree, env=env).strip()
 
 

@@ -81,7 +81,9 @@ def _changed_paths(worktree: Path, base: str, head: str) -> set[str]:
     if base == head:
         # One walk of the tree instead of two.
         return git.changed_paths(worktree)
-    tracked = git.git("diff", "--name-only", "-z", "--no-renames", base, cwd=worktree)
+    tracked = git.git(
+        "diff", "--name-only", "-z", "--no-renames", git.SUBMODULE_HEADS_ONLY, base, cwd=worktree
+    )
     untracked = git.git("ls-files", "-z", "--others", "--exclude-standard", cwd=worktree)
     return {p for p in (tracked + "\0" + untracked).split("\0") if p}
 

@@ -1,0 +1,226 @@
+"""Ways a worker could make the seed-test gate pass without doing the work: none does now.
+
+Each attack leaves a wrong (or no) implementation plus the trick in the worktree; the gate
+runs the seed commit's copies, as in a run. The tricks that hide from the evaluator's diff
+(a gitignored ``pytest.py``, plugin metadata, stale bytecode) matter most.
+"""
+
+from __future__ import annotations
+
+import py_compile
+import shutil
+import site
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from security.conftest import require_sandbox
+from tests.conftest import git, make_repo
+from tilth.agent.seed_tests import run_gate
+from tilth.project_env import ProjectEnv
+from tilth.tools.sandbox import make_sandbox
+
+SEED_TEST = (
+    "from textkit.words import count_words\n\n\n"
+    "def test_counts():\n    assert count_words('a b') == 2\n"
+)
+WRONG = "def count_words(text):\n    return 0\n"
+RIGHT = "def count_words(text):\n    return len(text.split())\n"
+PLUGIN = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+    "def pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    report = outcome.get_result()\n"
+    "    report.outcome, report.longrepr = 'passed', None\n"
+)
+
+ATTACKS: dict[str, dict[str, str]] = {
+    # `python -m pytest` in the worktree would import this instead of pytest.
+    "a pytest.py shadowing pytest": {
+        "pytest.py": "import sys\nprint('1 passed')\nsys.exit(0)\n",
+        "textkit/words.py": WRONG,
+    },
+    "os._exit(0) when the tests import the code": {"textkit/words.py": "import os\nos._exit(0)\n"},
+    "an atexit hook turning a failure into status 0": {
+        "textkit/words.py": "import atexit, os\natexit.register(os._exit, 0)\n" + WRONG
+    },
+    "the code skips the test that calls it": {
+        "textkit/words.py": "import pytest\n\n\ndef count_words(text):\n    pytest.skip('later')\n"
+    },
+    "the code xfails the test that calls it": {
+        "textkit/words.py": "import pytest\n\n\ndef count_words(text):\n    pytest.xfail('later')\n"
+    },
+    "pytest.exit with status 0 at import": {
+        "textkit/words.py": "import pytest\npytest.exit('done', returncode=0)\n"
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
+    """A project interpreter with pytest whose plugin autoloading is on (as a user's is)."""
+    root = tmp_path_factory.mktemp("python") / "env"
+    venv.EnvBuilder(with_pip=False).create(root)
+    (site_dir,) = root.glob("lib/python*/site-packages")
+    (site_dir / "tilth-test.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return ProjectEnv("python", "test env", bin_dir=root / "bin", python=root / "bin" / "python")
+
+
+def _worktree(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
+    """A repository whose seed commit holds the T-001 test; ``files`` written after it."""
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "textkit/__init__.py": "",
+            "tests/test_t001_count_words.py": SEED_TEST,
+            ".gitignore": "__pycache__/\n*.pyc\n",
+            "pytest.ini": "[pytest]\naddopts = -p no:hypothesispytest -p no:anyio\n",
+        },
+    )
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    for name, content in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(content)
+    return repo, sha
+
+
+def _gate(repo: Path, sha: str, env: ProjectEnv, *, sandboxed: bool = False) -> tuple[bool, str]:
+    sandbox = None
+    if sandboxed:
+        require_sandbox()
+        sandbox = make_sandbox(repo, readable=[*env.readable_paths(), Path(sys.prefix)])
+    gate = run_gate(repo, ["T-001"], environment=env, timeout=60, seed_sha=sha, sandbox=sandbox)
+    return gate.passed, gate.report()
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_a_trick_in_the_code_does_not_pass_the_gate(
+    tmp_path: Path, python: ProjectEnv, attack: str
+) -> None:
+    repo, sha = _worktree(tmp_path, ATTACKS[attack])
+    passed, report = _gate(repo, sha, python)
+    assert not passed, report
+    assert "[pytest] FAIL" in report
+
+
+def test_a_skipped_seed_test_is_named_in_the_report(tmp_path: Path, python: ProjectEnv) -> None:
+    repo, sha = _worktree(tmp_path, ATTACKS["the code skips the test that calls it"])
+    _, report = _gate(repo, sha, python)
+    assert "skipped: tests/test_t001_count_words.py::test_counts (Skipped: later)" in report
+    assert "A skipped or xfailed seed test proves nothing" in report
+    assert str(tmp_path) not in report
+
+
+def test_an_early_exit_is_explained(tmp_path: Path, python: ProjectEnv) -> None:
+    repo, sha = _worktree(tmp_path, ATTACKS["os._exit(0) when the tests import the code"])
+    _, report = _gate(repo, sha, python)
+    assert "exited with status 0 before pytest finished" in report
+
+
+def test_a_hidden_plugin_in_the_worktree_is_not_loaded(tmp_path: Path, python: ProjectEnv) -> None:
+    """Plugin metadata in the worktree (ignored by git, so not in the diff) that rewrites
+    every failure as a pass: pytest loads plugins before the worktree is importable."""
+    info = "evil-1.0.dist-info"
+    repo, sha = _worktree(
+        tmp_path,
+        {
+            "textkit/words.py": WRONG,
+            f"{info}/METADATA": "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n",
+            f"{info}/entry_points.txt": "[pytest11]\nevil = evilplug\n",
+            "evilplug.py": PLUGIN,
+            ".gitignore": "__pycache__/\n*.pyc\nevilplug.py\nevil-1.0.dist-info/\n",
+        },
+    )
+    assert "evil" not in git(repo, "status", "--porcelain", "--untracked-files=all")
+    passed, report = _gate(repo, sha, python)
+    assert not passed, report
+
+
+def test_bytecode_that_differs_from_the_source_is_not_run(
+    tmp_path: Path, python: ProjectEnv
+) -> None:
+    """An unchecked-hash .pyc under __pycache__ (ignored) would run instead of the source."""
+    repo, sha = _worktree(tmp_path, {"textkit/words.py": WRONG})
+    right = tmp_path / "right.py"
+    right.write_text(RIGHT)
+    cached = repo / "textkit" / "__pycache__" / f"words.{sys.implementation.cache_tag}.pyc"
+    cached.parent.mkdir()
+    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    py_compile.compile(str(right), cfile=str(cached), invalidation_mode=mode)
+    passed, report = _gate(repo, sha, python)
+    assert not passed, report
+    assert cached.exists()  # the gate neither used nor removed it
+
+
+def test_the_honest_implementation_passes_in_and_out_of_the_sandbox(
+    tmp_path: Path, python: ProjectEnv
+) -> None:
+    repo, sha = _worktree(tmp_path, {"textkit/words.py": RIGHT})
+    passed, report = _gate(repo, sha, python)
+    assert passed, report
+    passed, report = _gate(repo, sha, python, sandboxed=True)
+    assert passed, report
+    assert not list(repo.rglob("__pycache__"))
+
+
+def test_tricks_fail_in_the_sandbox_too(tmp_path: Path, python: ProjectEnv) -> None:
+    repo, sha = _worktree(tmp_path, ATTACKS["a pytest.py shadowing pytest"])
+    passed, report = _gate(repo, sha, python, sandboxed=True)
+    assert not passed, report
+    shutil.rmtree(repo)
+    repo, sha = _worktree(tmp_path, ATTACKS["os._exit(0) when the tests import the code"])
+    passed, report = _gate(repo, sha, python, sandboxed=True)
+    assert not passed and "before pytest finished" in report, report
+
+
+def test_seed_tests_moved_behind_a_directory_link_count_as_changed(
+    tmp_path: Path, python: ProjectEnv
+) -> None:
+    """``tests`` replaced by a link to a copy: every file reads the same, but the commit
+    would hold a link where the seed tests were."""
+    repo, sha = _worktree(tmp_path, {"textkit/words.py": RIGHT})
+    (repo / "tests").rename(repo / "kept")
+    (repo / "tests").symlink_to("kept")
+    gate = run_gate(repo, ["T-001"], environment=python, timeout=60, seed_sha=sha)
+    assert not gate.passed
+    assert gate.tampered == ["tests/test_t001_count_words.py"]
+
+
+# A pytest.py that forges the launcher's report: it would pass if it were imported instead
+# of pytest, which is what a worktree directory on PYTHONPATH at start-up would allow.
+FORGED_REPORT = """import json, sys
+report, args = sys.argv[1], sys.argv[3:]
+keys = [a + '::test_counts' for a in args if a.endswith('.py')]
+with open(report, 'w') as out:
+    json.dump({'version': 1, 'exit': 0, 'collected': keys,
+               'outcomes': {k: 'passed' for k in keys}, 'reasons': {}}, out)
+print('1 passed')
+"""
+
+
+def test_a_pythonpath_directory_is_importable_only_once_pytest_has_loaded(
+    tmp_path: Path, python: ProjectEnv
+) -> None:
+    """A src layout (``pythonpath = src``): the seed tests import from ``src/``, but a
+    gitignored ``src/pytest.py`` that forges pytest's report is never what ``import
+    pytest`` finds; the honest code in ``src/`` still passes."""
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "src/textkit/__init__.py": "",
+            "tests/test_t001_count_words.py": SEED_TEST,
+            ".gitignore": "__pycache__/\n*.pyc\nsrc/pytest.py\n",
+            "pytest.ini": "[pytest]\npythonpath = src\n"
+            "addopts = -p no:hypothesispytest -p no:anyio\n",
+        },
+    )
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "src" / "textkit" / "words.py").write_text(WRONG)
+    (repo / "src" / "pytest.py").write_text(FORGED_REPORT)
+    assert "pytest.py" not in git(repo, "status", "--porcelain", "--untracked-files=all")
+    passed, report = _gate(repo, sha, python)
+    assert not passed, report
+    (repo / "src" / "textkit" / "words.py").write_text(RIGHT)
+    passed, report = _gate(repo, sha, python)
+    assert passed, report

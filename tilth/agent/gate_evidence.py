@@ -1,0 +1,84 @@
+"""What proves the seed tests passed: pytest's own report of every test, not an exit code.
+
+The tests import the worker's code, and that code runs in the test process: it can end
+the process with status 0 before any test ran (``os._exit(0)`` at import, an ``atexit``
+hook), or skip and xfail the tests from inside. The gate therefore runs pytest through
+``pytest_runner`` and passes only when its report shows every collected seed test run
+and passed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+RUNNER = Path(__file__).with_name("pytest_runner.py")
+REPORT = "report.json"
+SHOWN = 5
+"""Tests named per kind of problem; the rest are counted."""
+
+
+@contextmanager
+def gate_scratch() -> Iterator[Path]:
+    """A private directory for one gate run: the launcher, its report, its bytecode cache."""
+    with tempfile.TemporaryDirectory(prefix="tilth-gate-") as tmp:
+        root = Path(tmp).resolve()
+        shutil.copyfile(RUNNER, root / RUNNER.name)
+        yield root
+
+
+def runner_words(scratch: Path, imports: Sequence[Path]) -> list[str]:
+    """What follows the interpreter to run pytest through the launcher.
+
+    ``imports``: the worktree directories project code is imported from, first first; the
+    launcher puts them on ``sys.path`` only once pytest and its plugins have loaded.
+    """
+    joined = os.pathsep.join(str(path) for path in imports)
+    return [str(scratch / RUNNER.name), str(scratch / REPORT), joined]
+
+
+def _names(tests: list[str], reasons: dict[str, str]) -> str:
+    shown = [f"{t} ({reasons[t]})" if reasons.get(t) else t for t in tests[:SHOWN]]
+    more = f" and {len(tests) - SHOWN} more" if len(tests) > SHOWN else ""
+    return ", ".join(shown) + more
+
+
+def shortfall(scratch: Path, returncode: int) -> str | None:
+    """Why this run does not show every seed test passing; None when it does.
+
+    Only asked when the process exited 0: a failing exit code already says enough.
+    """
+    try:
+        report = json.loads((scratch / REPORT).read_text(encoding="utf-8"))
+        collected = [str(t) for t in report["collected"]]
+        outcomes = {str(k): str(v) for k, v in dict(report["outcomes"]).items()}
+        reasons = {str(k): str(v) for k, v in dict(report.get("reasons") or {}).items()}
+        exit_code = int(report["exit"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return (
+            f"[gate] FAIL: the test process exited with status {returncode} before pytest "
+            "finished, so no seed test is known to have passed. Code the tests import ended "
+            "the process early (os._exit, sys.exit or an atexit hook?)."
+        )
+    if exit_code != 0:
+        return f"[gate] FAIL: pytest reported exit status {exit_code}; the process exited 0."
+    if not collected:
+        return "[gate] FAIL: pytest collected no seed test."
+    by_kind: dict[str, list[str]] = {}
+    for test in collected:
+        kind = outcomes.get(test, "not run")
+        if kind != "passed":
+            by_kind.setdefault(kind, []).append(test)
+    if not by_kind:
+        return None
+    parts = [f"{kind}: {_names(tests, reasons)}" for kind, tests in sorted(by_kind.items())]
+    return (
+        "[gate] FAIL: not every seed test passed — "
+        + "; ".join(parts)
+        + ". A skipped or xfailed seed test proves nothing: make the code pass it."
+    )

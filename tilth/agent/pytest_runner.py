@@ -1,0 +1,115 @@
+"""The gate's pytest launcher; it runs in the *project's* interpreter, not Tilth's.
+
+Usage: ``python pytest_runner.py REPORT IMPORTS [pytest args...]``; ``IMPORTS`` is the
+worktree, after the worktree directories a ``pythonpath`` setting or an editable install
+names (``os.pathsep``-separated, first first).
+
+``python -m pytest`` in the worktree would put the worktree first on ``sys.path``
+before pytest starts, so files the worker left there (a ``pytest.py``, a
+``*.dist-info`` declaring a pytest plugin, a ``__pycache__`` with bytecode that
+differs from the source) would decide the result. Here pytest and its installed
+plugins load first; the worktree joins ``sys.path`` only before the first
+conftest, and cached bytecode is read from (and written to) a private directory.
+``REPORT`` then receives what every test did, so the gate need not trust the
+exit code alone (a process can ``os._exit(0)`` before any test ran).
+
+Standard library and pytest only, and syntax every supported Python reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+REPORT_VERSION = 1
+
+
+class Recorder:
+    """A pytest plugin object noting each test's outcome, by file and name.
+
+    (Node ids alone are not enough: for test files outside the rootdir, as the gate's seed
+    copies are, pytest leaves the file out of them.)
+    """
+
+    def __init__(self) -> None:
+        self.collected: list[str] = []
+        self.outcomes: dict[str, str] = {}
+        self.reasons: dict[str, str] = {}
+        self.current = ""
+
+    def pytest_collection_finish(self, session: object) -> None:
+        self.collected = [_key(item) for item in getattr(session, "items", [])]
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.current = ""
+
+    def pytest_runtest_setup(self, item: object) -> None:
+        self.current = _key(item)
+
+    def pytest_runtest_logreport(self, report: object) -> None:
+        test = self.current
+        if not test:
+            return
+        when = getattr(report, "when", "")
+        outcome = str(getattr(report, "outcome", ""))
+        xfail = hasattr(report, "wasxfail")
+        if outcome == "failed":
+            self.outcomes[test] = "failed"
+        elif outcome == "skipped":
+            if self.outcomes.get(test) != "failed":
+                self.outcomes[test] = "xfailed" if xfail else "skipped"
+                self.reasons[test] = _reason(report)
+        elif when == "call" and test not in self.outcomes:
+            self.outcomes[test] = "xpassed" if xfail else "passed"
+
+    def dump(self, path: str, exit_code: int) -> None:
+        report = {
+            "version": REPORT_VERSION,
+            "exit": exit_code,
+            "collected": self.collected,
+            "outcomes": self.outcomes,
+            "reasons": self.reasons,
+        }
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(report, handle)
+
+
+def _key(item: object) -> str:
+    path = getattr(item, "path", None) or getattr(item, "fspath", "")
+    return f"{path}::{str(getattr(item, 'nodeid', '')).split('::', 1)[-1]}"
+
+
+def _reason(report: object) -> str:
+    wasxfail = getattr(report, "wasxfail", None)
+    if wasxfail:
+        return str(wasxfail)
+    longrepr = getattr(report, "longrepr", None)
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr or "")
+
+
+def main(argv: list[str]) -> int:
+    report, imports, args = argv[1], [p for p in argv[2].split(os.pathsep) if p], argv[3:]
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    sys.pycache_prefix = os.path.join(os.path.dirname(report), "pycache")
+    import pytest
+
+    class JoinWorktree:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_load_initial_conftests(self) -> None:
+            # The first moment project code is imported (conftests, then the tests); plugins
+            # were loaded from the environment alone. First, as ``python -m pytest`` (and a
+            # ``pythonpath`` setting) has it.
+            sys.path[:0] = imports
+
+    recorder = Recorder()
+    code = int(pytest.main(args, plugins=[JoinWorktree(), recorder]))
+    recorder.dump(report, code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
