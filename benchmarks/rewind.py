@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tilth import git  # noqa: E402
+from tilth import git, git_worktrees  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder, execute_rewind, plan_rewind, resolve_checkpoint  # noqa: E402
 from tilth.timeline.record.state_capture import log_tail  # noqa: E402
@@ -105,7 +105,7 @@ def build(root: Path, megabytes: float, files: int) -> tuple[Session, Path]:
     repo = root / "repo"
     make_repo(repo, files)
     session = Session.create(root / "sessions", repo)
-    worktree = git.ensure_worktree(repo, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(repo, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch, tokens_used=10)
     session.log("session_start", phase="prep-feature", source=str(repo))
     session.save_prd(

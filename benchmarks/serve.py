@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 
-from tilth import git  # noqa: E402
+from tilth import git, git_worktrees  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder  # noqa: E402
 
@@ -59,7 +59,7 @@ def build(root: Path, turns: int) -> Session:
     for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-q", "-m", "initial")):
         subprocess.run(["git", *args], cwd=repo, check=True, env={**os.environ, **ENV})
     session = Session.create(root / "home" / "sessions", repo)
-    worktree = git.ensure_worktree(repo, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(repo, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     session.log("session_start", phase="prep-feature", source=str(repo))
     session.save_prd(

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.agent.pipeline import run_task
 from tilth.agent.run_context import RunContext
 from tilth.config import load_settings
@@ -107,7 +107,7 @@ def harness_gaps(root: Path, repo: Path, turns: int) -> list[float]:
     os.environ["TILTH_HOME"] = str(root / "home")
     settings = replace(load_settings(), max_iterations_per_task=turns + 1)
     session = Session.create(settings.sessions_dir, repo)
-    worktree = git.ensure_worktree(repo, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(repo, session.workspace_dir, session.branch)
     session.save_prd([TASK])
     model = TimedModel(ScriptedModel(Script(worker_reply), "scripted-bench"))
     recorder = Recorder(session, worktree)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.errors import GitError, WorkspaceError
 from tilth.timeline.rewind.change_report import tree_changes
 
@@ -81,7 +81,7 @@ def test_a_bare_repository_is_a_usage_error_with_a_hint(repo: Path, tmp_path: Pa
 def test_submodules_are_checked_out_or_named(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert git.init_submodules(repo) is None, "no .gitmodules: nothing to do"
+    assert git_worktrees.init_submodules(repo) is None, "no .gitmodules: nothing to do"
     # Local submodule URLs need file transport allowed (git refuses it by default).
     for key, value in {
         "GIT_CONFIG_COUNT": "1",
@@ -97,13 +97,13 @@ def test_submodules_are_checked_out_or_named(
     sh(lib, "commit", "-q", "-m", "lib")
     sh(repo, "submodule", "add", "-q", str(lib), "lib")
     sh(repo, "commit", "-q", "-m", "add lib")
-    worktree = git.ensure_worktree(repo, tmp_path / "wt", "session/x")
+    worktree = git_worktrees.ensure_worktree(repo, tmp_path / "wt", "session/x")
     assert not (worktree / "lib" / "lib.py").exists(), "a fresh worktree has it empty"
-    assert git.init_submodules(worktree) is None
+    assert git_worktrees.init_submodules(worktree) is None
     assert (worktree / "lib" / "lib.py").read_text() == "X = 1\n"
     shutil.rmtree(lib)
-    other = git.ensure_worktree(repo, tmp_path / "wt2", "session/y")
-    problem = git.init_submodules(other, timeout=30)
+    other = git_worktrees.ensure_worktree(repo, tmp_path / "wt2", "session/y")
+    problem = git_worktrees.init_submodules(other, timeout=30)
     assert problem is not None and "could not check out the submodules" in problem
     assert f"git -C {other} submodule update --init" in problem
 
@@ -128,21 +128,21 @@ def test_ensure_repo_subdirectory_names_the_root(repo: Path) -> None:
 # ---- worktrees ----------------------------------------------------------------------------
 def test_ensure_worktree_create_idempotent_and_recreate(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "sessions" / "s1" / "workspace"
-    made = git.ensure_worktree(repo, target, "session/s1")
+    made = git_worktrees.ensure_worktree(repo, target, "session/s1")
     assert made == target.resolve()
     assert (target / "README.md").is_file()
-    assert git.branch_exists(repo, "session/s1")
-    assert git.worktrees(repo)[made] == "session/s1"
+    assert git_worktrees.branch_exists(repo, "session/s1")
+    assert git_worktrees.worktrees(repo)[made] == "session/s1"
     assert git.head(target) == git.head(repo)
 
     (target / "scratch.txt").write_text("keep me")
-    assert git.ensure_worktree(repo, target, "session/s1") == made
+    assert git_worktrees.ensure_worktree(repo, target, "session/s1") == made
     assert (target / "scratch.txt").read_text() == "keep me"
 
     tip = git.commit_all(target, "work on the branch")
     assert tip is not None
     shutil.rmtree(target)
-    again = git.ensure_worktree(repo, target, "session/s1")
+    again = git_worktrees.ensure_worktree(repo, target, "session/s1")
     assert again == made
     assert git.head(target) == tip
     assert (target / "scratch.txt").read_text() == "keep me"
@@ -153,32 +153,32 @@ def test_ensure_worktree_create_idempotent_and_recreate(repo: Path, tmp_path: Pa
 
 def test_remove_worktree_and_delete_branch(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "wt"
-    git.ensure_worktree(repo, target, "session/x")
+    git_worktrees.ensure_worktree(repo, target, "session/x")
     (target / "dirty.txt").write_text("uncommitted")
-    git.remove_worktree(repo, target)
+    git_worktrees.remove_worktree(repo, target)
     assert not target.exists()
-    assert target.resolve() not in git.worktrees(repo)
+    assert target.resolve() not in git_worktrees.worktrees(repo)
     assert str(target) not in sh(repo, "worktree", "list")
-    assert git.delete_branch(repo, "session/x") is True
-    assert not git.branch_exists(repo, "session/x")
-    assert git.delete_branch(repo, "session/x") is False
-    git.remove_worktree(repo, target)  # already gone: no error
+    assert git_worktrees.delete_branch(repo, "session/x") is True
+    assert not git_worktrees.branch_exists(repo, "session/x")
+    assert git_worktrees.delete_branch(repo, "session/x") is False
+    git_worktrees.remove_worktree(repo, target)  # already gone: no error
 
 
 def test_remove_worktree_after_manual_delete_prunes(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "wt"
-    git.ensure_worktree(repo, target, "session/y")
+    git_worktrees.ensure_worktree(repo, target, "session/y")
     shutil.rmtree(target)
-    git.remove_worktree(repo, target)
-    assert target.resolve() not in git.worktrees(repo)
-    assert git.delete_branch(repo, "session/y")
+    git_worktrees.remove_worktree(repo, target)
+    assert target.resolve() not in git_worktrees.worktrees(repo)
+    assert git_worktrees.delete_branch(repo, "session/y")
 
 
 def test_remove_worktree_on_an_unregistered_directory(repo: Path, tmp_path: Path) -> None:
     stray = tmp_path / "stray"
     stray.mkdir()
     (stray / "f").write_text("x")
-    git.remove_worktree(repo, stray)
+    git_worktrees.remove_worktree(repo, stray)
     assert (stray / "f").exists()  # not a worktree of this repo: not ours to delete
 
 
@@ -427,7 +427,7 @@ def test_ensure_worktree_with_a_relative_path(
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    made = git.ensure_worktree(repo, Path("wt"), "session/rel")
+    made = git_worktrees.ensure_worktree(repo, Path("wt"), "session/rel")
     assert made == (elsewhere / "wt").resolve()
     assert (elsewhere / "wt" / "README.md").is_file()
     assert not (repo / "wt").exists()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tilth import proc
 from tilth.errors import GitError, WorkspaceError
+from tilth.git_refs import head_from_files
 
 FALLBACK_NAME = "Tilth"
 FALLBACK_EMAIL = "tilth@localhost"
@@ -131,58 +132,10 @@ def head(cwd: Path) -> str:
     """The full sha of HEAD: read from the ref files when ``cwd`` is a worktree's top level
     (no process), else (or when that fails: reftable, a symbolic chain) asked of git."""
     try:
-        sha = _head_from_files(cwd)
+        sha = head_from_files(cwd)
     except (OSError, IndexError, UnicodeDecodeError):
         sha = None
     return sha or git("rev-parse", "HEAD", cwd=cwd).strip()
-
-
-def _head_from_files(worktree: Path) -> str | None:
-    """HEAD's sha from the ref files, or None (then ask git). The files may be a worker's (a
-    repository it made in the worktree): each is read only if small and regular."""
-    dotgit = worktree / ".git"
-    gitdir = dotgit
-    if dotgit.is_file():  # a linked worktree: "gitdir: <path>"
-        pointer = _small_text(dotgit)
-        if pointer is None or ":" not in pointer:
-            return None
-        gitdir = Path(pointer.split(":", 1)[1].strip())
-        if not gitdir.is_absolute():
-            gitdir = (worktree / gitdir).resolve()
-    common = gitdir
-    if (gitdir / "commondir").is_file():
-        common = (gitdir / (_small_text(gitdir / "commondir") or ".").strip()).resolve()
-    value = (_small_text(gitdir / "HEAD") or "").strip()
-    if not value.startswith("ref: "):
-        return value if _is_sha(value) else None
-    ref = value[5:]
-    for base in (gitdir, common):
-        loose = base / ref
-        if loose.is_file():
-            sha = (_small_text(loose) or "").strip()
-            return sha if _is_sha(sha) else None
-    for line in (_small_text(common / "packed-refs", 64 << 20) or "").splitlines():
-        if line.endswith(" " + ref) and _is_sha(line.split(" ", 1)[0]):
-            return line.split(" ", 1)[0]
-    return None
-
-
-def _small_text(path: Path, limit: int = 1 << 16) -> str | None:
-    """A regular file's text when it is at most ``limit`` bytes, else None; never waits on a
-    FIFO and never reads a huge (sparse) file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode) or found.st_size > limit:
-            return None
-        return handle.read(limit).decode("utf-8", "replace")
-
-
-def _is_sha(text: str) -> bool:
-    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def rev_parse(rev: str, cwd: Path) -> str | None:
@@ -275,7 +228,7 @@ def add_all(cwd: Path, env: dict[str, str] | None = None) -> list[str]:
         where = cwd / path
         if (where / ".git").exists():
             try:
-                now = _head_from_files(where)
+                now = head_from_files(where)
             except (OSError, IndexError, UnicodeDecodeError):
                 now = None
             if now and now != recorded:
@@ -488,78 +441,4 @@ def stash(cwd: Path, message: str, *, ref: str) -> bool:
     git("update-ref", "--create-reflog", "-m", message, ref, commit, cwd=cwd)
     reset_hard(cwd, "HEAD")
     clean_fd(cwd)
-    return True
-
-
-# ---- worktrees and branches ----------------------------------------------------------------
-def worktrees(source: Path) -> dict[Path, str | None]:
-    """Registered worktrees of ``source``: path → branch (None when detached)."""
-    out = git("worktree", "list", "--porcelain", cwd=source)
-    result: dict[Path, str | None] = {}
-    current: Path | None = None
-    for line in out.splitlines():
-        if line.startswith("worktree "):
-            current = Path(line[len("worktree ") :]).resolve()
-            result[current] = None
-        elif line.startswith("branch ") and current is not None:
-            result[current] = line[len("branch ") :].removeprefix("refs/heads/")
-    return result
-
-
-def branch_exists(source: Path, branch: str) -> bool:
-    """True when ``refs/heads/<branch>`` exists in ``source``."""
-    return ok("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source)
-
-
-def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") -> Path:
-    """The worktree at ``path`` on ``branch``, creating (or re-creating) it as needed."""
-    path = path.absolute()  # git runs in ``source``: a relative path would land there
-    resolved = path.resolve()
-    registered = worktrees(source)
-    if resolved in registered and path.is_dir():
-        return resolved
-    git("worktree", "prune", cwd=source)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if branch_exists(source, branch):
-        git("worktree", "add", "-q", str(path), branch, cwd=source)
-    else:
-        git("worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
-    return path.resolve()
-
-
-def init_submodules(worktree: Path, timeout: float = 600.0) -> str | None:
-    """Check out the worktree's submodules; a sentence saying what failed, or None.
-
-    A fresh worktree has empty submodule directories; code that needs them would fail
-    in ways the worker cannot explain.
-    """
-    if not (worktree / ".gitmodules").is_file():
-        return None
-    try:
-        git("submodule", "update", "--init", "--recursive", cwd=worktree, timeout=timeout)
-    except GitError as exc:
-        why = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
-        return (
-            f"could not check out the submodules in {worktree} ({why}); their directories "
-            f"are empty — run `git -C {worktree} submodule update --init`"
-        )
-    return None
-
-
-def remove_worktree(source: Path, path: Path) -> None:
-    """Remove the worktree at ``path`` (forcefully) and prune stale entries.
-
-    A directory at ``path`` that is not registered as a worktree of ``source`` is
-    left alone: git refuses to remove it, and it is not ours to delete.
-    """
-    if path.exists() and path.resolve() in worktrees(source):
-        git("worktree", "remove", "--force", "--force", str(path), cwd=source)
-    git("worktree", "prune", cwd=source)
-
-
-def delete_branch(source: Path, branch: str) -> bool:
-    """Delete ``branch``; False when it did not exist."""
-    if not branch_exists(source, branch):
-        return False
-    git("branch", "-q", "-D", branch, cwd=source)
     return True

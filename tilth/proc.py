@@ -7,7 +7,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -21,6 +21,18 @@ class ProcResult:
     stdout: str
     stderr: str
     timed_out: bool = False
+
+
+def scrubbed_env(environ: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, str]:
+    """``environ`` without API keys, Tilth's own settings, or any value equal to a secret."""
+    hidden = {s for s in secrets if s}
+    return {
+        key: value
+        for key, value in environ.items()
+        if not key.upper().endswith("_API_KEY")
+        and not key.upper().startswith("TILTH_")
+        and value not in hidden
+    }
 
 
 def kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tilth import proc
 from tilth.errors import ProjectEnvError
+from tilth.proc import scrubbed_env
 
 if TYPE_CHECKING:
     from tilth.config import Settings
@@ -289,8 +290,6 @@ def _probe_python(python: Path) -> tuple[Path | None, bool]:
 def _clean_env() -> dict[str, str]:
     """Tilth's environment without secrets, Tilth's settings, or what would make another
     interpreter look like Tilth's (a probe runs outside any sandbox)."""
-    from tilth.tools.shell import scrubbed_env
-
     env = scrubbed_env(os.environ)
     for key in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV"):
         env.pop(key, None)

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from tilth import git
+from tilth import git_worktrees
 from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.loop import run_loop
 from tilth.agent.records import task_counts
@@ -80,14 +80,14 @@ def ensure_session_worktree(
             hint=f"if you moved it: `tilth doctor {session.id} --repair --source NEWPATH`; "
             f"otherwise discard the session with `tilth reset {session.id}`",
         )
-    if not git.branch_exists(source, session.branch):
+    if not git_worktrees.branch_exists(source, session.branch):
         raise WorkspaceError(
             f"branch {session.branch} no longer exists in {source}",
             hint=f"`tilth doctor {session.id} --repair` re-points it at the last recorded "
             f"commit (or `tilth fork {session.id} --at latest` starts over from there)",
         )
     had_worktree = session.workspace_dir.is_dir()
-    worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     if not had_worktree and settings is not None:
         progress = out.dim if out is not None else None

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tilth import git, proc
+from tilth import git_worktrees, proc
 from tilth.config import Settings, secret_values
 from tilth.errors import SetupFailed, TilthError
+from tilth.proc import scrubbed_env
 from tilth.session.store import Session
 from tilth.tools.pipes import remove_named_pipes
-from tilth.tools.shell import scrubbed_env
 from tilth.worktree_env import record_worktree_env
 
 OUTPUT_CHARS = 8_000
@@ -52,7 +52,7 @@ def prepare_worktree(
     if settings.setup_command and on_progress is not None:
         on_progress(f"running TILTH_SETUP_COMMAND in {worktree}: {settings.setup_command}")
     notes: list[str] = []
-    problem = git.init_submodules(worktree)
+    problem = git_worktrees.init_submodules(worktree)
     if (worktree / ".gitmodules").is_file():
         session.log("submodules", ok=problem is None, detail=problem)
     if problem:
@@ -65,7 +65,7 @@ def prepare_worktree(
         source = session.source
         if not keep and source is not None and (source / ".git").exists():
             try:
-                git.remove_worktree(source, worktree)
+                git_worktrees.remove_worktree(source, worktree)
             except (TilthError, OSError):
                 pass
         raise

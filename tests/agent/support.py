@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.sessionview import SessionView
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.demo.script import EVALUATOR, WORKER, Recipe, Team
 from tilth.model import FakeServer, Script
 from tilth.session.files import atomic_write_json
@@ -97,7 +97,7 @@ def seed_session(sessions_dir: Path, source: Path, tasks: list[dict[str, Any]] =
     """A ``prepared`` session of ``source`` with ``tasks`` and their seed tests committed."""
     session = Session.create(sessions_dir, source)
     session.log("session_start", source=str(source), phase="prep-feature")
-    worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
     for task in tasks:
         name, body = TESTS[task["id"]]
         (worktree / name).parent.mkdir(parents=True, exist_ok=True)

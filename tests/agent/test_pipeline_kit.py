@@ -16,7 +16,7 @@ from typing import Any
 
 from tests.conftest import make_repo
 from tests.sessionview import SessionView
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.agent.run_context import RunContext
 from tilth.agent.task_state import TaskState
 from tilth.config import Settings
@@ -159,7 +159,7 @@ def build(
     source = make_repo(tmp_path / "repo", files)
     sessions_dir = tmp_path / "sessions"
     session = Session.create(sessions_dir, source)
-    worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
     for name, body in tests or [CALC_TEST]:
         (worktree / name).parent.mkdir(parents=True, exist_ok=True)
         (worktree / name).write_text(body)

@@ -13,7 +13,7 @@ from agent.support import GOOD, TASKS, model_env, recipes, seed_session, team_se
 from seed.support import cli_env, quick_script, session_dirs
 
 from tests.sessionview import SessionView
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.demo.script import Team
 from tilth.model import FakeServer
 from tilth.session.store import Session
@@ -86,7 +86,7 @@ def test_the_chosen_environment_is_shown_logged_and_used_by_the_gate(
 
 def test_a_worktree_recreated_by_run_gets_the_setup_command(repo: Path, sessions_dir: Path) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
-    git.remove_worktree(repo, seeded.worktree)
+    git_worktrees.remove_worktree(repo, seeded.worktree)
     setup = "echo made-by-setup > .setup-marker && echo set up"
     (repo / ".gitignore").write_text(".setup-marker\n")
     with team_server(Team(recipes())) as server:
@@ -135,7 +135,7 @@ def test_a_failing_setup_command_in_prep_stops_cleanly_before_the_interview(
     assert record.status == "failed"
     # Nothing half-made: no worktree, no branch; the next prep goes straight ahead.
     assert not record.workspace_dir.exists()
-    assert not git.branch_exists(repo, record.branch)
+    assert not git_worktrees.branch_exists(repo, record.branch)
     with FakeServer(quick_script()) as server:
         again = tilth("prep-feature", str(repo), "--brief", "add it", env=cli_env(server))
     assert again.returncode == 0, again.stdout + again.stderr
@@ -147,8 +147,8 @@ def test_a_resume_that_fails_before_the_loop_logs_stop_error(
 ) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
     seeded.session.set_status("running")
-    git.remove_worktree(repo, seeded.worktree)
-    git.delete_branch(repo, seeded.session.branch)
+    git_worktrees.remove_worktree(repo, seeded.worktree)
+    git_worktrees.delete_branch(repo, seeded.session.branch)
     with team_server(Team(recipes())) as server:
         result = tilth("resume", seeded.session.id, env=model_env(server.base_url))
         assert server.requests == []
@@ -166,7 +166,7 @@ def test_a_failing_setup_in_a_recreated_worktree_leaves_none_behind(
     repo: Path, sessions_dir: Path
 ) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
-    git.remove_worktree(repo, seeded.worktree)
+    git_worktrees.remove_worktree(repo, seeded.worktree)
     with team_server(Team(recipes())) as server:
         broken = tilth(
             "run",

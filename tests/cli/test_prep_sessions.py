@@ -12,7 +12,7 @@ import pytest
 from seed.support import Terminal, cli_env, quick_script, session_dirs, write_seed
 
 from tests.sessionview import SessionView
-from tilth import git
+from tilth import git_worktrees
 from tilth.config import load_settings
 from tilth.errors import TilthError
 from tilth.model import FakeServer, Script, ScriptedModel, reply
@@ -45,7 +45,7 @@ def existing(source: Path, *, fail: bool = False) -> Session:
 
 def assert_gone(session: Session, source: Path) -> None:
     assert not session.dir.exists()
-    assert not git.branch_exists(source, session.branch)
+    assert not git_worktrees.branch_exists(source, session.branch)
 
 
 def new_sessions(sessions_dir: Path, *old: Session) -> list[Path]:
@@ -101,7 +101,7 @@ def test_force_deletes_nothing_while_one_of_the_sessions_is_running(
         assert server.requests == []
     assert forced.returncode == 2
     assert f"session {live.id} is in use by pid" in forced.stderr
-    assert idle.dir.exists() and git.branch_exists(repo, idle.branch)
+    assert idle.dir.exists() and git_worktrees.branch_exists(repo, idle.branch)
     assert session_dirs(sessions_dir) == [idle.dir, live.dir]
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.session.store import Session
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
@@ -26,7 +26,7 @@ def new_session(sessions_dir: Path, source: Path) -> Session:
     """A session as prep-feature starts one: record, start event, worktree, branch."""
     session = Session.create(sessions_dir, source)
     session.log("session_start", source=str(source), phase="prep-feature")
-    worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     return session
 
@@ -34,7 +34,7 @@ def new_session(sessions_dir: Path, source: Path) -> Session:
 def assert_gone(session: Session, source: Path) -> None:
     assert not session.dir.exists()
     assert not session.workspace_dir.exists()
-    assert not git.branch_exists(source, session.branch)
+    assert not git_worktrees.branch_exists(source, session.branch)
     listing = subprocess.run(
         ["git", "worktree", "list", "--porcelain"], cwd=source, capture_output=True, text=True
     ).stdout
@@ -44,8 +44,8 @@ def assert_gone(session: Session, source: Path) -> None:
 def assert_intact(session: Session, source: Path) -> None:
     assert session.checkpoint_path.exists()
     assert (session.workspace_dir / "README.md").exists()
-    assert git.branch_exists(source, session.branch)
-    assert session.workspace_dir.resolve() in git.worktrees(source)
+    assert git_worktrees.branch_exists(source, session.branch)
+    assert session.workspace_dir.resolve() in git_worktrees.worktrees(source)
 
 
 # ---- non-interactive ----------------------------------------------------------------------
@@ -145,8 +145,8 @@ def test_worktree_deleted_by_hand(cli: RunCli, sessions_dir: Path, repo: Path) -
 
 def test_branch_already_gone(cli: RunCli, sessions_dir: Path, repo: Path) -> None:
     session = new_session(sessions_dir, repo)
-    git.remove_worktree(repo, session.workspace_dir)
-    git.delete_branch(repo, session.branch)
+    git_worktrees.remove_worktree(repo, session.workspace_dir)
+    git_worktrees.delete_branch(repo, session.branch)
     result = cli("reset", session.id, "-y")
     assert result.returncode == 0, result.stderr
     assert f"branch {session.branch} already gone" in result.stdout

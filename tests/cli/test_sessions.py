@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import tilth
-from tilth import git
+from tilth import git_worktrees
 from tilth.cli import VERBS
 from tilth.session.store import Session
 
@@ -20,7 +20,7 @@ def new_session(sessions_dir: Path, source: Path) -> Session:
     """A session as prep-feature starts one: record, start event, worktree, branch."""
     session = Session.create(sessions_dir, source)
     session.log("session_start", source=str(source), phase="prep-feature")
-    worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     return session
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import Session
 from tilth.timeline import Checkpoint, Recorder
@@ -40,7 +40,7 @@ PREP_TOKENS = 1234
 def prep(sessions_dir: Path, repo: Path, tiers: tuple[str, ...] = ("L1", "L1")) -> Session:
     """A prepared session: worktree, seed commit, prep events, a seed checkpoint."""
     session = Session.create(sessions_dir, repo)
-    worktree = git.ensure_worktree(repo, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(repo, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     session.log("session_start", phase="prep-feature", source=str(repo))
     interview = session.threads.get("interviewer")

@@ -24,10 +24,10 @@ from pathlib import Path
 from tilth import git, proc
 from tilth.agent.case import fence
 from tilth.agent.gate_evidence import gate_scratch, runner_words, shortfall
+from tilth.proc import scrubbed_env
 from tilth.project_env import ProjectEnv
 from tilth.tools.pipes import remove_named_pipes
 from tilth.tools.sandbox import Sandbox
-from tilth.tools.shell import scrubbed_env
 
 OUTPUT_CAP = 4_000
 _TASK_FILE_RE = re.compile(r"^test_(t\d{3,})_[a-z0-9_]+\.py$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.errors import SessionCorrupt
 from tilth.session.store import Session
 from tilth.session.teardown import recorded_source
@@ -83,7 +83,7 @@ def seed_sha(session: Session, repo: Path | None = None) -> str | None:
     event = session.events.last("seed_committed")
     if event and event.payload.get("sha"):
         return str(event.payload["sha"])
-    if repo is not None and git.branch_exists(repo, session.branch):
+    if repo is not None and git_worktrees.branch_exists(repo, session.branch):
         # The seed commit's subject is a contract (`seed: N task(s) + M acceptance test(s)`).
         out = git.git("log", "--format=%H", "--grep=^seed: ", session.branch, cwd=repo)
         shas = out.split()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.errors import GitError, SessionCorrupt, TilthError
 from tilth.health.recorded import (
     CHAT_KIND,
@@ -132,7 +132,7 @@ def _source_problem(
         return None
     new = given.expanduser().resolve()
     holds = is_repo(new) and (
-        git.branch_exists(new, session.branch)
+        git_worktrees.branch_exists(new, session.branch)
         or any(git.rev_parse(sha, new) for sha in filter(None, [seed_sha(session, new)]))
     )
     if not holds:
@@ -173,7 +173,7 @@ def _prd_problems(session: Session, reset: str) -> list[Problem]:
 
 def _git_problems(session: Session, repo: Path, reset: str) -> list[Problem]:
     branch = session.branch
-    if not git.branch_exists(repo, branch):
+    if not git_worktrees.branch_exists(repo, branch):
         found = last_recorded_commit(session, repo)
         if found is None:
             return [Problem("branch", f"branch {branch} is gone", None, reset)]
@@ -187,7 +187,7 @@ def _git_problems(session: Session, repo: Path, reset: str) -> list[Problem]:
             )
         ]
     worktree = session.workspace_dir
-    if not worktree.is_dir() or worktree.resolve() not in git.worktrees(repo):
+    if not worktree.is_dir() or worktree.resolve() not in git_worktrees.worktrees(repo):
         if worktree.is_dir() and any(worktree.iterdir()):
             return [
                 Problem(
@@ -312,7 +312,7 @@ def _repoint_branch(session: Session, source: Path | None) -> str:
 def _recreate_worktree(session: Session, source: Path | None) -> str:
     repo = source_of(session, source)
     assert repo is not None
-    worktree = git.ensure_worktree(repo, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(repo, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     return f"re-created the worktree at {worktree}"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.agent.stops import StopReason
 from tilth.config import Settings
 from tilth.errors import Interrupted, SetupFailed, TilthError
@@ -100,7 +100,7 @@ def _prepare(
     on_delta: OnDelta | None,
     on_progress: Callable[[str], Any] | None,
 ) -> Prepared:
-    worktree = git.ensure_worktree(source, session.workspace_dir, session.branch)
+    worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     session.log(
         "session_start",
@@ -166,8 +166,8 @@ def _remove_worktree(session: Session, source: Path) -> None:
     no worktree and no seed it is not "in flight", so the next prep does not trip over it.
     """
     try:
-        git.remove_worktree(source, session.workspace_dir)
-        git.delete_branch(source, session.branch)
+        git_worktrees.remove_worktree(source, session.workspace_dir)
+        git_worktrees.delete_branch(source, session.branch)
         session.update_checkpoint(workspace=None)
     except (TilthError, OSError):
         pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.errors import GitError, SessionCorrupt
 from tilth.session.store import Session
 
@@ -26,13 +26,13 @@ def teardown(session: Session) -> list[str]:
             notes.append(f"chat session: {source} is yours and stays as it is")
     elif source is not None and (source / ".git").exists():
         if worktree.exists():
-            git.remove_worktree(source, worktree)
+            git_worktrees.remove_worktree(source, worktree)
             notes.append(f"removed worktree {worktree}")
         else:
             git.git("worktree", "prune", cwd=source)
             notes.append("worktree already gone (pruned stale entries)")
         try:
-            if git.delete_branch(source, session.branch):
+            if git_worktrees.delete_branch(source, session.branch):
                 notes.append(f"deleted branch {session.branch}")
             else:
                 notes.append(f"branch {session.branch} already gone")

@@ -7,27 +7,16 @@ import shlex
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from tilth.errors import ToolError
+from tilth.proc import scrubbed_env
 from tilth.tools.base import Param, Tool, ToolContext
 from tilth.tools.pipes import removal_note, remove_named_pipes
 
 OUTPUT_CAP = 8_000
 _HEAD = 2_000  # the start of long output shows what ran; the rest of the cap goes to the end
-
-
-def scrubbed_env(environ: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, str]:
-    """``environ`` without API keys, Tilth's own settings, or any value equal to a secret."""
-    hidden = {s for s in secrets if s}
-    return {
-        key: value
-        for key, value in environ.items()
-        if not key.upper().endswith("_API_KEY")
-        and not key.upper().startswith("TILTH_")
-        and value not in hidden
-    }
 
 
 def cap_output(text: str, limit: int = OUTPUT_CAP) -> str:

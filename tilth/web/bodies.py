@@ -6,8 +6,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from tilth import RewindPlan
 from tilth.errors import UsageError
+from tilth.timeline.rewind.plan import RewindPlan
 
 
 class BadRequest(UsageError):

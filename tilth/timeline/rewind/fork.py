@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilth import git
+from tilth import git, git_worktrees
 from tilth.errors import TilthError, UsageError
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
@@ -212,7 +212,7 @@ def make_worktree(parent: Session, plan: RewindPlan) -> None:
         make_chat_directory(parent, child, Path(str(info["workspace"])), target)
         return
     source = Path(str(info["source"]))
-    worktree = git.ensure_worktree(
+    worktree = git_worktrees.ensure_worktree(
         source, Path(str(info["workspace"])), str(info["branch"]), start=target.head
     )
     if target.overlay:

@@ -1,0 +1,60 @@
+"""A repository's HEAD read from its files, without starting git.
+
+Tilth asks for HEAD thousands of times a run; reading the ref files costs no process. The
+files may be a worker's (a repository it made in the worktree), so each is read only when
+small and regular: never a FIFO to wait on, never a huge sparse file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+def head_from_files(worktree: Path) -> str | None:
+    """HEAD's sha from the ref files, or None (then ask git). The files may be a worker's (a
+    repository it made in the worktree): each is read only if small and regular."""
+    dotgit = worktree / ".git"
+    gitdir = dotgit
+    if dotgit.is_file():  # a linked worktree: "gitdir: <path>"
+        pointer = small_text(dotgit)
+        if pointer is None or ":" not in pointer:
+            return None
+        gitdir = Path(pointer.split(":", 1)[1].strip())
+        if not gitdir.is_absolute():
+            gitdir = (worktree / gitdir).resolve()
+    common = gitdir
+    if (gitdir / "commondir").is_file():
+        common = (gitdir / (small_text(gitdir / "commondir") or ".").strip()).resolve()
+    value = (small_text(gitdir / "HEAD") or "").strip()
+    if not value.startswith("ref: "):
+        return value if is_sha(value) else None
+    ref = value[5:]
+    for base in (gitdir, common):
+        loose = base / ref
+        if loose.is_file():
+            sha = (small_text(loose) or "").strip()
+            return sha if is_sha(sha) else None
+    for line in (small_text(common / "packed-refs", 64 << 20) or "").splitlines():
+        if line.endswith(" " + ref) and is_sha(line.split(" ", 1)[0]):
+            return line.split(" ", 1)[0]
+    return None
+
+
+def small_text(path: Path, limit: int = 1 << 16) -> str | None:
+    """A regular file's text when it is at most ``limit`` bytes, else None; never waits on a
+    FIFO and never reads a huge (sparse) file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_size > limit:
+            return None
+        return handle.read(limit).decode("utf-8", "replace")
+
+
+def is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)

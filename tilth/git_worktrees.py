@@ -1,0 +1,81 @@
+"""The session's git worktrees and branches in the source repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tilth.errors import GitError
+from tilth.git import git, ok
+
+
+def worktrees(source: Path) -> dict[Path, str | None]:
+    """Registered worktrees of ``source``: path → branch (None when detached)."""
+    out = git("worktree", "list", "--porcelain", cwd=source)
+    result: dict[Path, str | None] = {}
+    current: Path | None = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree ") :]).resolve()
+            result[current] = None
+        elif line.startswith("branch ") and current is not None:
+            result[current] = line[len("branch ") :].removeprefix("refs/heads/")
+    return result
+
+
+def branch_exists(source: Path, branch: str) -> bool:
+    """True when ``refs/heads/<branch>`` exists in ``source``."""
+    return ok("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source)
+
+
+def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") -> Path:
+    """The worktree at ``path`` on ``branch``, creating (or re-creating) it as needed."""
+    path = path.absolute()  # git runs in ``source``: a relative path would land there
+    resolved = path.resolve()
+    registered = worktrees(source)
+    if resolved in registered and path.is_dir():
+        return resolved
+    git("worktree", "prune", cwd=source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if branch_exists(source, branch):
+        git("worktree", "add", "-q", str(path), branch, cwd=source)
+    else:
+        git("worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
+    return path.resolve()
+
+
+def init_submodules(worktree: Path, timeout: float = 600.0) -> str | None:
+    """Check out the worktree's submodules; a sentence saying what failed, or None.
+
+    A fresh worktree has empty submodule directories; code that needs them would fail
+    in ways the worker cannot explain.
+    """
+    if not (worktree / ".gitmodules").is_file():
+        return None
+    try:
+        git("submodule", "update", "--init", "--recursive", cwd=worktree, timeout=timeout)
+    except GitError as exc:
+        why = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
+        return (
+            f"could not check out the submodules in {worktree} ({why}); their directories "
+            f"are empty — run `git -C {worktree} submodule update --init`"
+        )
+    return None
+
+
+def remove_worktree(source: Path, path: Path) -> None:
+    """Remove the worktree at ``path`` (forcefully) and prune stale entries.
+
+    A directory at ``path`` that is not registered as a worktree of ``source`` is
+    left alone: git refuses to remove it, and it is not ours to delete.
+    """
+    if path.exists() and path.resolve() in worktrees(source):
+        git("worktree", "remove", "--force", "--force", str(path), cwd=source)
+    git("worktree", "prune", cwd=source)
+
+
+def delete_branch(source: Path, branch: str) -> bool:
+    """Delete ``branch``; False when it did not exist."""
+    if not branch_exists(source, branch):
+        return False
+    git("branch", "-q", "-D", branch, cwd=source)
+    return True
