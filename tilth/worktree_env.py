@@ -17,10 +17,11 @@ from tilth.errors import SessionCorrupt
 from tilth.project_env import WORKTREE_ENTRIES, worktree_entries
 from tilth.session.events import payloads_of
 from tilth.session.files import atomic_write_json, read_json
+from tilth.session.migrations import upgrade
 from tilth.session.store import Session
 
 RECORD = "worktree-env.json"
-VERSION = 1
+SCHEMA = 1
 
 
 def record_worktree_env(session: Session, worktree: Path) -> set[str]:
@@ -28,7 +29,7 @@ def record_worktree_env(session: Session, worktree: Path) -> set[str]:
     found = worktree_entries(worktree)
     atomic_write_json(
         session.dir / RECORD,
-        {"version": VERSION, "worktree": str(worktree), "trusted": sorted(found)},
+        {"schema": SCHEMA, "worktree": str(worktree), "trusted": sorted(found)},
     )
     return found
 
@@ -42,7 +43,9 @@ def trusted_worktree_env(session: Session, worktree: Path) -> set[str]:
     """
     path = session.dir / RECORD
     try:
-        stored = read_json(path, what="the worktree environment record")
+        stored = upgrade(
+            "worktree-env", read_json(path, what="the worktree environment record"), where=RECORD
+        )
         return {str(name) for name in stored.get("trusted") or []} & set(WORKTREE_ENTRIES)
     except FileNotFoundError:
         pass
@@ -50,5 +53,5 @@ def trusted_worktree_env(session: Session, worktree: Path) -> set[str]:
         return set()  # unreadable: trust nothing rather than guess
     if next(payloads_of(session.events.path, "tool_call"), None) is None:
         return record_worktree_env(session, worktree)
-    atomic_write_json(path, {"version": VERSION, "worktree": str(worktree), "trusted": []})
+    atomic_write_json(path, {"schema": SCHEMA, "worktree": str(worktree), "trusted": []})
     return set()

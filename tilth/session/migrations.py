@@ -9,9 +9,9 @@ persisted the next time its owner writes it.
 
 Record kinds and their schema key: ``session`` (checkpoint.json, ``schema``),
 ``checkpoint`` (timeline/checkpoints/cp-NNNN.json, ``schema``), ``plan`` (a go-back plan,
-in the intent journal, ``schema``), ``task`` (tasks/<T-NNN>.json, ``schema``); line
-records (events, threads, ledgers, the operations log) carry ``v`` and have had no change
-yet.
+in the intent journal, ``schema``), ``task`` (tasks/<T-NNN>.json, ``schema``),
+``worktree-env`` (worktree-env.json, ``schema``); line records (events, threads, ledgers,
+the operations log) carry ``v`` and have had no change yet.
 """
 
 from __future__ import annotations
