@@ -9,7 +9,9 @@ before pytest starts, so files the worker left there (a ``pytest.py``, a
 ``*.dist-info`` declaring a pytest plugin, a ``__pycache__`` with bytecode that
 differs from the source) would decide the result. Here pytest and its installed
 plugins load first; the worktree joins ``sys.path`` only before the first
-conftest, and cached bytecode is read from (and written to) a private directory.
+conftest, and modules found in the worktree are always compiled from their source,
+never from cached bytecode. (Everything else keeps its cached bytecode: compiling
+pytest and a project's dependencies afresh would cost seconds at every gate.)
 ``REPORT`` then receives what every test did, so the gate need not trust the
 exit code alone (a process can ``os._exit(0)`` before any test ran).
 
@@ -90,12 +92,44 @@ def _reason(report: object) -> str:
     return str(longrepr or "")
 
 
+def _inside(path: str, roots: list[str]) -> bool:
+    real = os.path.realpath(path or os.curdir)
+    return any(real == root or real.startswith(root + os.sep) for root in roots)
+
+
+def _compile_worktree_from_source(roots: list[str]) -> None:
+    """Modules under ``roots`` are compiled from source: no ``.pyc`` there is ever read."""
+    from importlib import machinery
+    from types import CodeType
+    from typing import Any
+
+    class FromSource(machinery.SourceFileLoader):
+        def get_code(self, fullname: str) -> CodeType:
+            path = self.get_filename(fullname)
+            return self.source_to_code(self.get_data(path), path)
+
+    loaders = [
+        (machinery.ExtensionFileLoader, machinery.EXTENSION_SUFFIXES),
+        (FromSource, machinery.SOURCE_SUFFIXES),
+    ]
+    make = machinery.FileFinder.path_hook(*loaders)
+
+    def hook(entry: str) -> Any:
+        if not _inside(entry, roots):
+            raise ImportError("not in the worktree")  # the next hook takes it
+        return make(entry)
+
+    sys.path_hooks.insert(0, hook)
+    sys.path_importer_cache.clear()
+
+
 def main(argv: list[str]) -> int:
     report, imports, args = argv[1], [p for p in argv[2].split(os.pathsep) if p], argv[3:]
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    sys.pycache_prefix = os.path.join(os.path.dirname(report), "pycache")
     import pytest
+
+    _compile_worktree_from_source([os.path.realpath(p) for p in imports])
 
     class JoinWorktree:
         @pytest.hookimpl(tryfirst=True)
