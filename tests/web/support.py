@@ -146,10 +146,10 @@ class Served:
 
 
 @contextmanager
-def serve(env: Mapping[str, str] | None = None) -> Iterator[Served]:
-    """The real ``tilth serve --port 0 --no-open``; stopped with SIGINT afterwards."""
+def serve(env: Mapping[str, str] | None = None, port: int = 0) -> Iterator[Served]:
+    """The real ``tilth serve --port <port> --no-open``; stopped with SIGINT afterwards."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tilth", "serve", "--port", "0", "--no-open"],
+        [sys.executable, "-m", "tilth", "serve", "--port", str(port), "--no-open"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

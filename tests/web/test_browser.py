@@ -203,3 +203,25 @@ def test_reset_to_seed_behind_the_plain_warning(browser: Any, built: Built) -> N
         assert not (built.worktree / "textkit" / "words.py").exists()
         page.wait_for_selector("[data-test=session-status]:has-text('prepared')")
         assert page.errors == []
+
+
+def test_a_tab_left_open_across_a_restart_says_to_open_the_new_address(
+    browser: Any, built: Built
+) -> None:
+    """Each start makes a new key: the old tab says so once, in words, instead of
+    reconnecting for ever; reloading it shows a page that says the same, not JSON."""
+    page = new_page(browser)
+    with serve(built.env) as served:
+        port = int(served.base.rsplit(":", 1)[1])
+        open_session(page, served, built.id)
+        page.wait_for_selector("#live.on")
+    with serve(built.env, port=port) as again:
+        assert again.base == served.base and again.url != served.url  # same port, new key
+        banner = page.wait_for_selector("[data-test=stale]", timeout=20000)
+        assert "was restarted" in banner.inner_text()
+        assert page.inner_text("#live") == "○ disconnected"
+        page.reload()
+        assert "needs the key" in page.inner_text("h1")
+        page.goto(again.url)  # the address it printed works in the same browser
+        page.wait_for_selector(f"[data-test=session-row][data-session='{built.id}']")
+    assert page.errors == []

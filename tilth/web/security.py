@@ -153,7 +153,10 @@ class Guard:
             if same(_query_token(scope), self.token):
                 set_cookie = not same(cookie, self.token)
             elif not (same(cookie, self.token) or same(_bearer(headers), self.token)):
-                await _deny(send, 401, "missing or wrong token", _TOKEN_HINT)
+                if "text/html" in headers.get("accept", ""):
+                    await _deny_page(send)  # a person at a browser: words, not JSON
+                else:
+                    await _deny(send, 401, "missing or wrong token", _TOKEN_HINT)
                 return
 
         async def send_with_headers(message: Message) -> None:
@@ -175,14 +178,34 @@ _HOST_HINT = "open the URL `tilth serve` printed (http://127.0.0.1:<port>/...)"
 _TOKEN_HINT = "open the URL `tilth serve` printed, which carries ?token=..."
 
 
+_KEY_PAGE = b"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>tilth: open the address tilth serve printed</title>
+<link rel="stylesheet" href="/static/tilth.css"></head><body class="key-page">
+<h1>This address needs the key <code>tilth serve</code> printed</h1>
+<p>Each start of <code>tilth serve</code> makes a new key and prints the address that carries
+it, <code>http://127.0.0.1:&lt;port&gt;/?token=&hellip;</code>. Open that address; this tab
+has no key, or the key of an earlier start.</p>
+</body></html>
+"""
+
+
 async def _deny(send: Send, status: int, message: str, hint: str) -> None:
     body = json.dumps({"error": message, "hint": hint}).encode()
+    await _answer(send, status, b"application/json", body)
+
+
+async def _deny_page(send: Send) -> None:
+    await _answer(send, 401, b"text/html; charset=utf-8", _KEY_PAGE)
+
+
+async def _answer(send: Send, status: int, kind: bytes, body: bytes) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"application/json"),
+                (b"content-type", kind),
                 (b"content-length", str(len(body)).encode()),
                 *SECURITY_HEADERS,
             ],

@@ -40,9 +40,26 @@ const T = (() => {
       data = null;
     }
     if (!response.ok) {
+      if (response.status === 401) stale();
       throw new ApiError(response.status, data && data.error, data && data.hint);
     }
     return data;
+  }
+
+  // The server no longer takes this page's token (it was restarted: a new token per start).
+  // Said once, where it stays: every later request would fail the same way.
+  function stale() {
+    if (document.getElementById("stale")) return;
+    const banner = el(
+      "div",
+      { id: "stale", role: "alert", "data-test": "stale" },
+      "This page's key no longer works: `tilth serve` was restarted (each start makes a new key) ",
+      "or this tab was opened from an old address. Open the address `tilth serve` printed ",
+      "(127.0.0.1:<port>/?token=…) to go on."
+    );
+    document.body.prepend(banner);
+    const live = document.getElementById("live");
+    if (live) { live.textContent = "○ disconnected"; live.className = "live off"; }
   }
 
   // el("div", {class: "x", "data-test": "y"}, "text", otherNode): strings become text nodes.
@@ -98,5 +115,5 @@ const T = (() => {
     return s.length > limit ? s.slice(0, limit - 1) + "…" : s;
   }
 
-  return { token, api, ApiError, el, clear, toast, showError, time, sessionHref, short };
+  return { token, api, ApiError, el, clear, toast, showError, time, sessionHref, short, stale };
 })();

@@ -44,7 +44,15 @@
     const live = document.getElementById("live");
     const source = new EventSource(base + "/events");
     source.onopen = () => { live.textContent = "● live"; live.className = "live on"; };
-    source.onerror = () => { live.textContent = "○ reconnecting"; live.className = "live off"; };
+    source.onerror = () => {
+      live.textContent = "○ reconnecting";
+      live.className = "live off";
+      // A refused stream is not retried by the browser: ask why (a stale key says so).
+      if (source.readyState === EventSource.CLOSED) {
+        live.textContent = "○ disconnected";
+        api("GET", base).then(() => setTimeout(follow, 3000), () => {});
+      }
+    };
     source.onmessage = (message) => {
       let event;
       try { event = JSON.parse(message.data); } catch (err) { return; }
