@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from tilth.timeline.record.blob_store import BlobStore
@@ -166,9 +167,9 @@ def bench_tilth(fig: Figures, work: Path, ws: Path, paths: list[str], turns: int
     fig.changed_bytes_per_turn = changed_bytes / turns
     for _ in range(turns):
         command = plan.bash_command()
-        elapsed = _timed(lambda c=command: capture.before_bash(c))
+        elapsed = _timed(partial(capture.before_bash, command))
         plan.run_bash(command)
-        elapsed += _timed(lambda c=command: capture.after_bash(c))
+        elapsed += _timed(partial(capture.after_bash, command))
         elapsed += _timed(capture.finish_turn)
         fig.bash_inotify_ms.append(elapsed)
     capture.close()
@@ -180,9 +181,9 @@ def bench_tilth(fig: Figures, work: Path, ws: Path, paths: list[str], turns: int
         os.environ.pop("TILTH_CAPTURE_WATCH", None)
     for _ in range(turns):
         command = plan.bash_command()
-        elapsed = _timed(lambda c=command: scanning.before_bash(c))
+        elapsed = _timed(partial(scanning.before_bash, command))
         plan.run_bash(command)
-        elapsed += _timed(lambda c=command: scanning.after_bash(c))
+        elapsed += _timed(partial(scanning.after_bash, command))
         start = time.perf_counter()
         history.append(scanning.finish_turn())
         elapsed += (time.perf_counter() - start) * 1000
@@ -203,11 +204,11 @@ def bench_tilth(fig: Figures, work: Path, ws: Path, paths: list[str], turns: int
     # files that differ between the recorded states (and checks those for the user's edits).
     at, to = latest, target
     for _ in range(RESTORES):
-        fig.restore_cold_ms.append(_timed(lambda t=to, a=at: restore(t, a, set())))
+        fig.restore_cold_ms.append(_timed(partial(restore, to, at, set())))
         at, to = to, at
     # The same with the survey a person reads first (dry run, confirmation): one walk.
     for _ in range(RESTORES):
-        fig.restore_survey_ms.append(_timed(lambda t=to, a=at: restore(t, a, None)))
+        fig.restore_survey_ms.append(_timed(partial(restore, to, at, None)))
         at, to = to, at
     # A process that records the turns itself (a library user driving the session): its
     # change feed says what changed since the last recorded state, the user's edits included.
@@ -216,7 +217,7 @@ def bench_tilth(fig: Figures, work: Path, ws: Path, paths: list[str], turns: int
     at, to = latest, target
     for _ in range(RESTORES):
         changed = live.changed_since_turn()
-        fig.restore_ms.append(_timed(lambda t=to, a=at, c=changed: restore(t, a, c, live.trees)))
+        fig.restore_ms.append(_timed(partial(restore, to, at, changed, live.trees)))
         live.resync()  # the restored state is the recorded one now (not timed)
         at, to = to, at
     live.close()
@@ -253,7 +254,7 @@ def bench_shadow(fig: Figures, work: Path, ws: Path, paths: list[str], turns: in
 
     for index in range(RESTORES):
         sha = target if index % 2 == 0 else shas[-1]
-        fig.shadow_restore_ms.append(_timed(lambda s=sha: restore(s)))
+        fig.shadow_restore_ms.append(_timed(partial(restore, sha)))
 
 
 def run_size(n: int, turns: int, base: Path) -> Figures:

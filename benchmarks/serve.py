@@ -89,8 +89,8 @@ def build(root: Path, turns: int) -> Session:
     for turn in range(1, turns + 1):
         thread.append({"role": "assistant", "content": f"turn {turn}: editing"})
         session.log("model_call", **where, turn=turn, model="bench", tool_calls=["write_file"])
-        args = {"path": f"src/f{turn % 50}.py", "content": f"x = {turn}\n" * 20}
-        session.log("tool_call", **where, turn=turn, tool="write_file", args=args)
+        written = {"path": f"src/f{turn % 50}.py", "content": f"x = {turn}\n" * 20}
+        session.log("tool_call", **where, turn=turn, tool="write_file", args=written)
         session.log("tool_result", **where, turn=turn, tool="write_file", result_preview="ok")
         recorder.turn(
             "worker", task_id="T-001", stage="implementing", turn=turn, label=f"turn {turn}"

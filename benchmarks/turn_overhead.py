@@ -27,6 +27,7 @@ from typing import Any
 
 from tilth import git, git_worktrees
 from tilth.agent.pipeline import run_task
+from tilth.agent.progress_sinks import SilentProgress
 from tilth.agent.run_context import RunContext
 from tilth.config import load_settings
 from tilth.model import Script, ScriptedModel, reply, tool_call
@@ -57,24 +58,20 @@ class TimedModel:
         return self.inner.name
 
     def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        on_delta: Any = None,
     ) -> AssistantTurn:
         start = time.perf_counter()
-        turn = self.inner.complete(messages, tools)
+        turn = self.inner.complete(messages, tools, on_delta=on_delta)
         self.spans.append((start, time.perf_counter()))
         return turn
 
     def gaps_ms(self) -> list[float]:
         """Time between one call's end and the next call's start: the harness's share."""
         return [(b[0] - a[1]) * 1000 for a, b in zip(self.spans, self.spans[1:], strict=False)]
-
-
-class NullProgress:
-    def status(self, **_: Any) -> None:
-        pass
-
-    def note(self, text: str, style: str | None = None) -> None:
-        pass
 
 
 def worker_reply(_model: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +115,7 @@ def harness_gaps(root: Path, repo: Path, turns: int) -> list[float]:
         worker=model,
         evaluator=model,
         recorder=recorder,
-        progress=NullProgress(),
+        progress=SilentProgress(),
         scripted=True,
         started=time.monotonic(),
     )
