@@ -188,7 +188,7 @@ def drive(
         scripted = is_scripted(worker) or is_scripted(evaluator)
         _print_header(out, session, worktree, worker, evaluator, scripted, environment)
         label = "scripted model" if scripted else ""
-        recorder = Recorder(session, worktree)
+        recorder = Recorder(session, worktree, settings)
         shown: AbstractContextManager[Progress] = (
             nullcontext(progress) if progress is not None else TerminalProgress(out, label=label)
         )

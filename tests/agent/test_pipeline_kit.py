@@ -182,7 +182,7 @@ def build(
     config = Settings(home=tmp_path / "home", sessions_dir=sessions_dir, **base)
     w = ScriptedModel(Script(worker), "worker")
     e = ScriptedModel(Script(evaluator), "evaluator")
-    recorder = CallLog(Recorder(session, worktree))
+    recorder = CallLog(Recorder(session, worktree, config))
     ctx = RunContext(
         session=session,
         settings=config,

@@ -206,3 +206,17 @@ def test_a_second_reset_is_a_no_op_that_still_succeeds(world_clone: Callable[...
     assert "commits dropped: none" in again.stdout
     assert (world.session.dir / "events.jsonl").read_bytes() == events
     assert [o["kind"] for o in read_operations(world.session)] == ["reset_to_seed"] * 2
+
+
+def test_a_forks_reset_names_its_own_branch(world_clone: Callable[..., World]) -> None:
+    """A fork's copied log names the parent's branch in ``seed_committed``; the plan of its
+    reset to the seed names the branch it resets, the fork's own."""
+    world = world_clone()
+    made = world.cli_here("fork", world.session.id, "--at", "seed", "--json")
+    assert made.returncode == 0, made.stderr
+    child = json.loads(made.stdout)["session_id"]
+
+    result = world.cli_here("reset", "--to-seed", child, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    headline = result.stdout.splitlines()[0]
+    assert headline.endswith(f"on session/{child})"), headline

@@ -85,8 +85,11 @@ def cli() -> None:
       tilth run <repo>            worker + evaluator work through the tasks
       tilth checkpoints           every point you can return to
       tilth rewind --to <cp>      go back (code, conversation or both)
+      tilth resume                continue a stopped session
 
-    Settings come from the environment or $TILTH_HOME/.env (see README).
+    Start with `tilth doctor` (is everything set up?) or `tilth demo` (the whole
+    story, offline). Settings come from the environment or a .env file:
+    $TILTH_ENV_FILE, $TILTH_HOME/.env or ./.env (see docs/configuration.md).
     """
 
 

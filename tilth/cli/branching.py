@@ -24,7 +24,12 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
     """Start a new session whose code, conversation and state equal a checkpoint.
 
     The original session is left as it is; the fork gets its own id, branch
-    (session/<new id>) and worktree.
+    (session/<new id>) and worktree (a chat's fork: a directory of its own).
+    TILTH_SETUP_COMMAND runs in the new worktree.
+
+    \b
+    Example:
+      tilth fork --at T-002/planning      then: tilth resume <new id>
     """
     from tilth import TimelineController
     from tilth.errors import UsageError
@@ -98,7 +103,19 @@ def summarize(
     thread_key: str | None,
     dry_run: bool,
 ) -> None:
-    """Replace part of a thread with a model-written summary (checkpoints keep working)."""
+    """Replace part of a thread with a model-written summary (checkpoints keep working).
+
+    A thread is one conversation of the session, such as worker.T-001.implementing
+    or evaluator.T-001.code_review.1 (a chat has one, chat). The checkpoint's last
+    message in that thread is the boundary: up-to replaces the messages up to it
+    (a leading system prompt is kept), from replaces those after it. The summary
+    is written by the worker's model. A later rewind to a point inside the
+    summarized part brings the original messages back.
+
+    \b
+    Example:
+      tilth summarize --at cp-0013 --direction up-to --thread worker.T-001.implementing
+    """
     from tilth import TimelineController
     from tilth.errors import UsageError
     from tilth.library import model_for

@@ -32,11 +32,22 @@ def doctor(
 ) -> int:
     """Check everything a real run needs: settings and where each came from, each role's
     endpoint (GET /models; the key is never shown), the git identity, the test environment,
-    file-watch limits and the sessions disk. WORKSPACE defaults to the current directory;
-    with a SESSION_ID (or --repair) that session's health is checked instead.
+    file-watch limits, the sessions disk and the worker's sandbox. WORKSPACE defaults to
+    the current directory. Nothing is changed and no model is called.
+
+    With a SESSION_ID (or --repair, on the latest session without one) that session's
+    health is checked instead: a deleted branch or worktree, a damaged prd.json or
+    checkpoint.json, a moved repository (give --source). --repair mends each from what
+    Tilth recorded, asking [y/N] first for each (-y skips the questions).
 
     \b
-    Exit codes: 0 a real run could start; 1 a check failed (each ✗ says what to do).
+    Examples:
+      tilth doctor ~/code/myrepo
+      tilth doctor 20260526-091445-a1b2c3 --repair --source ~/code/moved-repo
+
+    \b
+    Exit codes: 0 a real run could start (a session: nothing is wrong); 1 a check
+    failed (each ✗ says what to do) or a problem is left.
     """
     out = io()
     cfg, problem = _settings()

@@ -45,9 +45,16 @@ def prep_feature(
 ) -> int:
     """Interview the user about a feature and write a seed: tasks plus acceptance tests.
 
-    The seed is committed on a new branch session/<id> in its own worktree; the
-    workspace's working tree is never touched. Without a terminal, answers are
-    read from stdin one per line (or from --answers FILE).
+    The prep model reads the repository and asks you questions, one at a time;
+    then it writes the task list (prd.json) and acceptance test files (one or more per
+    task). The seed is committed on a new branch session/<id> in its own worktree;
+    the workspace's working tree is never touched. Without a terminal, answers
+    are read from stdin one per line (or from --answers FILE). Next: tilth run.
+
+    \b
+    Examples:
+      tilth prep-feature ~/code/myrepo --brief "add a CSV exporter"
+      tilth prep-feature . --brief "..." --answers answers.txt --force   (CI)
     """
     if force and keep_existing:
         raise UsageError("--force and --keep-existing are mutually exclusive")

@@ -43,9 +43,15 @@ if TYPE_CHECKING:
 def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool) -> None:
     """Delete a session: its worktree, its branch session/<id> and its directory.
 
-    Without SESSION_ID the latest session is used (and named before anything
-    happens). Asks [y/N] first; -y skips the question. Without a terminal,
-    -y is required.
+    A restart's saved changes (refs/tilth/stash/<id>) go too. Nothing else of
+    your repository is touched; merge the branch first if you want the work.
+    This cannot be undone. Without SESSION_ID the latest session is used (and
+    named before anything happens). Asks [y/N] first; -y skips the question.
+    Without a terminal, -y is required.
+
+    With --to-seed the session is kept and rewound to the instant its seed was
+    written (every later commit, event and conversation deleted, not undoable),
+    so `tilth run` can run the same seed again.
     """
     cfg = settings()
     out = io()

@@ -22,9 +22,22 @@ EXIT_USAGE = 2
 def run(workspace: Path) -> int:
     """Run the prepared session for WORKSPACE through its tasks.
 
+    The session is the one `tilth prep-feature WORKSPACE` made. Task by task,
+    the worker model plans, implements and submits its case once the task's
+    seed tests pass; the evaluator model reviews the diff; the seed tests run
+    again. Every completed stage is a commit on the branch session/<id> in the
+    session's own worktree: your working tree is never touched. A stopped run
+    continues with `tilth resume`.
+
+    \b
+    Example:
+      tilth run ~/code/myrepo
+      git -C ~/code/myrepo log session/<id>    the work, to review and merge
+
     \b
     Exit codes: 0 all tasks done; 3 halted on a failed task or a cap;
-    130 interrupted (Ctrl-C); 1 error; 2 nothing to run (see the message).
+    130 interrupted (Ctrl-C); 1 error; 2 nothing ran: nothing to run, the
+    session is in use, or the project's test environment cannot start.
     """
     cfg = settings()
     out = io()

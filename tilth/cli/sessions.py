@@ -15,7 +15,13 @@ from tilth.ui.io import IO
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--workspace", type=click.Path(), default=None, help="Only sessions of this repo.")
 def sessions(as_json: bool, workspace: str | None) -> None:
-    """List sessions: id, kind (run or chat), status, tasks done/total, last stop, source."""
+    """List sessions: id, kind (run or chat), status, tasks done/total, last stop, source.
+
+    The status says what is happening now: running (a live process holds the
+    session), stopped (it can be resumed), interrupted (its process was killed),
+    prepared, all_done or failed; a fork names its parent. --json also gives the
+    recorded status beside the shown state. The newest session is listed last.
+    """
     from pathlib import Path
 
     cfg = settings()

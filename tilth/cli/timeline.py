@@ -40,7 +40,15 @@ def _recover_if_free(timeline: TimelineController, out: IO) -> None:
     help="Apply the snapshot retention budgets now (every session) and report what was freed.",
 )
 def checkpoints(session_id: str | None, as_json: bool, run_gc: bool) -> None:
-    """List a session's checkpoints: id, time, kind, task/stage/turn, label, files changed."""
+    """List a session's checkpoints: id, time, kind, task/stage/turn, label, files changed.
+
+    A checkpoint is a point you can return to: the seed, each task's start,
+    each completed stage, each model turn, each stop, and the undo points that
+    go-backs record. `tilth rewind --to`, `tilth fork --at` and `tilth summarize
+    --at` take its id (cp-0007), its number (7), seed, latest, T-001 (the task's
+    start) or T-001/planning (that stage done). Listing changes nothing; --gc
+    prunes old turn snapshots of every session.
+    """
     out = io()
     if run_gc:
         # Turn-snapshot retention: age and size budgets, then a sweep.
@@ -186,7 +194,22 @@ def rewind(
     undo: bool,
     assume_yes: bool,
 ) -> None:
-    """Return code and/or conversation to a checkpoint, or undo the last go-back."""
+    """Return code and/or conversation to a checkpoint, or undo the last go-back.
+
+    Makes the session's files (--scope code), its conversation and task state
+    (--scope conversation), or both, equal to checkpoint --to: later commits,
+    events, threads and checkpoints are dropped. Files you edited by hand since
+    the last checkpoint are kept unless --force. The plan is shown and [y/N]
+    asked first (-y skips it; without a terminal -y is required). Without --to,
+    a terminal gets a picker; `tilth checkpoints` lists them. Every rewind
+    records an undo point first: `tilth rewind --undo` puts everything back.
+
+    \b
+    Examples:
+      tilth rewind --to T-002/planning --dry-run   show the plan only
+      tilth rewind --to cp-0012 --scope code -y    files only, no question
+      tilth rewind --undo                          undo the last go-back
+    """
     out = io()
     cfg = settings()
     session = pick_session(cfg, session_id, out, "rewind")
@@ -258,6 +281,13 @@ def restart(
     stays resumable). The worktree is rolled back to the commit of the stage
     before the target, outputs of the target stage and everything after it are
     cleared, and the task becomes pending: `tilth resume` continues from there.
+    Uncommitted changes are saved on refs/tilth/stash/<id> first. The plan is
+    shown and [y/N] asked (-y skips it); `tilth rewind --undo` takes it back.
+
+    \b
+    Examples:
+      tilth restart T-002                       the whole task
+      tilth restart T-002 --from code_review    its review and what follows
     """
     if len(args) == 1:
         session_id, task_id = None, args[0]

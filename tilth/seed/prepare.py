@@ -135,16 +135,16 @@ def _prepare(
     )
     session.log("seed_committed", sha=sha, branch=session.branch)
     session.set_status("prepared")
-    checkpoint_note = _record_seed_checkpoint(session, worktree)
+    checkpoint_note = _record_seed_checkpoint(session, worktree, settings)
     return Prepared(session, worktree, sha, result, checkpoint_note, notes)
 
 
-def _record_seed_checkpoint(session: Session, worktree: Path) -> str | None:
+def _record_seed_checkpoint(session: Session, worktree: Path, settings: Settings) -> str | None:
     """Record the seed checkpoint; a note instead of an error when it cannot be."""
     from tilth.timeline import Recorder
 
     try:
-        Recorder(session, worktree).seed()
+        Recorder(session, worktree, settings).seed()
     except (TilthError, OSError) as exc:
         return f"could not record the seed checkpoint: {exc}"
     return None

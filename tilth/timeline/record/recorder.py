@@ -27,6 +27,7 @@ from tilth.timeline.record.state_capture import capture_state, log_tail, task_st
 from tilth.timeline.record.turn_capture import TurnCapture
 
 if TYPE_CHECKING:
+    from tilth.config import Settings
     from tilth.tools.base import ToolObserver
 
 
@@ -39,20 +40,23 @@ HEAD would fork without that work and make a later rewind take it for the user's
 class Recorder:
     """Records checkpoints for one session whose worktree is ``worktree``."""
 
-    def __init__(self, session: Session, worktree: Path) -> None:
+    def __init__(self, session: Session, worktree: Path, settings: Settings | None = None) -> None:
         self.session = session
         self.worktree = worktree
         # Turn snapshots (record.turn_capture): the worker's ToolBox reports writes and
         # shell commands here; it sets itself up on first use, so recorders that never
-        # record a turn pay nothing.
-        self.observer: ToolObserver | None = TurnCapture.for_session(session, worktree)
+        # record a turn pay nothing. ``settings`` (default: the environment's) says
+        # whose snapshot store they go to.
+        self.observer: ToolObserver | None = TurnCapture.for_session(session, worktree, settings)
         """Turn-level file capture; None records heads only."""
         self._next_seq: int | None = None
         self._last_head: str | None = None
 
     # ---- the four kinds ------------------------------------------------------------------
     def seed(self) -> Checkpoint:
-        """The instant the seed was committed."""
+        """The instant the seed was committed; the session's snapshot store is chosen here."""
+        if isinstance(self.observer, TurnCapture):
+            self.observer.claim_store()
         return self._record("seed", "seed committed")
 
     def task_start(self, task_id: str) -> Checkpoint:

@@ -19,6 +19,7 @@ import os
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tilth import git
 from tilth.errors import GitError
@@ -39,6 +40,9 @@ from tilth.timeline.record.git_reads import GitId, IgnoreChecker, TreeCache, ign
 from tilth.timeline.record.turn_baseline import Baseline, save_baseline, saved_baseline
 from tilth.timeline.record.turn_changes import BASH_GAP, TurnChanges, ignored_gap
 from tilth.timeline.record.worktree_paths import entry_kind, expand_dirs
+
+if TYPE_CHECKING:
+    from tilth.config import Settings
 
 
 def _rel_ok(rel: str) -> bool:
@@ -103,15 +107,21 @@ class TurnCapture:
         self._ignore: IgnoreChecker | None = None
         self._ready = False
         self._auto_gc = False
+        self._settings: Settings | None = None
         self.baseline = Baseline("")
 
     @classmethod
-    def for_session(cls, session: Session, worktree: Path) -> TurnCapture:
-        """A capture for ``session`` storing into ``$TILTH_HOME/snapshots`` (set up lazily)."""
+    def for_session(
+        cls, session: Session, worktree: Path, settings: Settings | None = None
+    ) -> TurnCapture:
+        """A capture for ``session`` storing into the snapshots of ``settings``' home
+        (``$TILTH_HOME/snapshots`` by default); set up lazily."""
         from tilth.config import load_settings
 
-        capture = cls(session, worktree, BlobStore.for_home(load_settings().home))
+        settings = settings or load_settings()
+        capture = cls(session, worktree, BlobStore.for_home(settings.home))
         capture._auto_gc = True
+        capture._settings = settings
         return capture
 
     def _ensure(self) -> TurnResult | None:
@@ -231,15 +241,20 @@ class TurnCapture:
             self._ignore = None
 
     # ---- internals --------------------------------------------------------------------------
-    def _first_use(self) -> None:
-        """Tell retention where this session lives; start a due collection in the background."""
+    def claim_store(self) -> None:
+        """Record this capture's store as the session's, and tell retention where the
+        session lives, so every later go-back of the session finds its blobs there."""
         if self.session is not None:
             gc.register_root(self.store, self.session.dir.parent)
             remember_store(self.session, self.store)
+
+    def _first_use(self) -> None:
+        """Claim the store; start a due collection in the background."""
+        self.claim_store()
         if self._auto_gc:
             from tilth.config import load_settings
 
-            gc.collect_in_background(load_settings())
+            gc.collect_in_background(self._settings or load_settings())
 
     def _status_paths(self) -> set[str]:
         return git.changed_paths(self.root)

@@ -120,7 +120,10 @@ def preflight(session: Session) -> SeedAnchor:
     sha = git.rev_parse(str(payload["sha"]), Path(str(workspace)))
     if sha is None:
         raise _fail(session, f"the seed commit {payload['sha']} no longer exists in the worktree")
-    return SeedAnchor(sha, str(payload["branch"]), end, seq, tokens)
+    # A fork's log is copied from its parent, so its seed_committed names the parent's
+    # branch; the branch this reset moves is the one checkpoint.json records.
+    branch = str(cp.get("branch") or payload["branch"])
+    return SeedAnchor(sha, branch, end, seq, tokens)
 
 
 def seed_target(session: Session, anchor: SeedAnchor) -> Target:
