@@ -260,7 +260,8 @@ def check_file_watch(ctx: DoctorContext) -> Iterable[Check]:
         return
     dirs = _directory_count(ctx.source) if ctx.source is not None else 0
     detail = (
-        f"inotify: {watches:,} watches, {instances} instances; the workspace has ~{dirs:,} dirs"
+        f"inotify: {watches:,} watches, {instances} instances; the workspace has ~{dirs:,} "
+        + ("directory" if dirs == 1 else "directories")
     )
     if dirs and dirs > watches // 2:
         yield Check(
