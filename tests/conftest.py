@@ -30,6 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for key in list(os.environ):
         if key.startswith("TILTH_"):
             del os.environ[key]
+    _sigint_as_on_a_terminal()
     home = tempfile.mkdtemp(prefix="tilth-test-home-")
     _SESSION_HOME.append(home)
     os.environ["TILTH_HOME"] = home
@@ -39,6 +40,20 @@ def pytest_configure(config: pytest.Config) -> None:
     _project_python_on_path(Path(python_root))
     if not hasattr(config, "workerinput"):
         _compile_tilth()
+
+
+def _sigint_as_on_a_terminal() -> None:
+    """Give SIGINT its default disposition, as a command typed at a terminal has.
+
+    A runner that starts the suite as a background job of a non-interactive shell (CI does)
+    hands every process SIGINT *ignored*, and an ignored signal stays ignored across exec:
+    the tests that press Ctrl-C at a prompt would wait for an exit that never comes. Set here
+    (controller and every xdist worker), each CLI the tests start inherits the default.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _compile_tilth() -> None:
