@@ -10,7 +10,6 @@ and passed.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -19,27 +18,36 @@ from pathlib import Path
 
 RUNNER = Path(__file__).with_name("pytest_runner.py")
 REPORT = "report.json"
+PLAN = "launch.json"
 SHOWN = 5
 """Tests named per kind of problem; the rest are counted."""
 
 
 @contextmanager
 def gate_scratch() -> Iterator[Path]:
-    """A private directory for one gate run: the launcher, its report, its bytecode cache."""
+    """A private directory for one gate run: the launcher, what it is to do, its report."""
     with tempfile.TemporaryDirectory(prefix="tilth-gate-") as tmp:
         root = Path(tmp).resolve()
         shutil.copyfile(RUNNER, root / RUNNER.name)
         yield root
 
 
-def runner_words(scratch: Path, imports: Sequence[Path]) -> list[str]:
+def runner_words(
+    scratch: Path, imports: Sequence[Path], *, from_source: Sequence[Path] = ()
+) -> list[str]:
     """What follows the interpreter to run pytest through the launcher.
 
     ``imports``: the worktree directories project code is imported from, first first; the
     launcher puts them on ``sys.path`` only once pytest and its plugins have loaded.
+    ``from_source``: further directories whose modules are compiled from their source (the
+    private copy of the seed tests, whose links reach into the worktree).
     """
-    joined = os.pathsep.join(str(path) for path in imports)
-    return [str(scratch / RUNNER.name), str(scratch / REPORT), joined]
+    plan = {
+        "imports": [str(path) for path in imports],
+        "from_source": [str(path) for path in from_source],
+    }
+    (scratch / PLAN).write_text(json.dumps(plan), encoding="utf-8")
+    return [str(scratch / RUNNER.name), str(scratch / REPORT), str(scratch / PLAN)]
 
 
 def _names(tests: list[str], reasons: dict[str, str]) -> str:

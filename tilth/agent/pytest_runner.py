@@ -1,8 +1,10 @@
 """The gate's pytest launcher; it runs in the *project's* interpreter, not Tilth's.
 
-Usage: ``python pytest_runner.py REPORT IMPORTS [pytest args...]``; ``IMPORTS`` is the
-worktree, after the worktree directories a ``pythonpath`` setting or an editable install
-names (``os.pathsep``-separated, first first).
+Usage: ``python pytest_runner.py REPORT PLAN [pytest args...]``; ``PLAN`` is a JSON file:
+``imports``, the worktree after the worktree directories a ``pythonpath`` setting or an
+editable install names (first first), and ``from_source``, further directories whose
+modules are never read from cached bytecode (the private copy of the seed tests, whose
+links reach into the worktree).
 
 ``python -m pytest`` in the worktree would put the worktree first on ``sys.path``
 before pytest starts, so files the worker left there (a ``pytest.py``, a
@@ -124,12 +126,16 @@ def _compile_worktree_from_source(roots: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    report, imports, args = argv[1], [p for p in argv[2].split(os.pathsep) if p], argv[3:]
+    report, args = argv[1], argv[3:]
+    with open(argv[2], encoding="utf-8") as handle:
+        plan = json.load(handle)
+    imports = [str(p) for p in plan["imports"]]
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     import pytest
 
-    _compile_worktree_from_source([os.path.realpath(p) for p in imports])
+    sources = [*imports, *(str(p) for p in plan.get("from_source", []))]
+    _compile_worktree_from_source([os.path.realpath(p) for p in sources])
 
     class JoinWorktree:
         @pytest.hookimpl(tryfirst=True)

@@ -335,17 +335,21 @@ def run_pytest(
             [worktree / entry for entry in config_pythonpath(copies) or []] if copies else []
         )
         imports = [*configured, *environment.pythonpath]
-        launcher = runner_words(scratch, [*imports, worktree]) if scratch else ["-m", "pytest"]
         others: list[Path] = [scratch] if scratch else []
-        if copies is None:
-            run = environment.pytest_invocation(files, launcher=launcher)
-        else:
+        args, options, root = list(files), [], None
+        if copies is not None:
             root = stack.enter_context(materialised(copies, worktree))
             others.append(root)
+            args = [str(root / f) for f in files]
             options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
             if copies.config:
                 options.append(f"--config-file={root / copies.config}")
-            run = environment.pytest_invocation([str(root / f) for f in files], options, launcher)
+        launcher = ["-m", "pytest"]
+        if scratch is not None:
+            # The copy's links lead into the worktree: what they reach is compiled afresh too.
+            sources = [root] if root else []
+            launcher = runner_words(scratch, [*imports, worktree], from_source=sources)
+        run = environment.pytest_invocation(args, options, launcher)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
         cmd = _confined(argv, sandbox, *others, scratch=(scratch,) if scratch else ())
         # Through the launcher, never PYTHONPATH: a worktree directory importable at start-up
