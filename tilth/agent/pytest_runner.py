@@ -32,8 +32,8 @@ REPORT_VERSION = 1
 class Recorder:
     """A pytest plugin object noting each test's outcome, by file and name.
 
-    (Node ids alone are not enough: for test files outside the rootdir, as the gate's seed
-    copies are, pytest leaves the file out of them.)
+    (Node ids alone are not enough: for a test file outside the rootdir pytest leaves the
+    file out of them.)
     """
 
     def __init__(self) -> None:

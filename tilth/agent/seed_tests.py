@@ -243,36 +243,48 @@ def tampering_message(changed: Sequence[str], sha: str) -> str:
     )
 
 
+_CONFIG_NAMES = frozenset(name for name, _ in _PYTEST_CONFIGS)
 # Never linked from the worktree: what would let a worker change how the seed tests run.
-_NEVER_LINKED = frozenset(
-    {"conftest.py", "__init__.py", "__pycache__", *(name for name, _ in _PYTEST_CONFIGS)}
-)
+_NEVER_LINKED = frozenset({"conftest.py", "__init__.py", "__pycache__", *_CONFIG_NAMES})
 
 
 @contextmanager
-def materialised(copies: SeedCopies, worktree: Path | None = None) -> Iterator[Path]:
+def materialised(
+    copies: SeedCopies, worktree: Path | None = None, *, configs_named: bool = False
+) -> Iterator[Path]:
     """A private directory holding the seed copies (and their support files).
 
-    With ``worktree``, the rest of its ``tests/`` (helper modules, data files) is linked in
-    beside them, so seed tests that import a helper or read a fixture run as they do in
-    the worktree; other seed tests, conftest files and pytest configuration are not.
+    With ``worktree``, the directory mirrors it: every other entry of its top level and of
+    its ``tests/`` is linked in, so seed tests and conftest files that find files beside
+    them (a helper module, a data directory, ``src/`` put on ``sys.path``, the repository
+    root as ``Path(__file__).parents[1]``) run as they do in the worktree. Other seed
+    tests, conftest files and ``__init__.py`` are never linked; nor is a file named like a
+    pytest configuration, unless ``configs_named`` says the run names its configuration
+    file (so pytest reads only that one, whatever the worktree holds).
     """
+    skipped = _NEVER_LINKED - _CONFIG_NAMES if configs_named else _NEVER_LINKED
     with tempfile.TemporaryDirectory(prefix="tilth-seed-") as tmp:
         root = Path(tmp).resolve()
         for path, text in {**copies.support, **copies.tests}.items():
             target = root / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-        tests = worktree / "tests" if worktree is not None else None
-        if tests is not None and tests.is_dir() and not tests.is_symlink():
-            (root / "tests").mkdir(exist_ok=True)
-            for entry in sorted(tests.iterdir()):
-                target = root / "tests" / entry.name
-                if entry.name in _NEVER_LINKED or _TASK_FILE_RE.match(entry.name):
-                    continue
-                if not target.exists():
-                    target.symlink_to(entry)
+        if worktree is not None:
+            _link_entries(worktree, root, skipped)
+            tests = worktree / "tests"
+            if (root / "tests").is_dir() and tests.is_dir() and not tests.is_symlink():
+                _link_entries(tests, root / "tests", skipped)
         yield root
+
+
+def _link_entries(source: Path, target: Path, skipped: frozenset[str]) -> None:
+    """Link each entry of ``source`` into ``target`` where ``target`` has none of that name."""
+    for entry in sorted(source.iterdir()):
+        if entry.name in skipped or _TASK_FILE_RE.match(entry.name):
+            continue
+        link = target / entry.name
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(entry)
 
 
 def child_env(
@@ -338,12 +350,14 @@ def run_pytest(
         others: list[Path] = [scratch] if scratch else []
         args, options, root = list(files), [], None
         if copies is not None:
-            root = stack.enter_context(materialised(copies, worktree))
+            # Named always (the seed's, else none), so pytest never looks for one among the
+            # files the copy links in. A TILTH_TEST_COMMAND runs without these options.
+            named = environment.kind != "command"
+            root = stack.enter_context(materialised(copies, worktree, configs_named=named))
             others.append(root)
             args = [str(root / f) for f in files]
-            options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
-            if copies.config:
-                options.append(f"--config-file={root / copies.config}")
+            config = root / copies.config if copies.config else Path(os.devnull)
+            options = [f"--rootdir={root}", f"--confcutdir={root}", f"--config-file={config}"]
         launcher = ["-m", "pytest"]
         if scratch is not None:
             # The copy's links lead into the worktree: what they reach is compiled afresh too.

@@ -1,0 +1,110 @@
+"""Project shapes the seed-test gate must accept when the worker's code is right.
+
+Each test is a small real project (a git repository whose last commit is the seed) with a
+correct implementation written after the seed, run through the gate as a session runs it:
+the seed commit's copies, in the project's interpreter. A false failure here blocks every
+user whose project has that shape.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo
+from tilth.agent.seed_tests import GateRun, run_gate
+from tilth.project_env import ProjectEnv
+
+# The tests' project interpreter (first python3 on PATH; see tests/conftest.py).
+PYTHON = Path(shutil.which("python3") or "python3")
+ENV = ProjectEnv("python", "python3 on PATH", bin_dir=PYTHON.parent, python=PYTHON)
+
+ADD_TEST = "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+def seeded(root: Path, files: dict[str, str]) -> tuple[Path, str]:
+    """A repository at ``root`` whose only commit (the seed) holds ``files``."""
+    repo = make_repo(root, {".gitignore": "__pycache__/\n", **files})
+    return repo, git(repo, "rev-parse", "HEAD").strip()
+
+
+def write(repo: Path, files: dict[str, str]) -> None:
+    for name, content in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(content)
+
+
+def gate(repo: Path, sha: str, environment: ProjectEnv = ENV) -> GateRun:
+    return run_gate(repo, ["T-001"], environment=environment, timeout=60, seed_sha=sha)
+
+
+SYS_PATH_CONFTESTS = {
+    "tests/conftest.py": "import os, sys\n\n"
+    "sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'src'))\n",
+    "conftest.py": "import sys\nfrom pathlib import Path\n\n"
+    "sys.path.insert(0, str(Path(__file__).parent / 'src'))\n",
+}
+
+
+@pytest.mark.parametrize("conftest", sorted(SYS_PATH_CONFTESTS))
+def test_a_conftest_that_puts_src_on_sys_path_beside_itself(tmp_path: Path, conftest: str) -> None:
+    """The pre-``pythonpath`` idiom of src layouts: a conftest adds ``src`` relative to its own
+    file; the seed's copy of that conftest must find the worktree's ``src``."""
+    repo, sha = seeded(
+        tmp_path / "proj",
+        {
+            "src/calc/__init__.py": "",
+            conftest: SYS_PATH_CONFTESTS[conftest],
+            "tests/test_t001_add.py": ADD_TEST,
+        },
+    )
+    write(repo, {"src/calc/ops.py": ADD})
+    run = gate(repo, sha)
+    assert run.passed, run.report()
+
+
+def test_seed_tests_read_files_relative_to_the_repository_root(tmp_path: Path) -> None:
+    """``Path(__file__).parents[1]`` and the configuration's directory are the repository
+    root in the worktree; they hold its files (as the worker left them) in the gate too."""
+    repo, sha = seeded(
+        tmp_path / "proj",
+        {
+            "pytest.ini": "[pytest]\npythonpath = .\n",
+            "calc/__init__.py": "",
+            "examples/pair.txt": "2 3\n",
+            "tests/test_t001_add.py": "from pathlib import Path\n\nfrom calc.ops import add\n\n"
+            "ROOT = Path(__file__).resolve().parents[1]\n\n\n"
+            "def test_add_the_example(pytestconfig):\n"
+            "    a, b = (ROOT / 'examples' / 'pair.txt').read_text().split()\n"
+            "    assert add(int(a), int(b)) == 5\n"
+            "    assert (pytestconfig.inipath.parent / 'examples' / 'pair.txt').exists()\n\n\n"
+            "def test_the_version_is_declared():\n"
+            "    assert 'version = \"2.0\"' in (ROOT / 'pyproject.toml').read_text()\n",
+        },
+    )
+    write(repo, {"calc/ops.py": ADD, "pyproject.toml": '[project]\nversion = "2.0"\n'})
+    run = gate(repo, sha)
+    assert run.passed, run.report()
+
+
+@pytest.mark.parametrize("seed_config", [True, False])
+def test_pytest_reads_only_the_seed_commits_configuration(
+    tmp_path: Path, seed_config: bool
+) -> None:
+    """A configuration file the worker adds beside the ones the copy links in is never read:
+    the gate names the seed's (or none), so pytest does not look for one."""
+    config = {"pytest.ini": "[pytest]\naddopts = -ra\n"} if seed_config else {}
+    repo, sha = seeded(
+        tmp_path / "proj", {**config, "calc/__init__.py": "", "tests/test_t001_add.py": ADD_TEST}
+    )
+    bogus = "[pytest]\naddopts = ['--no-such-option']\n"
+    write(repo, {"calc/ops.py": ADD, "pytest.toml": bogus, "tests/pytest.toml": bogus})
+    run = gate(repo, sha)
+    assert run.passed, run.report()
+    write(repo, {"calc/ops.py": "def add(a, b):\n    return a - b\n"})
+    run = gate(repo, sha)
+    # The failure names the test by its path in the repository, as a run in the worktree does.
+    assert not run.passed and "tests/test_t001_add.py::test_add" in run.report(), run.report()
