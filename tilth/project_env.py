@@ -33,7 +33,7 @@ Kind = Literal["command", "worktree-venv", "source-venv", "uv", "python"]
 VENV_NAMES = (".venv", "venv")
 WORKTREE_ENTRIES = (*VENV_NAMES, "uv.lock")
 """What in a worktree can choose the environment (and so must be there before the worker)."""
-PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider")
+PYTEST_ARGS = ("-x", "-q")
 PROBE_TIMEOUT = 30.0
 CHOOSE_HINT = (
     "set TILTH_TEST_COMMAND to the shell line that runs your tests ({files} = the test files), "

@@ -108,3 +108,29 @@ def test_pytest_reads_only_the_seed_commits_configuration(
     run = gate(repo, sha)
     # The failure names the test by its path in the repository, as a run in the worktree does.
     assert not run.passed and "tests/test_t001_add.py::test_add" in run.report(), run.report()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        "cache_dir = .cache/pytest\naddopts = --strict-config",
+        "addopts = --ff",
+        "addopts = --lf --sw",
+    ],
+    ids=["cache_dir", "ff", "lf-sw"],
+)
+def test_a_configuration_that_relies_on_pytests_cache(tmp_path: Path, options: str) -> None:
+    """``cache_dir`` under ``--strict-config`` and the cache's own options (``--ff``, ``--lf``,
+    ``--sw``) in ``addopts`` are fine for pytest; the gate's run keeps its cache private."""
+    repo, sha = seeded(
+        tmp_path / "proj",
+        {
+            "pytest.ini": f"[pytest]\npythonpath = .\n{options}\n",
+            "calc/__init__.py": "",
+            "tests/test_t001_add.py": ADD_TEST,
+        },
+    )
+    write(repo, {"calc/ops.py": ADD})
+    run = gate(repo, sha)
+    assert run.passed, run.report()
+    assert not (repo / ".cache").exists() and not (repo / ".pytest_cache").exists()

@@ -40,11 +40,14 @@ def runner_words(
     ``imports``: the worktree directories project code is imported from, first first; the
     launcher puts them on ``sys.path`` only once pytest and its plugins have loaded.
     ``from_source``: further directories whose modules are compiled from their source (the
-    private copy of the seed tests, whose links reach into the worktree).
+    private copy of the seed tests, whose links reach into the worktree). pytest's cache
+    lives in the scratch directory: a configuration's ``cache_dir`` or ``--ff`` works, and
+    nothing is written to the worktree.
     """
     plan = {
         "imports": [str(path) for path in imports],
         "from_source": [str(path) for path in from_source],
+        "cache_dir": str(scratch / "pytest-cache"),
     }
     (scratch / PLAN).write_text(json.dumps(plan), encoding="utf-8")
     return [str(scratch / RUNNER.name), str(scratch / REPORT), str(scratch / PLAN)]

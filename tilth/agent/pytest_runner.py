@@ -2,9 +2,10 @@
 
 Usage: ``python pytest_runner.py REPORT PLAN [pytest args...]``; ``PLAN`` is a JSON file:
 ``imports``, the worktree after the worktree directories a ``pythonpath`` setting or an
-editable install names (first first), and ``from_source``, further directories whose
+editable install names (first first); ``from_source``, further directories whose
 modules are never read from cached bytecode (the private copy of the seed tests, whose
-links reach into the worktree).
+links reach into the worktree); ``cache_dir``, where pytest's cache goes (private to the
+run, so a configuration that sets ``cache_dir`` or uses ``--ff`` works unchanged).
 
 ``python -m pytest`` in the worktree would put the worktree first on ``sys.path``
 before pytest starts, so files the worker left there (a ``pytest.py``, a
@@ -145,6 +146,8 @@ def main(argv: list[str]) -> int:
             # ``pythonpath`` setting) has it.
             sys.path[:0] = imports
 
+    if plan.get("cache_dir"):
+        args = ["-o", f"cache_dir={plan['cache_dir']}", *args]
     recorder = Recorder()
     code = int(pytest.main(args, plugins=[JoinWorktree(), recorder]))
     recorder.dump(report, code)
