@@ -9,6 +9,8 @@ user whose project has that shape.
 from __future__ import annotations
 
 import shutil
+import venv
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,27 @@ ENV = ProjectEnv("python", "python3 on PATH", bin_dir=PYTHON.parent, python=PYTH
 
 ADD_TEST = "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 ADD = "def add(a, b):\n    return a + b\n"
+
+
+PYTEST_DISTS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
+
+
+def project_venv(root: Path, *dists: str) -> ProjectEnv:
+    """A virtualenv at ``root`` with pytest and ``dists`` installed, their plugins loading as
+    a user's do. Installed by linking the files this suite's environment has of each
+    distribution (what pip would unpack), so no package index is needed."""
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
+    (site_dir,) = root.glob("lib/python*/site-packages")
+    for name in (*PYTEST_DISTS, *dists):
+        dist = metadata.distribution(name)
+        base = Path(str(dist.locate_file("")))
+        tops = {Path(str(f)).parts[0] for f in dist.files or () if not str(f).startswith("..")}
+        for top in sorted(tops - {"__pycache__"}):
+            if (base / top).exists() and not (site_dir / top).exists():
+                (site_dir / top).symlink_to(base / top)
+    return ProjectEnv(
+        "source-venv", str(root), venv=root, bin_dir=root / "bin", python=root / "bin" / "python"
+    )
 
 
 def seeded(root: Path, files: dict[str, str]) -> tuple[Path, str]:
@@ -134,3 +157,30 @@ def test_a_configuration_that_relies_on_pytests_cache(tmp_path: Path, options: s
     run = gate(repo, sha)
     assert run.passed, run.report()
     assert not (repo / ".cache").exists() and not (repo / ".pytest_cache").exists()
+
+
+@pytest.fixture(scope="module")
+def xdist_env(tmp_path_factory: pytest.TempPathFactory) -> ProjectEnv:
+    return project_venv(tmp_path_factory.mktemp("xdist") / ".venv", "pytest-xdist", "execnet")
+
+
+def test_a_configuration_that_runs_tests_in_xdist_workers(
+    tmp_path: Path, xdist_env: ProjectEnv
+) -> None:
+    """``addopts = -n auto`` (pytest-xdist): the gate runs the seed tests in its own process,
+    where it sees what each did, instead of reporting that none was collected."""
+    repo, sha = seeded(
+        tmp_path / "proj",
+        {
+            "pyproject.toml": "[tool.pytest.ini_options]\npythonpath = ['src']\n"
+            "addopts = '-n 2 --dist loadgroup'\n",
+            "src/calc/__init__.py": "",
+            "tests/test_t001_add.py": ADD_TEST,
+        },
+    )
+    write(repo, {"src/calc/ops.py": "def add(a, b):\n    return a - b\n"})
+    run = gate(repo, sha, xdist_env)
+    assert not run.passed and "assert -1 == 5" in run.report(), run.report()
+    write(repo, {"src/calc/ops.py": ADD})
+    run = gate(repo, sha, xdist_env)
+    assert run.passed, run.report()

@@ -16,7 +16,8 @@ conftest, and modules found in the worktree are always compiled from their sourc
 never from cached bytecode. (Everything else keeps its cached bytecode: compiling
 pytest and a project's dependencies afresh would cost seconds at every gate.)
 ``REPORT`` then receives what every test did, so the gate need not trust the
-exit code alone (a process can ``os._exit(0)`` before any test ran).
+exit code alone (a process can ``os._exit(0)`` before any test ran). The tests run in
+this process even when a configuration asks pytest-xdist for workers (``-n auto``).
 
 Standard library and pytest only, and syntax every supported Python reads.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 REPORT_VERSION = 1
 
@@ -104,7 +106,6 @@ def _compile_worktree_from_source(roots: list[str]) -> None:
     """Modules under ``roots`` are compiled from source: no ``.pyc`` there is ever read."""
     from importlib import machinery
     from types import CodeType
-    from typing import Any
 
     class FromSource(machinery.SourceFileLoader):
         def get_code(self, fullname: str) -> CodeType:
@@ -146,10 +147,19 @@ def main(argv: list[str]) -> int:
             # ``pythonpath`` setting) has it.
             sys.path[:0] = imports
 
+    class InThisProcess:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_cmdline_main(self, config: Any) -> Any:
+            # pytest-xdist's ``-n`` (in a configuration's addopts) would run the tests in
+            # workers started without this launcher, whose outcomes the recorder never sees.
+            if hasattr(config.option, "numprocesses"):
+                config.option.numprocesses = 0
+            yield
+
     if plan.get("cache_dir"):
         args = ["-o", f"cache_dir={plan['cache_dir']}", *args]
     recorder = Recorder()
-    code = int(pytest.main(args, plugins=[JoinWorktree(), recorder]))
+    code = int(pytest.main(args, plugins=[JoinWorktree(), InThisProcess(), recorder]))
     recorder.dump(report, code)
     return code
 
