@@ -17,7 +17,9 @@ import pytest
 
 from tests.conftest import git, make_repo
 from tilth.agent.seed_tests import GateRun, run_gate
-from tilth.project_env import ProjectEnv
+from tilth.config import Settings
+from tilth.project_env import ProjectEnv, resolve_project_env
+from tilth.tools import ToolBox
 
 # The tests' project interpreter (first python3 on PATH; see tests/conftest.py).
 PYTHON = Path(shutil.which("python3") or "python3")
@@ -184,3 +186,71 @@ def test_a_configuration_that_runs_tests_in_xdist_workers(
     write(repo, {"src/calc/ops.py": ADD})
     run = gate(repo, sha, xdist_env)
     assert run.passed, run.report()
+
+
+def editable_install(env: ProjectEnv, name: str, path: Path, scripts: dict[str, str]) -> None:
+    """What ``pip install -e .`` writes for a project importing from ``path`` (a src layout):
+    a ``.pth`` naming the directory, the distribution's metadata and its console scripts."""
+    assert env.venv is not None and env.python is not None
+    (site_dir,) = env.venv.glob("lib/python*/site-packages")
+    (site_dir / f"__editable__.{name}-0.1.pth").write_text(f"{path}\n")
+    info = site_dir / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = [f"{script} = {target}" for script, target in scripts.items()]
+    (info / "entry_points.txt").write_text("[console_scripts]\n" + "\n".join(lines) + "\n")
+    for script, target in scripts.items():
+        module, function = target.split(":")
+        (env.venv / "bin" / script).write_text(
+            f"#!{env.python}\nimport sys\nfrom {module} import {function}\n"
+            f"if __name__ == '__main__':\n    sys.exit({function}())\n"
+        )
+        (env.venv / "bin" / script).chmod(0o755)
+
+
+CLI_TEST = """import subprocess
+import sys
+
+
+def test_the_cli_adds():
+    for argv in ([sys.executable, '-m', 'calc'], ['calc']):
+        out = subprocess.run([*argv, '2', '3'], capture_output=True, text=True)
+        assert out.stdout.strip() == '5', out.stderr
+"""
+
+
+def test_a_cli_the_tests_run_as_a_subprocess_imports_the_worktrees_code(
+    tmp_path: Path,
+) -> None:
+    """The source repository's ``.venv`` has the project installed editable (pointing at the
+    repository's ``src``); a seed test runs its CLI (``python -m calc``, the ``calc`` console
+    script) as a child process. The child must import the worktree's code, as it does in
+    the worker's ``bash``, or the worker's change is invisible to it."""
+    source = make_repo(
+        tmp_path / "source",
+        {
+            ".gitignore": ".venv/\n__pycache__/\n",
+            "src/calc/__init__.py": "",
+            "src/calc/cli.py": "import sys\n\n\ndef main():\n    from calc.ops import add\n\n"
+            "    print(add(*map(int, sys.argv[1:])))\n",
+            "src/calc/__main__.py": "from calc.cli import main\n\nmain()\n",
+        },
+    )
+    env = project_venv(source / ".venv")
+    editable_install(env, "calc", source / "src", {"calc": "calc.cli:main"})
+    worktree = tmp_path / "worktree"
+    git(source, "worktree", "add", "-q", "-b", "session/x", str(worktree))
+    write(worktree, {"tests/test_t001_cli.py": CLI_TEST})
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-qm", "seed")
+    sha = git(worktree, "rev-parse", "HEAD").strip()
+    write(worktree, {"src/calc/ops.py": ADD})
+    settings = Settings(home=tmp_path / "home", sessions_dir=tmp_path / "sessions")
+    chosen = resolve_project_env(worktree, source, settings)
+    assert chosen.pythonpath == (worktree / "src",), chosen
+    run = gate(worktree, sha, chosen)
+    assert run.passed, run.report()
+    bash = ToolBox(worktree, environment=chosen).dispatch(
+        "bash", {"command": "python -m pytest -q -p no:cacheprovider tests/test_t001_cli.py"}
+    )
+    assert "[exit 0]" in bash.result, bash.result

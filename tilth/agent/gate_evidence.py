@@ -33,20 +33,28 @@ def gate_scratch() -> Iterator[Path]:
 
 
 def runner_words(
-    scratch: Path, imports: Sequence[Path], *, from_source: Sequence[Path] = ()
+    scratch: Path,
+    imports: Sequence[Path],
+    *,
+    from_source: Sequence[Path] = (),
+    children: Sequence[Path] = (),
 ) -> list[str]:
     """What follows the interpreter to run pytest through the launcher.
 
     ``imports``: the worktree directories project code is imported from, first first; the
     launcher puts them on ``sys.path`` only once pytest and its plugins have loaded.
     ``from_source``: further directories whose modules are compiled from their source (the
-    private copy of the seed tests, whose links reach into the worktree). pytest's cache
+    private copy of the seed tests, whose links reach into the worktree). ``children``:
+    directories put first on ``PYTHONPATH`` once pytest has loaded, for the processes the
+    tests start (where an editable install points, as the worker's ``bash`` has them).
+    pytest's cache
     lives in the scratch directory: a configuration's ``cache_dir`` or ``--ff`` works, and
     nothing is written to the worktree.
     """
     plan = {
         "imports": [str(path) for path in imports],
         "from_source": [str(path) for path in from_source],
+        "children": [str(path) for path in children],
         "cache_dir": str(scratch / "pytest-cache"),
     }
     (scratch / PLAN).write_text(json.dumps(plan), encoding="utf-8")

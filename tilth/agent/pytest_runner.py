@@ -4,7 +4,9 @@ Usage: ``python pytest_runner.py REPORT PLAN [pytest args...]``; ``PLAN`` is a J
 ``imports``, the worktree after the worktree directories a ``pythonpath`` setting or an
 editable install names (first first); ``from_source``, further directories whose
 modules are never read from cached bytecode (the private copy of the seed tests, whose
-links reach into the worktree); ``cache_dir``, where pytest's cache goes (private to the
+links reach into the worktree); ``children``, directories put first on ``PYTHONPATH`` for
+the processes the tests start, once pytest has loaded (where an editable install points);
+``cache_dir``, where pytest's cache goes (private to the
 run, so a configuration that sets ``cache_dir`` or uses ``--ff`` works unchanged).
 
 ``python -m pytest`` in the worktree would put the worktree first on ``sys.path``
@@ -146,6 +148,13 @@ def main(argv: list[str]) -> int:
             # were loaded from the environment alone. First, as ``python -m pytest`` (and a
             # ``pythonpath`` setting) has it.
             sys.path[:0] = imports
+            # A CLI the tests run as a child process imports what an editable install
+            # points at, as in the worker's bash; not before now, or pytest's own start-up
+            # would import from the worktree.
+            children = [str(p) for p in plan.get("children", [])]
+            if children:
+                rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+                os.environ["PYTHONPATH"] = os.pathsep.join([*children, *rest])
 
     class InThisProcess:
         @pytest.hookimpl(hookwrapper=True)

@@ -362,7 +362,12 @@ def run_pytest(
         if scratch is not None:
             # The copy's links lead into the worktree: what they reach is compiled afresh too.
             sources = [root] if root else []
-            launcher = runner_words(scratch, [*imports, worktree], from_source=sources)
+            launcher = runner_words(
+                scratch,
+                [*imports, worktree],
+                from_source=sources,
+                children=environment.pythonpath,
+            )
         run = environment.pytest_invocation(args, options, launcher)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
         cmd = _confined(argv, sandbox, *others, scratch=(scratch,) if scratch else ())
