@@ -132,7 +132,8 @@ def test_pytest_reads_only_the_seed_commits_configuration(
     write(repo, {"calc/ops.py": "def add(a, b):\n    return a - b\n"})
     run = gate(repo, sha)
     # The failure names the test by its path in the repository, as a run in the worktree does.
-    assert not run.passed and "tests/test_t001_add.py::test_add" in run.report(), run.report()
+    assert not run.passed and "FAILED tests/test_t001_add.py::test_add" in run.report()
+    assert "tilth-seed" not in run.report(), run.report()
 
 
 @pytest.mark.parametrize(

@@ -310,7 +310,12 @@ def _output(result: proc.ProcResult, worktree: Path, *others: Path) -> str:
 def _output_paths(text: str, worktree: Path, *others: Path) -> str:
     """``text`` with the worktree's (and ``others``') absolute paths shown as relative."""
     # Models see workspace-relative paths only; the session's location stays private.
-    roots = (*(str(p) for p in others), str(worktree.resolve()), str(worktree))
+    # pytest names a test outside the directory it was started in (the seed copies) by a
+    # path relative to that directory: ``../../tmp/tilth-seed-x/tests/test_t001_a.py``.
+    relative = [
+        os.path.relpath(p, start) for p in others for start in (worktree, worktree.resolve())
+    ]
+    roots = (*relative, *(str(p) for p in others), str(worktree.resolve()), str(worktree))
     for root in dict.fromkeys(roots):
         text = text.replace(root + os.sep, "").replace(root, ".")
     return text.strip()
