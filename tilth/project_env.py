@@ -67,6 +67,9 @@ class ProjectEnv:
     """The interpreter that runs pytest (venv and python kinds)."""
     command: str | None = None
     """The ``TILTH_TEST_COMMAND`` template (command kind)."""
+    prefix: Path | None = None
+    """The interpreter's ``sys.prefix`` (python kind): its installation, a virtualenv kept
+    outside the repository when one is active."""
     pythonpath: tuple[Path, ...] = ()
     """Worktree directories put first on ``PYTHONPATH``: where the source virtualenv's
     editable installs point, moved from the source repository into the worktree."""
@@ -134,6 +137,7 @@ class ProjectEnv:
             "python": str(self.python) if self.python else None,
             "command": self.command,
             "pythonpath": [str(p) for p in self.pythonpath],
+            "prefix": str(self.prefix) if self.prefix else None,
         }
 
 
@@ -224,10 +228,10 @@ def editable_dirs(venv: Path, source: Path) -> list[Path]:
     return found
 
 
-def _source_venv_env(venv: Path, source: Path, worktree: Path) -> ProjectEnv:
-    """The source repository's virtualenv, its editable installs read from the worktree."""
-    env = _venv_env("source-venv", venv, "source repository's")
-    moved = [rel for rel in editable_dirs(venv, source) if (worktree / rel).is_dir()]
+def _reading_worktree(env: ProjectEnv, prefix: Path, source: Path, worktree: Path) -> ProjectEnv:
+    """``env`` (whose installation is ``prefix``) with the editable installs that point into
+    the source repository read from the worktree instead."""
+    moved = [rel for rel in editable_dirs(prefix, source) if (worktree / rel).is_dir()]
     if not moved:
         return env
     shown = ", ".join(str(rel) if str(rel) != "." else "./" for rel in moved)
@@ -324,6 +328,7 @@ def _python_on_path(tried: list[str]) -> ProjectEnv | None:
             description=f"python3 on PATH: {candidate} (prefix {prefix})",
             bin_dir=candidate.parent,
             python=candidate,
+            prefix=prefix,
         )
     if not seen:
         tried.append("python3 on PATH (none found)")
@@ -380,7 +385,7 @@ def resolve_in_order(
             tried.append(f"{venv} (Tilth's own installation)")
             continue
         if kind == "source-venv" and source is not None and not _same(source, worktree):
-            return _source_venv_env(venv, source, worktree)
+            return _reading_worktree(_venv_env(kind, venv, where), venv, source, worktree)
         return _venv_env(kind, venv, where)
     lock_here = trusted is None or not in_worktree or "uv.lock" in trusted
     locked = [
@@ -391,6 +396,10 @@ def resolve_in_order(
         return ProjectEnv(kind="uv", description=f"uv run (the project has {lock_root}/uv.lock)")
     tried.append("uv run (" + ("uv not on PATH" if lock_root else "no uv.lock") + ")")
     found = _python_on_path(tried)
+    if found is not None and found.prefix is not None and source is not None and in_worktree:
+        # An activated virtualenv kept outside the repository (virtualenvwrapper, Poetry,
+        # Hatch) holds the project installed editable just as a .venv inside it would.
+        return _reading_worktree(found, found.prefix, source, worktree)
     if found is not None:
         return found
     raise ProjectEnvError(

@@ -8,6 +8,7 @@ user whose project has that shape.
 
 from __future__ import annotations
 
+import os
 import shutil
 import venv
 from importlib import metadata
@@ -253,5 +254,37 @@ def test_a_cli_the_tests_run_as_a_subprocess_imports_the_worktrees_code(
     assert run.passed, run.report()
     bash = ToolBox(worktree, environment=chosen).dispatch(
         "bash", {"command": "python -m pytest -q -p no:cacheprovider tests/test_t001_cli.py"}
+    )
+    assert "[exit 0]" in bash.result, bash.result
+
+
+def test_an_activated_virtualenv_outside_the_repository_with_the_project_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """virtualenvwrapper, pyenv-virtualenv, Poetry and Hatch keep the project's virtualenv
+    outside the repository; activated, it is the ``python3`` first on PATH, and holds the
+    project installed editable (pointing at the repository's ``src``). The seed tests and
+    the worker's ``bash`` must import the worktree's ``src`` through it, not the user's."""
+    source = make_repo(
+        tmp_path / "source", {".gitignore": "__pycache__/\n", "src/calc/__init__.py": ""}
+    )
+    outside = project_venv(tmp_path / "virtualenvs" / "calc")
+    editable_install(outside, "calc", source / "src", {})
+    monkeypatch.setenv("PATH", f"{outside.bin_dir}{os.pathsep}{os.environ['PATH']}")
+    worktree = tmp_path / "worktree"
+    git(source, "worktree", "add", "-q", "-b", "session/x", str(worktree))
+    write(worktree, {"tests/test_t001_add.py": ADD_TEST})
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-qm", "seed")
+    sha = git(worktree, "rev-parse", "HEAD").strip()
+    write(worktree, {"src/calc/ops.py": ADD})
+    settings = Settings(home=tmp_path / "home", sessions_dir=tmp_path / "sessions")
+    chosen = resolve_project_env(worktree, source, settings)
+    assert chosen.kind == "python" and chosen.python == outside.bin_dir / "python3", chosen
+    assert "editable install read from the worktree: src" in chosen.description
+    run = gate(worktree, sha, chosen)
+    assert run.passed, run.report()
+    bash = ToolBox(worktree, environment=chosen).dispatch(
+        "bash", {"command": "pytest -q -p no:cacheprovider tests/test_t001_add.py"}
     )
     assert "[exit 0]" in bash.result, bash.result
