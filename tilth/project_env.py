@@ -122,7 +122,7 @@ class ProjectEnv:
 
     def readable_paths(self) -> tuple[Path, ...]:
         """Where this environment lives, for the sandbox to show read-only."""
-        places = [self.venv, self.bin_dir]
+        places = [self.venv, self.prefix, self.bin_dir]
         if self.python is not None:
             places.append(self.python.parent)
         return tuple(p for p in places if p is not None)

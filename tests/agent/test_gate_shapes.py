@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo
+from tests.security.conftest import require_sandbox
 from tilth.agent.seed_tests import GateRun, run_gate
 from tilth.config import Settings
 from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.tools import ToolBox
+from tilth.tools.sandbox import sandbox_for
 
 # The tests' project interpreter (first python3 on PATH; see tests/conftest.py).
 PYTHON = Path(shutil.which("python3") or "python3")
@@ -288,3 +290,15 @@ def test_an_activated_virtualenv_outside_the_repository_with_the_project_install
         "bash", {"command": "pytest -q -p no:cacheprovider tests/test_t001_add.py"}
     )
     assert "[exit 0]" in bash.result, bash.result
+    # Sandboxed, the virtualenv (under /tmp here, which the sandbox replaces) is still the
+    # interpreter's installation: not its base interpreter, with that one's packages.
+    require_sandbox()
+    sandbox = sandbox_for(settings, worktree, source=source, readable=chosen.readable_paths())
+    run = run_gate(
+        worktree, ["T-001"], environment=chosen, timeout=60, seed_sha=sha, sandbox=sandbox
+    )
+    assert run.passed, run.report()
+    bash = ToolBox(worktree, environment=chosen, sandbox=sandbox).dispatch(
+        "bash", {"command": "python -c 'import sys; print(sys.prefix)' && pytest -q tests"}
+    )
+    assert f"{outside.venv}\n" in bash.result and "[exit 0]" in bash.result, bash.result
