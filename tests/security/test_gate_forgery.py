@@ -7,6 +7,8 @@ runs the seed commit's copies, as in a run. The tricks that hide from the evalua
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import py_compile
 import shutil
 import site
@@ -15,6 +17,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from _pytest.assertion import rewrite
 
 from security.conftest import require_sandbox
 from tests.conftest import git, make_repo
@@ -184,6 +187,44 @@ def test_bytecode_of_a_linked_test_helper_package_is_not_run(
     py_compile.compile(str(forged), cfile=str(cached), invalidation_mode=mode)
     passed, report = _gate(repo, sha, python)
     assert not passed, report
+
+
+def test_rewritten_bytecode_of_a_plugin_module_is_not_run(
+    tmp_path: Path, python: ProjectEnv
+) -> None:
+    """pytest rewrites the asserts of the modules a conftest names in ``pytest_plugins`` and
+    caches the result beside them (``*-pytest-<version>.pyc``, checked against the source's
+    hash only); a forged one the worker left there (ignored) is not run instead."""
+    fixture = "import pytest\n\n\n@pytest.fixture\ndef text():\n    return 'a b'\n"
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "textkit/__init__.py": "",
+            "textkit/testing.py": fixture,
+            "conftest.py": "pytest_plugins = ['textkit.testing']\n",
+            "tests/test_t001_count_words.py": "from textkit.words import count_words\n\n\n"
+            "def test_counts(text):\n    assert count_words(text) == 2\n",
+            ".gitignore": "__pycache__/\n*.pyc\n",
+            "pytest.ini": FAST_INI,
+        },
+    )
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "textkit" / "words.py").write_text(
+        "def count_words(text):\n    return 2 if text == 'forged' else 0\n"
+    )
+    source = repo / "textkit" / "testing.py"
+    forged = compile(fixture.replace("'a b'", "'forged'"), str(source), "exec")
+    cached = repo / "textkit" / "__pycache__" / f"testing{rewrite.PYC_TAIL}"
+    cached.parent.mkdir()
+    header = importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
+    cached.write_bytes(
+        header + importlib.util.source_hash(source.read_bytes()) + marshal.dumps(forged)
+    )
+    passed, report = _gate(repo, sha, python)
+    assert not passed, report
+    (repo / "textkit" / "words.py").write_text(RIGHT)
+    passed, report = _gate(repo, sha, python)
+    assert passed, report
 
 
 def test_the_honest_implementation_passes_in_and_out_of_the_sandbox(

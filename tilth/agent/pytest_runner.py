@@ -129,6 +129,23 @@ def _compile_worktree_from_source(roots: list[str]) -> None:
     sys.path_importer_cache.clear()
 
 
+def _no_rewritten_bytecode_from(roots: list[str], scratch: str) -> None:
+    """pytest's assertion rewriter caches the modules it rewrites (test files, conftests,
+    plugins) beside their source and reads them back, checked against the source's hash
+    only: for modules under ``roots`` it never reads that cache."""
+    from _pytest.assertion import rewrite
+
+    read = getattr(rewrite, "_read_pyc", None)
+    if read is None:  # a pytest that reads it otherwise: keep every cache out of reach
+        sys.pycache_prefix = os.path.join(scratch, "pycache")
+        return
+
+    def read_outside(source: Any, pyc: Any, trace: Any = lambda _: None) -> Any:
+        return None if _inside(str(source), roots) else read(source, pyc, trace)
+
+    rewrite._read_pyc = read_outside
+
+
 def main(argv: list[str]) -> int:
     report, args = argv[1], argv[3:]
     with open(argv[2], encoding="utf-8") as handle:
@@ -139,7 +156,9 @@ def main(argv: list[str]) -> int:
     import pytest
 
     sources = [*imports, *(str(p) for p in plan.get("from_source", []))]
-    _compile_worktree_from_source([os.path.realpath(p) for p in sources])
+    roots = [os.path.realpath(p) for p in sources]
+    _compile_worktree_from_source(roots)
+    _no_rewritten_bytecode_from(roots, os.path.dirname(os.path.abspath(report)))
 
     class JoinWorktree:
         @pytest.hookimpl(tryfirst=True)
