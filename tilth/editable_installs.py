@@ -57,3 +57,34 @@ def editable_dirs(venv: Path, source: Path) -> list[Path]:
                 if relative not in found:
                     found.append(relative)
     return found
+
+
+def _pytest11_modules(text: str) -> list[str]:
+    """Top-level module names of the ``[pytest11]`` entry points in an ``entry_points.txt``."""
+    section, found = "", []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+        elif section == "pytest11" and "=" in line and not line.startswith(("#", ";")):
+            module = line.split("=", 1)[1].split(":", 1)[0].split("[", 1)[0].strip()
+            if module:
+                found.append(module.split(".", 1)[0])
+    return found
+
+
+def editable_plugins(venv: Path, source: Path, dirs: list[Path]) -> list[tuple[str, Path]]:
+    """The pytest plugins registered in ``venv`` whose module lies in one of ``dirs`` (relative
+    to ``source``): ``(top-level module name, its directory)``. pytest loads them before any
+    test, which makes them the project's own code imported earliest (a plugin project)."""
+    found: list[tuple[str, Path]] = []
+    for site_dir in sorted(venv.glob("lib/python*/site-packages")):
+        for entry_points in sorted(site_dir.glob("*.dist-info/entry_points.txt")):
+            for name in _pytest11_modules(_read_text(entry_points)):
+                for rel in dirs:
+                    where = source / rel
+                    if (where / name).is_dir() or (where / f"{name}.py").is_file():
+                        if (name, rel) not in found:
+                            found.append((name, rel))
+                        break
+    return found

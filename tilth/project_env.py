@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tilth import proc
-from tilth.editable_installs import editable_dirs
+from tilth.editable_installs import editable_dirs, editable_plugins
 from tilth.errors import ProjectEnvError
 from tilth.proc import scrubbed_env
 
@@ -72,6 +72,9 @@ class ProjectEnv:
     pythonpath: tuple[Path, ...] = ()
     """Worktree directories put first on ``PYTHONPATH``: where the source virtualenv's
     editable installs point, moved from the source repository into the worktree."""
+    plugins: tuple[tuple[str, Path], ...] = ()
+    """The project's own pytest plugins (``pytest11`` entry points of an editable install):
+    module name and the worktree directory the gate loads it from."""
     ignored: tuple[Path, ...] = ()
     """Worktree entries passed over because they appeared after the worker started."""
 
@@ -137,6 +140,7 @@ class ProjectEnv:
             "command": self.command,
             "pythonpath": [str(p) for p in self.pythonpath],
             "prefix": str(self.prefix) if self.prefix else None,
+            "plugins": {name: str(where) for name, where in self.plugins},
         }
 
 
@@ -187,6 +191,9 @@ def _reading_worktree(env: ProjectEnv, prefix: Path, source: Path, worktree: Pat
         env,
         description=f"{env.description} (its editable install read from the worktree: {shown})",
         pythonpath=tuple(worktree / rel for rel in moved),
+        plugins=tuple(
+            (name, worktree / rel) for name, rel in editable_plugins(prefix, source, moved)
+        ),
     )
 
 

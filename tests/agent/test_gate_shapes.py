@@ -8,6 +8,7 @@ user whose project has that shape.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import venv
@@ -48,9 +49,22 @@ def project_venv(root: Path, *dists: str) -> ProjectEnv:
         for top in sorted(tops - {"__pycache__"}):
             if (base / top).exists() and not (site_dir / top).exists():
                 (site_dir / top).symlink_to(base / top)
+        for script in dist.entry_points.select(group="console_scripts"):
+            write_script(root, script.name, script.value)
     return ProjectEnv(
         "source-venv", str(root), venv=root, bin_dir=root / "bin", python=root / "bin" / "python"
     )
+
+
+def write_script(venv_root: Path, name: str, target: str) -> None:
+    """A console script in ``venv_root/bin``, as pip writes it."""
+    module, function = target.split(":")
+    script = venv_root / "bin" / name
+    script.write_text(
+        f"#!{venv_root / 'bin' / 'python'}\nimport sys\nfrom {module} import {function}\n"
+        f"if __name__ == '__main__':\n    sys.exit({function}())\n"
+    )
+    script.chmod(0o755)
 
 
 def seeded(root: Path, files: dict[str, str]) -> tuple[Path, str]:
@@ -192,9 +206,12 @@ def test_a_configuration_that_runs_tests_in_xdist_workers(
     assert run.passed, run.report()
 
 
-def editable_install(env: ProjectEnv, name: str, path: Path, scripts: dict[str, str]) -> None:
+def editable_install(
+    env: ProjectEnv, name: str, path: Path, scripts: dict[str, str], plugins: str = ""
+) -> None:
     """What ``pip install -e .`` writes for a project importing from ``path`` (a src layout):
-    a ``.pth`` naming the directory, the distribution's metadata and its console scripts."""
+    a ``.pth`` naming the directory, the distribution's metadata (with ``plugins`` as its
+    ``pytest11`` entry points) and its console scripts."""
     assert env.venv is not None and env.python is not None
     (site_dir,) = env.venv.glob("lib/python*/site-packages")
     (site_dir / f"__editable__.{name}-0.1.pth").write_text(f"{path}\n")
@@ -202,14 +219,15 @@ def editable_install(env: ProjectEnv, name: str, path: Path, scripts: dict[str, 
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
     lines = [f"{script} = {target}" for script, target in scripts.items()]
-    (info / "entry_points.txt").write_text("[console_scripts]\n" + "\n".join(lines) + "\n")
+    (info / "entry_points.txt").write_text(
+        "[console_scripts]\n" + "\n".join(lines) + f"\n\n[pytest11]\n{plugins}\n"
+    )
+    url = json.dumps({"url": path.parent.as_uri(), "dir_info": {"editable": True}})
+    (info / "direct_url.json").write_text(url)
+    files = [f"__editable__.{name}-0.1.pth", *(f"{info.name}/{f.name}" for f in info.iterdir())]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
     for script, target in scripts.items():
-        module, function = target.split(":")
-        (env.venv / "bin" / script).write_text(
-            f"#!{env.python}\nimport sys\nfrom {module} import {function}\n"
-            f"if __name__ == '__main__':\n    sys.exit({function}())\n"
-        )
-        (env.venv / "bin" / script).chmod(0o755)
+        write_script(env.venv, script, target)
 
 
 CLI_TEST = """import subprocess
@@ -302,3 +320,46 @@ def test_an_activated_virtualenv_outside_the_repository_with_the_project_install
         "bash", {"command": "python -c 'import sys; print(sys.prefix)' && pytest -q tests"}
     )
     assert f"{outside.venv}\n" in bash.result and "[exit 0]" in bash.result, bash.result
+
+
+PLUGIN_TEST = """pytest_plugins = ['pytester']
+
+
+def test_the_double_answer_fixture(pytester):
+    pytester.makepyfile('def test_it(double_answer):\\n    assert double_answer == 84\\n')
+    pytester.runpytest().assert_outcomes(passed=1)
+"""
+
+
+def test_a_pytest_plugin_project_installed_editable_loads_the_worktrees_plugin(
+    tmp_path: Path,
+) -> None:
+    """The project is itself a pytest plugin (a ``pytest11`` entry point), installed editable
+    in the repository's ``.venv``, and its seed test drives it with ``pytester``. pytest
+    loads the plugin before any test; it must be the worktree's, as in the worker's bash."""
+    plugin = "import pytest\n\n\n@pytest.fixture\ndef answer():\n    return 42\n"
+    source = make_repo(
+        tmp_path / "source",
+        {".gitignore": ".venv/\n__pycache__/\n", "src/pytest_answer/__init__.py": plugin},
+    )
+    env = project_venv(source / ".venv")
+    editable_install(env, "pytest_answer", source / "src", {}, "answer = pytest_answer")
+    worktree = tmp_path / "worktree"
+    git(source, "worktree", "add", "-q", "-b", "session/x", str(worktree))
+    write(worktree, {"tests/test_t001_double.py": PLUGIN_TEST})
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-qm", "seed")
+    sha = git(worktree, "rev-parse", "HEAD").strip()
+    settings = Settings(home=tmp_path / "home", sessions_dir=tmp_path / "sessions")
+    chosen = resolve_project_env(worktree, source, settings)
+    write(worktree, {"src/pytest_answer/__init__.py": plugin + "raise RuntimeError('WIP')\n"})
+    run = gate(worktree, sha, chosen)
+    assert not run.passed and "src/pytest_answer/__init__.py:7: in <module>" in run.report()
+    double = "\n\n@pytest.fixture\ndef double_answer(answer):\n    return 2 * answer\n"
+    write(worktree, {"src/pytest_answer/__init__.py": plugin + double})
+    run = gate(worktree, sha, chosen)
+    assert run.passed, run.report()
+    bash = ToolBox(worktree, environment=chosen).dispatch(
+        "bash", {"command": "pytest -q -p no:cacheprovider tests/test_t001_double.py"}
+    )
+    assert "[exit 0]" in bash.result, bash.result

@@ -6,8 +6,11 @@ editable install names (first first); ``from_source``, further directories whose
 modules are never read from cached bytecode (the private copy of the seed tests, whose
 links reach into the worktree); ``children``, directories put first on ``PYTHONPATH`` for
 the processes the tests start, once pytest has loaded (where an editable install points);
-``cache_dir``, where pytest's cache goes (private to the
-run, so a configuration that sets ``cache_dir`` or uses ``--ff`` works unchanged).
+``early``, directories on ``sys.path`` only while pytest loads its plugins (links to the
+project's own pytest plugins in the worktree, when the project is a plugin installed
+editable, and to nothing else); ``cache_dir``, where pytest's cache
+goes (private to the run, so a configuration that sets ``cache_dir`` or uses ``--ff`` works
+unchanged).
 
 ``python -m pytest`` in the worktree would put the worktree first on ``sys.path``
 before pytest starts, so files the worker left there (a ``pytest.py``, a
@@ -155,10 +158,14 @@ def main(argv: list[str]) -> int:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     import pytest
 
-    sources = [*imports, *(str(p) for p in plan.get("from_source", []))]
+    early = [str(p) for p in plan.get("early", [])]
+    sources = [*imports, *early, *(str(p) for p in plan.get("from_source", []))]
     roots = [os.path.realpath(p) for p in sources]
     _compile_worktree_from_source(roots)
     _no_rewritten_bytecode_from(roots, os.path.dirname(os.path.abspath(report)))
+    # The project's own pytest plugins, and only they, are importable while pytest loads
+    # plugins (an editable install would find the user's copy of them).
+    sys.path[:0] = early
 
     class JoinWorktree:
         @pytest.hookimpl(tryfirst=True)
@@ -166,7 +173,7 @@ def main(argv: list[str]) -> int:
             # The first moment project code is imported (conftests, then the tests); plugins
             # were loaded from the environment alone. First, as ``python -m pytest`` (and a
             # ``pythonpath`` setting) has it.
-            sys.path[:0] = imports
+            sys.path[:] = [*imports, *(p for p in sys.path if p not in early)]
             # A CLI the tests run as a child process imports what an editable install
             # points at, as in the worker's bash; not before now, or pytest's own start-up
             # would import from the worktree.

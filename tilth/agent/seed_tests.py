@@ -18,7 +18,13 @@ from pathlib import Path
 
 from tilth import proc
 from tilth.agent.case import fence
-from tilth.agent.gate_evidence import gate_scratch, runner_words, shortfall
+from tilth.agent.gate_evidence import (
+    PLUGIN_LINKS,
+    gate_scratch,
+    plugin_links,
+    runner_words,
+    shortfall,
+)
 from tilth.agent.seed_copies import (
     SeedCopies,
     changed_seed_tests,
@@ -154,7 +160,8 @@ def run_pytest(
             [worktree / entry for entry in config_pythonpath(copies) or []] if copies else []
         )
         imports = [*configured, *environment.pythonpath]
-        others: list[Path] = [scratch] if scratch else []
+        # Most specific first: the plugin links read as where they lead (``src/pytest_x``).
+        others: list[Path] = [scratch / PLUGIN_LINKS, scratch] if scratch else []
         args, options, root = list(files), [], None
         if copies is not None:
             # Named always (the seed's, else none), so pytest never looks for one among the
@@ -174,6 +181,7 @@ def run_pytest(
                 [*imports, worktree],
                 from_source=sources,
                 children=environment.pythonpath,
+                early=plugin_links(scratch, worktree, environment.plugins),
             )
         run = environment.pytest_invocation(args, options, launcher)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
