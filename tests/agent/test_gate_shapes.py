@@ -363,3 +363,58 @@ def test_a_pytest_plugin_project_installed_editable_loads_the_worktrees_plugin(
         "bash", {"command": "pytest -q -p no:cacheprovider tests/test_t001_double.py"}
     )
     assert "[exit 0]" in bash.result, bash.result
+
+
+# pytest-cov's interface, as far as a configuration uses it: ``--cov`` measures from the start
+# (``pytest_load_initial_conftests``) unless ``--no-cov``, and ``--cov-fail-under`` fails the
+# run at its end. (pytest-cov itself is not in this suite's environment; the same project
+# with the real plugin behaves alike.)
+COVERAGE_PLUGIN = """import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup('cov')
+    group.addoption('--cov', action='append', default=[], dest='cov_source')
+    group.addoption('--cov-fail-under', type=float, default=None, dest='cov_fail_under')
+    group.addoption('--no-cov', action='store_true', default=False, dest='no_cov')
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    options = early_config.known_args_namespace
+    if options.cov_source and not options.no_cov:
+        early_config.pluginmanager.register(Measuring(options), '_cov')
+
+
+class Measuring:
+    def __init__(self, options):
+        self.options = options
+
+    def pytest_sessionfinish(self, session):
+        if self.options.cov_fail_under:
+            session.exitstatus = 1  # a handful of tests covers a third of the project
+"""
+
+
+def test_a_configuration_with_a_coverage_threshold(tmp_path: Path) -> None:
+    """``addopts = --cov=calc --cov-fail-under=90``: a handful of seed tests never reaches a
+    threshold meant for the whole suite; the gate judges whether they pass, not coverage."""
+    env = project_venv(tmp_path / "venv")
+    (site_dir,) = (tmp_path / "venv").glob("lib/python*/site-packages")
+    (site_dir / "pytest_covlike.py").write_text(COVERAGE_PLUGIN)
+    info = site_dir / "pytest_covlike-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-covlike\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\npytest_cov = pytest_covlike\n")
+    repo, sha = seeded(
+        tmp_path / "proj",
+        {
+            "pyproject.toml": "[tool.pytest.ini_options]\npythonpath = ['src']\n"
+            "addopts = '--cov=calc --cov-fail-under=90'\n",
+            "src/calc/__init__.py": "",
+            "tests/test_t001_add.py": ADD_TEST,
+        },
+    )
+    write(repo, {"src/calc/ops.py": ADD})
+    run = gate(repo, sha, env)
+    assert run.passed, run.report()
