@@ -418,3 +418,28 @@ def test_a_configuration_with_a_coverage_threshold(tmp_path: Path) -> None:
     write(repo, {"src/calc/ops.py": ADD})
     run = gate(repo, sha, env)
     assert run.passed, run.report()
+
+
+def test_a_seed_test_that_imports_another_tasks_seed_test(tmp_path: Path) -> None:
+    """T-002's seed test reuses data from T-001's (``from tests.test_t001_add import
+    PAIRS``): the seed commit's copy of T-001's file is beside it, whatever the worktree's."""
+    repo, sha = seeded(
+        tmp_path / "proj",
+        {
+            "pytest.ini": "[pytest]\npythonpath = .\n",
+            "calc/__init__.py": "",
+            "tests/__init__.py": "",
+            "tests/test_t001_add.py": "PAIRS = [(2, 3, 5)]\n\n\n" + ADD_TEST,
+            "tests/test_t002_sub.py": "from calc.ops import sub\nfrom tests.test_t001_add import "
+            "PAIRS\n\n\ndef test_sub():\n    assert [sub(c, b) for _, b, c in PAIRS] == [2]\n",
+        },
+    )
+    write(
+        repo,
+        {
+            "calc/ops.py": ADD + "\n\ndef sub(a, b):\n    return a - b\n",
+            "tests/test_t001_add.py": "PAIRS = [(1, 1, 1)]\n",  # not what T-002's gate reads
+        },
+    )
+    run = run_gate(repo, ["T-002"], environment=ENV, timeout=60, seed_sha=sha)
+    assert run.passed, run.report()

@@ -65,7 +65,8 @@ class SeedCopies:
     tests: dict[str, str]
     """Seed test path → content at the seed commit."""
     support: dict[str, str] = field(default_factory=dict)
-    """conftest.py / ``tests/__init__.py`` / pytest config at the seed commit."""
+    """conftest.py / ``tests/__init__.py`` / pytest config / other tasks' seed tests at the
+    seed commit."""
     config: str | None = None
     """The pytest configuration file among ``support``, if the seed commit has one."""
 
@@ -90,14 +91,17 @@ def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies
     """The seed test files of ``task_ids`` as the seed commit ``sha`` has them."""
     wanted = {slug_of(task_id) for task_id in task_ids}
     listed = git.git("ls-tree", "--name-only", sha, "tests/", cwd=worktree).splitlines()
-    names = []
+    names: list[str] = []
+    others: list[str] = []
     for path in sorted(listed):
         match = _TASK_FILE_RE.match(path.removeprefix("tests/"))
-        if match and match.group(1) in wanted:
-            names.append(path)
+        if match:
+            (names if match.group(1) in wanted else others).append(path)
     configs = [name for name, _ in _PYTEST_CONFIGS]
-    found = files_at(sha, [*_SUPPORT_FILES, *configs, *names], worktree)
-    support = {path: found[path] for path in _SUPPORT_FILES if path in found}
+    found = files_at(sha, [*_SUPPORT_FILES, *configs, *names, *others], worktree)
+    # Other tasks' seed tests go beside them, not run: one may import from another
+    # (``from tests.test_t001_parse import SAMPLES``), as in the worktree.
+    support = {path: found[path] for path in [*_SUPPORT_FILES, *others] if path in found}
     config = None
     for name, sections in _PYTEST_CONFIGS:
         text = found.get(name)
