@@ -317,9 +317,13 @@ def resolve_in_order(
     """``resolve_project_env`` without the note of what it passed over."""
     command = (settings.test_command or "").strip()
     if command:
-        return ProjectEnv(
+        env = ProjectEnv(
             kind="command", description=f"TILTH_TEST_COMMAND: {command}", command=command
         )
+        venv = _venv_of_program(command)
+        if venv is not None and source is not None and not _same(source, worktree):
+            return _reading_worktree(env, venv, source, worktree)
+        return env
     tried = ["TILTH_TEST_COMMAND (unset)"]
     own = tilth_prefix()
     roots: list[tuple[Kind, Path, str]] = []
@@ -375,6 +379,16 @@ def _program(command: str) -> str | None:
             continue
         return word
     return None
+
+
+def _venv_of_program(command: str) -> Path | None:
+    """The virtualenv whose ``bin/`` holds the program a shell line starts, if it names one
+    by path (``~/code/myrepo/.venv/bin/python -m pytest {files}``)."""
+    program = _program(command)
+    if program is None or "/" not in program:
+        return None
+    home = Path(os.path.expanduser(program)).parent.parent
+    return home if home.is_absolute() and (home / "pyvenv.cfg").is_file() else None
 
 
 def check_project_env(env: ProjectEnv, worktree: Path) -> None:

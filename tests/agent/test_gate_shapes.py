@@ -443,3 +443,33 @@ def test_a_seed_test_that_imports_another_tasks_seed_test(tmp_path: Path) -> Non
     )
     run = run_gate(repo, ["T-002"], environment=ENV, timeout=60, seed_sha=sha)
     assert run.passed, run.report()
+
+
+def test_a_test_command_naming_the_repositorys_virtualenv_with_the_project_installed(
+    tmp_path: Path,
+) -> None:
+    """The README's ``TILTH_TEST_COMMAND='~/code/myrepo/.venv/bin/python -m pytest -q
+    {files}'`` on a src layout installed editable in that ``.venv``: the command must import
+    the worktree's ``src``, not the repository's, as the virtualenv's own kinds do."""
+    source = make_repo(
+        tmp_path / "source",
+        {".gitignore": ".venv/\n__pycache__/\n", "src/calc/__init__.py": ""},
+    )
+    env = project_venv(source / ".venv")
+    editable_install(env, "calc", source / "src", {})
+    worktree = tmp_path / "worktree"
+    git(source, "worktree", "add", "-q", "-b", "session/x", str(worktree))
+    write(worktree, {"tests/test_t001_add.py": ADD_TEST})
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-qm", "seed")
+    sha = git(worktree, "rev-parse", "HEAD").strip()
+    write(worktree, {"src/calc/ops.py": ADD})
+    settings = Settings(
+        home=tmp_path / "home",
+        sessions_dir=tmp_path / "sessions",
+        test_command=f"{source}/.venv/bin/python -m pytest -q {{files}}",
+    )
+    chosen = resolve_project_env(worktree, source, settings)
+    assert chosen.kind == "command" and chosen.pythonpath == (worktree / "src",), chosen
+    run = gate(worktree, sha, chosen)
+    assert run.passed, run.report()
