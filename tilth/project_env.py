@@ -11,9 +11,7 @@ pre-flight: the chosen environment must start before any model call is made.
 
 from __future__ import annotations
 
-import ast
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tilth import proc
+from tilth.editable_installs import editable_dirs, editable_plugins
 from tilth.errors import ProjectEnvError
 from tilth.proc import scrubbed_env
 
@@ -33,7 +32,7 @@ Kind = Literal["command", "worktree-venv", "source-venv", "uv", "python"]
 VENV_NAMES = (".venv", "venv")
 WORKTREE_ENTRIES = (*VENV_NAMES, "uv.lock")
 """What in a worktree can choose the environment (and so must be there before the worker)."""
-PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider")
+PYTEST_ARGS = ("-x", "-q")
 PROBE_TIMEOUT = 30.0
 CHOOSE_HINT = (
     "set TILTH_TEST_COMMAND to the shell line that runs your tests ({files} = the test files), "
@@ -67,9 +66,15 @@ class ProjectEnv:
     """The interpreter that runs pytest (venv and python kinds)."""
     command: str | None = None
     """The ``TILTH_TEST_COMMAND`` template (command kind)."""
+    prefix: Path | None = None
+    """The interpreter's ``sys.prefix`` (python kind): its installation, a virtualenv kept
+    outside the repository when one is active."""
     pythonpath: tuple[Path, ...] = ()
     """Worktree directories put first on ``PYTHONPATH``: where the source virtualenv's
     editable installs point, moved from the source repository into the worktree."""
+    plugins: tuple[tuple[str, Path], ...] = ()
+    """The project's own pytest plugins (``pytest11`` entry points of an editable install):
+    module name and the worktree directory the gate loads it from."""
     ignored: tuple[Path, ...] = ()
     """Worktree entries passed over because they appeared after the worker started."""
 
@@ -119,7 +124,7 @@ class ProjectEnv:
 
     def readable_paths(self) -> tuple[Path, ...]:
         """Where this environment lives, for the sandbox to show read-only."""
-        places = [self.venv, self.bin_dir]
+        places = [self.venv, self.prefix, self.bin_dir]
         if self.python is not None:
             places.append(self.python.parent)
         return tuple(p for p in places if p is not None)
@@ -134,6 +139,8 @@ class ProjectEnv:
             "python": str(self.python) if self.python else None,
             "command": self.command,
             "pythonpath": [str(p) for p in self.pythonpath],
+            "prefix": str(self.prefix) if self.prefix else None,
+            "plugins": {name: str(where) for name, where in self.plugins},
         }
 
 
@@ -173,61 +180,10 @@ def _venv_env(kind: Kind, venv: Path, where: str) -> ProjectEnv:
     )
 
 
-_FINDER_MAPPING = re.compile(r"^MAPPING\b[^=\n]*=\s*(\{.*\})\s*$", re.MULTILINE)
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _sys_path_entries(site_dir: Path) -> list[Path]:
-    """What ``site_dir``'s ``.pth`` files and setuptools' editable finders add to imports."""
-    entries: list[Path] = []
-    for pth in sorted(site_dir.glob("*.pth")):
-        for line in _read_text(pth).splitlines():
-            line = line.strip()
-            if line and not line.startswith(("#", "import ", "import\t")):
-                entries.append(site_dir / line)  # a relative line is relative to site_dir
-    # A flat layout's `pip install -e .` maps package names to their directories instead.
-    for finder in sorted(site_dir.glob("__editable___*_finder.py")):
-        found = _FINDER_MAPPING.search(_read_text(finder))
-        try:
-            mapping = ast.literal_eval(found.group(1)) if found else {}
-        except (ValueError, SyntaxError):
-            continue
-        if isinstance(mapping, dict):
-            entries += [Path(str(p)).parent for p in mapping.values()]
-    return entries
-
-
-def editable_dirs(venv: Path, source: Path) -> list[Path]:
-    """Directories of ``source`` (relative to it) that ``venv``'s editable installs import from.
-
-    A ``pip install -e .`` into the repository's own ``.venv`` points at the repository's
-    files; a session's worktree has its own copy, which must be the one imported there.
-    """
-    root, own = source.resolve(), venv.resolve()
-    found: list[Path] = []
-    for site_dir in sorted(venv.glob("lib/python*/site-packages")):
-        for entry in _sys_path_entries(site_dir):
-            try:
-                path = entry.resolve()
-            except OSError:
-                continue
-            if path.is_relative_to(root) and not path.is_relative_to(own):
-                relative = path.relative_to(root)
-                if relative not in found:
-                    found.append(relative)
-    return found
-
-
-def _source_venv_env(venv: Path, source: Path, worktree: Path) -> ProjectEnv:
-    """The source repository's virtualenv, its editable installs read from the worktree."""
-    env = _venv_env("source-venv", venv, "source repository's")
-    moved = [rel for rel in editable_dirs(venv, source) if (worktree / rel).is_dir()]
+def _reading_worktree(env: ProjectEnv, prefix: Path, source: Path, worktree: Path) -> ProjectEnv:
+    """``env`` (whose installation is ``prefix``) with the editable installs that point into
+    the source repository read from the worktree instead."""
+    moved = [rel for rel in editable_dirs(prefix, source) if (worktree / rel).is_dir()]
     if not moved:
         return env
     shown = ", ".join(str(rel) if str(rel) != "." else "./" for rel in moved)
@@ -235,6 +191,9 @@ def _source_venv_env(venv: Path, source: Path, worktree: Path) -> ProjectEnv:
         env,
         description=f"{env.description} (its editable install read from the worktree: {shown})",
         pythonpath=tuple(worktree / rel for rel in moved),
+        plugins=tuple(
+            (name, worktree / rel) for name, rel in editable_plugins(prefix, source, moved)
+        ),
     )
 
 
@@ -324,6 +283,7 @@ def _python_on_path(tried: list[str]) -> ProjectEnv | None:
             description=f"python3 on PATH: {candidate} (prefix {prefix})",
             bin_dir=candidate.parent,
             python=candidate,
+            prefix=prefix,
         )
     if not seen:
         tried.append("python3 on PATH (none found)")
@@ -357,9 +317,13 @@ def resolve_in_order(
     """``resolve_project_env`` without the note of what it passed over."""
     command = (settings.test_command or "").strip()
     if command:
-        return ProjectEnv(
+        env = ProjectEnv(
             kind="command", description=f"TILTH_TEST_COMMAND: {command}", command=command
         )
+        venv = _venv_of_program(command)
+        if venv is not None and source is not None and not _same(source, worktree):
+            return _reading_worktree(env, venv, source, worktree)
+        return env
     tried = ["TILTH_TEST_COMMAND (unset)"]
     own = tilth_prefix()
     roots: list[tuple[Kind, Path, str]] = []
@@ -380,7 +344,7 @@ def resolve_in_order(
             tried.append(f"{venv} (Tilth's own installation)")
             continue
         if kind == "source-venv" and source is not None and not _same(source, worktree):
-            return _source_venv_env(venv, source, worktree)
+            return _reading_worktree(_venv_env(kind, venv, where), venv, source, worktree)
         return _venv_env(kind, venv, where)
     lock_here = trusted is None or not in_worktree or "uv.lock" in trusted
     locked = [
@@ -391,6 +355,10 @@ def resolve_in_order(
         return ProjectEnv(kind="uv", description=f"uv run (the project has {lock_root}/uv.lock)")
     tried.append("uv run (" + ("uv not on PATH" if lock_root else "no uv.lock") + ")")
     found = _python_on_path(tried)
+    if found is not None and found.prefix is not None and source is not None and in_worktree:
+        # An activated virtualenv kept outside the repository (virtualenvwrapper, Poetry,
+        # Hatch) holds the project installed editable just as a .venv inside it would.
+        return _reading_worktree(found, found.prefix, source, worktree)
     if found is not None:
         return found
     raise ProjectEnvError(
@@ -411,6 +379,16 @@ def _program(command: str) -> str | None:
             continue
         return word
     return None
+
+
+def _venv_of_program(command: str) -> Path | None:
+    """The virtualenv whose ``bin/`` holds the program a shell line starts, if it names one
+    by path (``~/code/myrepo/.venv/bin/python -m pytest {files}``)."""
+    program = _program(command)
+    if program is None or "/" not in program:
+        return None
+    home = Path(os.path.expanduser(program)).parent.parent
+    return home if home.is_absolute() and (home / "pyvenv.cfg").is_file() else None
 
 
 def check_project_env(env: ProjectEnv, worktree: Path) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import git, make_repo
 from tilth.agent.pipeline import next_stage, stage_commit_message
-from tilth.agent.seed_tests import child_env, clip, run_gate, seed_test_files
+from tilth.agent.seed_copies import seed_test_files
+from tilth.agent.seed_tests import child_env, clip, run_gate
 from tilth.agent.stages import SENDS_BACK_TO
 from tilth.project_env import ProjectEnv
 

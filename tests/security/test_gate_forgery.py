@@ -7,6 +7,8 @@ runs the seed commit's copies, as in a run. The tricks that hide from the evalua
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import py_compile
 import shutil
 import site
@@ -15,6 +17,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from _pytest.assertion import rewrite
 
 from security.conftest import require_sandbox
 from tests.conftest import git, make_repo
@@ -28,6 +31,7 @@ SEED_TEST = (
 )
 WRONG = "def count_words(text):\n    return 0\n"
 RIGHT = "def count_words(text):\n    return len(text.split())\n"
+FAST_INI = "[pytest]\naddopts = -p no:hypothesispytest -p no:anyio\n"
 PLUGIN = (
     "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
     "def pytest_runtest_makereport(item, call):\n"
@@ -75,7 +79,7 @@ def _worktree(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
             "textkit/__init__.py": "",
             "tests/test_t001_count_words.py": SEED_TEST,
             ".gitignore": "__pycache__/\n*.pyc\n",
-            "pytest.ini": "[pytest]\naddopts = -p no:hypothesispytest -p no:anyio\n",
+            "pytest.ini": FAST_INI,
         },
     )
     sha = git(repo, "rev-parse", "HEAD").strip()
@@ -151,6 +155,76 @@ def test_bytecode_that_differs_from_the_source_is_not_run(
     passed, report = _gate(repo, sha, python)
     assert not passed, report
     assert cached.exists()  # the gate neither used nor removed it
+
+
+def test_bytecode_of_a_linked_test_helper_package_is_not_run(
+    tmp_path: Path, python: ProjectEnv
+) -> None:
+    """A helper package of ``tests/`` reaches the seed tests through a link in the private
+    copy; a stale .pyc the worker left in its ``__pycache__`` is not run through it."""
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "textkit/__init__.py": "",
+            "tests/factories/__init__.py": "TEXT = 'a b'\n",
+            "tests/test_t001_count_words.py": "from factories import TEXT\n"
+            "from textkit.words import count_words\n\n\n"
+            "def test_counts():\n    assert count_words(TEXT) == 2\n",
+            ".gitignore": "__pycache__/\n*.pyc\n",
+            "pytest.ini": FAST_INI,
+        },
+    )
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "textkit" / "words.py").write_text(
+        "def count_words(text):\n    return 2 if text == 'forged' else 0\n"
+    )
+    forged = tmp_path / "forged.py"
+    forged.write_text("TEXT = 'forged'\n")
+    tag = sys.implementation.cache_tag
+    cached = repo / "tests" / "factories" / "__pycache__" / f"__init__.{tag}.pyc"
+    cached.parent.mkdir()
+    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    py_compile.compile(str(forged), cfile=str(cached), invalidation_mode=mode)
+    passed, report = _gate(repo, sha, python)
+    assert not passed, report
+
+
+def test_rewritten_bytecode_of_a_plugin_module_is_not_run(
+    tmp_path: Path, python: ProjectEnv
+) -> None:
+    """pytest rewrites the asserts of the modules a conftest names in ``pytest_plugins`` and
+    caches the result beside them (``*-pytest-<version>.pyc``, checked against the source's
+    hash only); a forged one the worker left there (ignored) is not run instead."""
+    fixture = "import pytest\n\n\n@pytest.fixture\ndef text():\n    return 'a b'\n"
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "textkit/__init__.py": "",
+            "textkit/testing.py": fixture,
+            "conftest.py": "pytest_plugins = ['textkit.testing']\n",
+            "tests/test_t001_count_words.py": "from textkit.words import count_words\n\n\n"
+            "def test_counts(text):\n    assert count_words(text) == 2\n",
+            ".gitignore": "__pycache__/\n*.pyc\n",
+            "pytest.ini": FAST_INI,
+        },
+    )
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "textkit" / "words.py").write_text(
+        "def count_words(text):\n    return 2 if text == 'forged' else 0\n"
+    )
+    source = repo / "textkit" / "testing.py"
+    forged = compile(fixture.replace("'a b'", "'forged'"), str(source), "exec")
+    cached = repo / "textkit" / "__pycache__" / f"testing{rewrite.PYC_TAIL}"
+    cached.parent.mkdir()
+    header = importlib.util.MAGIC_NUMBER + b"\x03\x00\x00\x00"
+    cached.write_bytes(
+        header + importlib.util.source_hash(source.read_bytes()) + marshal.dumps(forged)
+    )
+    passed, report = _gate(repo, sha, python)
+    assert not passed, report
+    (repo / "textkit" / "words.py").write_text(RIGHT)
+    passed, report = _gate(repo, sha, python)
+    assert passed, report
 
 
 def test_the_honest_implementation_passes_in_and_out_of_the_sandbox(

@@ -13,7 +13,7 @@ from typing import Any
 from tilth import git
 from tilth.agent import prompts
 from tilth.agent.run_context import RunContext
-from tilth.agent.seed_tests import seed_copies, seed_test_files
+from tilth.agent.seed_copies import seed_copies, seed_test_files
 from tilth.agent.task_state import TaskState
 from tilth.agent.turn import Actor, answer, log_call, say, take_turn
 from tilth.agent.verdict import (

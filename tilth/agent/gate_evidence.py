@@ -10,7 +10,6 @@ and passed.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -19,27 +18,69 @@ from pathlib import Path
 
 RUNNER = Path(__file__).with_name("pytest_runner.py")
 REPORT = "report.json"
+PLAN = "launch.json"
+PLUGIN_LINKS = "plugins"
 SHOWN = 5
 """Tests named per kind of problem; the rest are counted."""
 
 
 @contextmanager
 def gate_scratch() -> Iterator[Path]:
-    """A private directory for one gate run: the launcher, its report, its bytecode cache."""
+    """A private directory for one gate run: the launcher, what it is to do, its report."""
     with tempfile.TemporaryDirectory(prefix="tilth-gate-") as tmp:
         root = Path(tmp).resolve()
         shutil.copyfile(RUNNER, root / RUNNER.name)
         yield root
 
 
-def runner_words(scratch: Path, imports: Sequence[Path]) -> list[str]:
+def runner_words(
+    scratch: Path,
+    imports: Sequence[Path],
+    *,
+    from_source: Sequence[Path] = (),
+    children: Sequence[Path] = (),
+    early: Sequence[Path] = (),
+) -> list[str]:
     """What follows the interpreter to run pytest through the launcher.
 
     ``imports``: the worktree directories project code is imported from, first first; the
     launcher puts them on ``sys.path`` only once pytest and its plugins have loaded.
+    ``from_source``: further directories whose modules are compiled from their source (the
+    private copy of the seed tests, whose links reach into the worktree). ``children``:
+    directories put first on ``PYTHONPATH`` once pytest has loaded, for the processes the
+    tests start (where an editable install points, as the worker's ``bash`` has them).
+    ``early``: directories on ``sys.path`` while pytest loads its plugins (``plugin_links``).
+    pytest's cache lives in the scratch directory: a configuration's ``cache_dir`` or
+    ``--ff`` works, and nothing is written to the worktree.
     """
-    joined = os.pathsep.join(str(path) for path in imports)
-    return [str(scratch / RUNNER.name), str(scratch / REPORT), joined]
+    plan = {
+        "imports": [str(path) for path in imports],
+        "from_source": [str(path) for path in from_source],
+        "children": [str(path) for path in children],
+        "early": [str(path) for path in early],
+        "cache_dir": str(scratch / "pytest-cache"),
+    }
+    (scratch / PLAN).write_text(json.dumps(plan), encoding="utf-8")
+    return [str(scratch / RUNNER.name), str(scratch / REPORT), str(scratch / PLAN)]
+
+
+def plugin_links(scratch: Path, worktree: Path, plugins: Sequence[tuple[str, Path]]) -> list[Path]:
+    """Directories under ``scratch/plugins`` holding links to the project's own pytest plugins
+    (module name, worktree directory) and nothing else, laid out as in the worktree
+    (``plugins/src/pytest_x``). pytest imports those plugins while it loads its plugins,
+    before the worktree may be importable; from here it finds the worktree's, and no other
+    file of the worktree (a module, plugin metadata) is reachable then."""
+    homes: list[Path] = []
+    for name, where in plugins:
+        inside = where.is_relative_to(worktree)
+        home = scratch / PLUGIN_LINKS / (where.relative_to(worktree) if inside else where.name)
+        home.mkdir(parents=True, exist_ok=True)
+        for entry in (where / name, where / f"{name}.py"):
+            if entry.exists() and not (home / entry.name).exists():
+                (home / entry.name).symlink_to(entry)
+        if home not in homes:
+            homes.append(home)
+    return homes
 
 
 def _names(tests: list[str], reasons: dict[str, str]) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.agent.case import case_text, fence
-from tilth.agent.seed_tests import files_at
+from tilth.agent.seed_copies import files_at
 from tilth.agent.verdict import REVIEWED_STAGE, format_ledger
 
 CONTEXT_FILES_CAP = 8_000

@@ -1,8 +1,16 @@
 """The gate's pytest launcher; it runs in the *project's* interpreter, not Tilth's.
 
-Usage: ``python pytest_runner.py REPORT IMPORTS [pytest args...]``; ``IMPORTS`` is the
-worktree, after the worktree directories a ``pythonpath`` setting or an editable install
-names (``os.pathsep``-separated, first first).
+Usage: ``python pytest_runner.py REPORT PLAN [pytest args...]``; ``PLAN`` is a JSON file:
+``imports``, the worktree after the worktree directories a ``pythonpath`` setting or an
+editable install names (first first); ``from_source``, further directories whose
+modules are never read from cached bytecode (the private copy of the seed tests, whose
+links reach into the worktree); ``children``, directories put first on ``PYTHONPATH`` for
+the processes the tests start, once pytest has loaded (where an editable install points);
+``early``, directories on ``sys.path`` only while pytest loads its plugins (links to the
+project's own pytest plugins in the worktree, when the project is a plugin installed
+editable, and to nothing else); ``cache_dir``, where pytest's cache
+goes (private to the run, so a configuration that sets ``cache_dir`` or uses ``--ff`` works
+unchanged).
 
 ``python -m pytest`` in the worktree would put the worktree first on ``sys.path``
 before pytest starts, so files the worker left there (a ``pytest.py``, a
@@ -13,7 +21,9 @@ conftest, and modules found in the worktree are always compiled from their sourc
 never from cached bytecode. (Everything else keeps its cached bytecode: compiling
 pytest and a project's dependencies afresh would cost seconds at every gate.)
 ``REPORT`` then receives what every test did, so the gate need not trust the
-exit code alone (a process can ``os._exit(0)`` before any test ran).
+exit code alone (a process can ``os._exit(0)`` before any test ran). The tests run in
+this process even when a configuration asks pytest-xdist for workers (``-n auto``), and
+without pytest-cov's coverage (a threshold for the whole suite fails a few tests).
 
 Standard library and pytest only, and syntax every supported Python reads.
 """
@@ -23,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 REPORT_VERSION = 1
 
@@ -30,8 +41,8 @@ REPORT_VERSION = 1
 class Recorder:
     """A pytest plugin object noting each test's outcome, by file and name.
 
-    (Node ids alone are not enough: for test files outside the rootdir, as the gate's seed
-    copies are, pytest leaves the file out of them.)
+    (Node ids alone are not enough: for a test file outside the rootdir pytest leaves the
+    file out of them.)
     """
 
     def __init__(self) -> None:
@@ -101,7 +112,6 @@ def _compile_worktree_from_source(roots: list[str]) -> None:
     """Modules under ``roots`` are compiled from source: no ``.pyc`` there is ever read."""
     from importlib import machinery
     from types import CodeType
-    from typing import Any
 
     class FromSource(machinery.SourceFileLoader):
         def get_code(self, fullname: str) -> CodeType:
@@ -123,13 +133,40 @@ def _compile_worktree_from_source(roots: list[str]) -> None:
     sys.path_importer_cache.clear()
 
 
+def _no_rewritten_bytecode_from(roots: list[str], scratch: str) -> None:
+    """pytest's assertion rewriter caches the modules it rewrites (test files, conftests,
+    plugins) beside their source and reads them back, checked against the source's hash
+    only: for modules under ``roots`` it never reads that cache."""
+    from _pytest.assertion import rewrite
+
+    read = getattr(rewrite, "_read_pyc", None)
+    if read is None:  # a pytest that reads it otherwise: keep every cache out of reach
+        sys.pycache_prefix = os.path.join(scratch, "pycache")
+        return
+
+    def read_outside(source: Any, pyc: Any, trace: Any = lambda _: None) -> Any:
+        return None if _inside(str(source), roots) else read(source, pyc, trace)
+
+    rewrite._read_pyc = read_outside
+
+
 def main(argv: list[str]) -> int:
-    report, imports, args = argv[1], [p for p in argv[2].split(os.pathsep) if p], argv[3:]
+    report, args = argv[1], argv[3:]
+    with open(argv[2], encoding="utf-8") as handle:
+        plan = json.load(handle)
+    imports = [str(p) for p in plan["imports"]]
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     import pytest
 
-    _compile_worktree_from_source([os.path.realpath(p) for p in imports])
+    early = [str(p) for p in plan.get("early", [])]
+    sources = [*imports, *early, *(str(p) for p in plan.get("from_source", []))]
+    roots = [os.path.realpath(p) for p in sources]
+    _compile_worktree_from_source(roots)
+    _no_rewritten_bytecode_from(roots, os.path.dirname(os.path.abspath(report)))
+    # The project's own pytest plugins, and only they, are importable while pytest loads
+    # plugins (an editable install would find the user's copy of them).
+    sys.path[:0] = early
 
     class JoinWorktree:
         @pytest.hookimpl(tryfirst=True)
@@ -137,10 +174,41 @@ def main(argv: list[str]) -> int:
             # The first moment project code is imported (conftests, then the tests); plugins
             # were loaded from the environment alone. First, as ``python -m pytest`` (and a
             # ``pythonpath`` setting) has it.
-            sys.path[:0] = imports
+            sys.path[:] = [*imports, *(p for p in sys.path if p not in early)]
+            # A CLI the tests run as a child process imports what an editable install
+            # points at, as in the worker's bash; not before now, or pytest's own start-up
+            # would import from the worktree.
+            children = [str(p) for p in plan.get("children", [])]
+            if children:
+                rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+                os.environ["PYTHONPATH"] = os.pathsep.join([*children, *rest])
 
+    class JustTheTests:
+        """Options a configuration's addopts sets for the whole suite that the gate's run
+        of a few seed tests turns off (wrappers: they act before any plugin's own hook)."""
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_load_initial_conftests(self, early_config: Any) -> Any:
+            # pytest-cov's --cov measures the whole project, and a threshold for the suite
+            # (--cov-fail-under) would fail every run of a handful of tests.
+            if hasattr(early_config.known_args_namespace, "no_cov"):
+                early_config.known_args_namespace.no_cov = True
+            yield
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_cmdline_main(self, config: Any) -> Any:
+            # pytest-xdist's ``-n`` would run the tests in workers started without this
+            # launcher, whose outcomes the recorder never sees.
+            if hasattr(config.option, "numprocesses"):
+                config.option.numprocesses = 0
+            if hasattr(config.option, "no_cov"):
+                config.option.no_cov = True
+            yield
+
+    if plan.get("cache_dir"):
+        args = ["-o", f"cache_dir={plan['cache_dir']}", *args]
     recorder = Recorder()
-    code = int(pytest.main(args, plugins=[JoinWorktree(), recorder]))
+    code = int(pytest.main(args, plugins=[JoinWorktree(), JustTheTests(), recorder]))
     recorder.dump(report, code)
     return code
 

@@ -10,27 +10,36 @@ sandbox when there is one) and refuses a worktree that changed them.
 
 from __future__ import annotations
 
-import configparser
 import os
-import re
-import shlex
-import tempfile
-import tomllib
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tilth import git, proc
+from tilth import proc
 from tilth.agent.case import fence
-from tilth.agent.gate_evidence import gate_scratch, runner_words, shortfall
+from tilth.agent.gate_evidence import (
+    PLUGIN_LINKS,
+    gate_scratch,
+    plugin_links,
+    runner_words,
+    shortfall,
+)
+from tilth.agent.seed_copies import (
+    SeedCopies,
+    changed_seed_tests,
+    config_pythonpath,
+    materialised,
+    seed_copies,
+    seed_test_files,
+    tampering_message,
+)
 from tilth.proc import scrubbed_env
 from tilth.project_env import ProjectEnv
 from tilth.tools.pipes import remove_named_pipes
 from tilth.tools.sandbox import Sandbox
 
 OUTPUT_CAP = 4_000
-_TASK_FILE_RE = re.compile(r"^test_(t\d{3,})_[a-z0-9_]+\.py$")
 
 
 @dataclass(frozen=True)
@@ -86,195 +95,6 @@ def clip(text: str, cap: int = OUTPUT_CAP) -> str:
     return text[:cap] + f"\n... [truncated, total {len(text)} chars]"
 
 
-def slug_of(task_id: str) -> str:
-    """``T-001`` → ``t001`` (the prefix of its seed test files)."""
-    return re.sub(r"[^a-z0-9]", "", task_id.lower())
-
-
-def seed_test_files(worktree: Path, task_ids: Iterable[str]) -> list[str]:
-    """Workspace-relative seed test files of ``task_ids`` (``tests/test_t<NNN>_*.py``)."""
-    tests = worktree / "tests"
-    if not tests.is_dir():
-        return []
-    wanted = {slug_of(task_id) for task_id in task_ids}
-    found = []
-    for path in sorted(tests.iterdir()):
-        match = _TASK_FILE_RE.match(path.name)
-        if match and match.group(1) in wanted and path.is_file():
-            found.append(f"tests/{path.name}")
-    return found
-
-
-# Files of the seed commit the seed tests may rely on, materialised beside them.
-_SUPPORT_FILES = ("conftest.py", "tests/conftest.py", "tests/__init__.py")
-# pytest's own search order; a file counts when it holds one of the sections ("" = always).
-# pytest.toml, .pytest.toml and pyproject's [tool.pytest] are pytest 9's native TOML.
-_PYTEST_CONFIGS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("pytest.toml", ("",)),
-    (".pytest.toml", ("",)),
-    ("pytest.ini", ("",)),
-    (".pytest.ini", ("",)),
-    ("pyproject.toml", ("[tool.pytest.ini_options]", "[tool.pytest]")),
-    ("tox.ini", ("[pytest]",)),
-    ("setup.cfg", ("[tool:pytest]",)),
-)
-
-
-@dataclass(frozen=True)
-class SeedCopies:
-    """The seed commit's copies of some seed tests, with what pytest needs beside them."""
-
-    sha: str
-    tests: dict[str, str]
-    """Seed test path → content at the seed commit."""
-    support: dict[str, str] = field(default_factory=dict)
-    """conftest.py / ``tests/__init__.py`` / pytest config at the seed commit."""
-    config: str | None = None
-    """The pytest configuration file among ``support``, if the seed commit has one."""
-
-
-def files_at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
-    """Content of each of ``paths`` that exists at ``sha``."""
-    if not paths:
-        return {}
-    # One listing and one batch read, whatever the number of paths.
-    listed = git.git("ls-tree", "-z", sha, "--", *paths, cwd=worktree)
-    blobs: dict[str, str] = {}
-    for entry in filter(None, listed.split("\0")):
-        meta, _, path = entry.partition("\t")
-        _, kind, blob = meta.split(" ")
-        if kind == "blob" and path in paths:
-            blobs[path] = blob
-    contents = git.read_blobs(worktree, list(blobs.values()))
-    return {path: contents[blob].decode("utf-8", "replace") for path, blob in blobs.items()}
-
-
-def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies:
-    """The seed test files of ``task_ids`` as the seed commit ``sha`` has them."""
-    wanted = {slug_of(task_id) for task_id in task_ids}
-    listed = git.git("ls-tree", "--name-only", sha, "tests/", cwd=worktree).splitlines()
-    names = []
-    for path in sorted(listed):
-        match = _TASK_FILE_RE.match(path.removeprefix("tests/"))
-        if match and match.group(1) in wanted:
-            names.append(path)
-    configs = [name for name, _ in _PYTEST_CONFIGS]
-    found = files_at(sha, [*_SUPPORT_FILES, *configs, *names], worktree)
-    support = {path: found[path] for path in _SUPPORT_FILES if path in found}
-    config = None
-    for name, sections in _PYTEST_CONFIGS:
-        text = found.get(name)
-        if text is not None and any(section in text for section in sections):
-            support[name], config = text, name
-            break
-    return SeedCopies(sha, {path: found[path] for path in names if path in found}, support, config)
-
-
-def config_pythonpath(copies: SeedCopies) -> list[str] | None:
-    """The ``pythonpath`` entries of the seed's pytest configuration (None: it sets none).
-
-    pytest resolves them against the configuration file's directory, which for the gate is
-    the private copy, so the gate puts them on ``PYTHONPATH`` resolved against the worktree.
-    """
-    text = copies.support.get(copies.config or "")
-    if text is None:
-        return None
-    try:
-        if copies.config == "pyproject.toml":
-            pytest = tomllib.loads(text).get("tool", {}).get("pytest", {})
-            options = pytest.get("ini_options", pytest) if isinstance(pytest, dict) else {}
-            value = options.get("pythonpath") if isinstance(options, dict) else None
-        elif copies.config in ("pytest.toml", ".pytest.toml"):
-            options = tomllib.loads(text).get("pytest", {})
-            value = options.get("pythonpath") if isinstance(options, dict) else None
-        else:
-            parser = configparser.ConfigParser(interpolation=None)
-            parser.read_string(text)
-            section = "tool:pytest" if copies.config == "setup.cfg" else "pytest"
-            value = parser.get(section, "pythonpath", fallback=None)
-    except (tomllib.TOMLDecodeError, configparser.Error, ValueError):
-        return None  # pytest reports a broken configuration itself
-    if isinstance(value, str):
-        return shlex.split(value)
-    if isinstance(value, list) and all(isinstance(entry, str) for entry in value):
-        return value
-    return None
-
-
-def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
-    """Seed test files whose worktree copy differs from the seed commit's, or is gone."""
-    paths = sorted(copies.tests)
-    if not paths:
-        return []
-    listed = git.git("ls-tree", "-l", "-z", copies.sha, "--", *paths, cwd=worktree)
-    seed: dict[str, tuple[str, int]] = {}  # path → (blob, size)
-    for entry in filter(None, listed.split("\0")):
-        meta, _, path = entry.partition("\t")
-        _, _, blob, size = meta.split()
-        seed[path] = (blob, int(size))
-    # Hash only what has the seed's size: a changed size is a change, and a file the worker
-    # made huge (sparse, so free) would keep git hashing past its timeout.
-    present = [
-        p for p in paths if _plain_file(worktree, p) and (worktree / p).stat().st_size == seed[p][1]
-    ]
-    now = git.git("hash-object", "--", *present, cwd=worktree).split() if present else []
-    current = dict(zip(present, now, strict=True))
-    return [p for p in paths if current.get(p) != seed[p][0]]
-
-
-def _plain_file(root: Path, rel: str) -> bool:
-    """``root/rel`` is a regular file reached through no link (a linked ``tests/`` reads the
-    same but commits as a link where the seed tests were)."""
-    parts = Path(rel).parts
-    steps = [root.joinpath(*parts[:n]) for n in range(1, len(parts) + 1)]
-    return (root / rel).is_file() and not any(step.is_symlink() for step in steps)
-
-
-def tampering_message(changed: Sequence[str], sha: str) -> str:
-    """What the worker reads when its diff changes a seed test."""
-    restore = "; ".join(f"git show {sha[:12]}:{p} > {p}" for p in changed)
-    return (
-        "REFUSED: your changes modify the seed test file(s) "
-        + ", ".join(changed)
-        + ". The seed tests are the contract of this task: the harness always runs the seed "
-        "commit's copies, and a case whose diff changes them is not accepted. Restore them "
-        f"(`{restore}`) and make the code pass them. Write any extra tests you want in new "
-        "files; they are yours to run with bash."
-    )
-
-
-# Never linked from the worktree: what would let a worker change how the seed tests run.
-_NEVER_LINKED = frozenset(
-    {"conftest.py", "__init__.py", "__pycache__", *(name for name, _ in _PYTEST_CONFIGS)}
-)
-
-
-@contextmanager
-def materialised(copies: SeedCopies, worktree: Path | None = None) -> Iterator[Path]:
-    """A private directory holding the seed copies (and their support files).
-
-    With ``worktree``, the rest of its ``tests/`` (helper modules, data files) is linked in
-    beside them, so seed tests that import a helper or read a fixture run as they do in
-    the worktree; other seed tests, conftest files and pytest configuration are not.
-    """
-    with tempfile.TemporaryDirectory(prefix="tilth-seed-") as tmp:
-        root = Path(tmp).resolve()
-        for path, text in {**copies.support, **copies.tests}.items():
-            target = root / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        tests = worktree / "tests" if worktree is not None else None
-        if tests is not None and tests.is_dir() and not tests.is_symlink():
-            (root / "tests").mkdir(exist_ok=True)
-            for entry in sorted(tests.iterdir()):
-                target = root / "tests" / entry.name
-                if entry.name in _NEVER_LINKED or _TASK_FILE_RE.match(entry.name):
-                    continue
-                if not target.exists():
-                    target.symlink_to(entry)
-        yield root
-
-
 def child_env(
     secrets: Sequence[str], environment: ProjectEnv | None = None, *, worktree_imports: bool = True
 ) -> dict[str, str]:
@@ -298,7 +118,12 @@ def _output(result: proc.ProcResult, worktree: Path, *others: Path) -> str:
 def _output_paths(text: str, worktree: Path, *others: Path) -> str:
     """``text`` with the worktree's (and ``others``') absolute paths shown as relative."""
     # Models see workspace-relative paths only; the session's location stays private.
-    roots = (*(str(p) for p in others), str(worktree.resolve()), str(worktree))
+    # pytest names a test outside the directory it was started in (the seed copies) by a
+    # path relative to that directory: ``../../tmp/tilth-seed-x/tests/test_t001_a.py``.
+    relative = [
+        os.path.relpath(p, start) for p in others for start in (worktree, worktree.resolve())
+    ]
+    roots = (*relative, *(str(p) for p in others), str(worktree.resolve()), str(worktree))
     for root in dict.fromkeys(roots):
         text = text.replace(root + os.sep, "").replace(root, ".")
     return text.strip()
@@ -335,17 +160,30 @@ def run_pytest(
             [worktree / entry for entry in config_pythonpath(copies) or []] if copies else []
         )
         imports = [*configured, *environment.pythonpath]
-        launcher = runner_words(scratch, [*imports, worktree]) if scratch else ["-m", "pytest"]
-        others: list[Path] = [scratch] if scratch else []
-        if copies is None:
-            run = environment.pytest_invocation(files, launcher=launcher)
-        else:
-            root = stack.enter_context(materialised(copies, worktree))
+        # Most specific first: the plugin links read as where they lead (``src/pytest_x``).
+        others: list[Path] = [scratch / PLUGIN_LINKS, scratch] if scratch else []
+        args, options, root = list(files), [], None
+        if copies is not None:
+            # Named always (the seed's, else none), so pytest never looks for one among the
+            # files the copy links in. A TILTH_TEST_COMMAND runs without these options.
+            named = environment.kind != "command"
+            root = stack.enter_context(materialised(copies, worktree, configs_named=named))
             others.append(root)
-            options = [f"--rootdir={worktree}", f"--confcutdir={root}"]
-            if copies.config:
-                options.append(f"--config-file={root / copies.config}")
-            run = environment.pytest_invocation([str(root / f) for f in files], options, launcher)
+            args = [str(root / f) for f in files]
+            config = root / copies.config if copies.config else Path(os.devnull)
+            options = [f"--rootdir={root}", f"--confcutdir={root}", f"--config-file={config}"]
+        launcher = ["-m", "pytest"]
+        if scratch is not None:
+            # The copy's links lead into the worktree: what they reach is compiled afresh too.
+            sources = [root] if root else []
+            launcher = runner_words(
+                scratch,
+                [*imports, worktree],
+                from_source=sources,
+                children=environment.pythonpath,
+                early=plugin_links(scratch, worktree, environment.plugins),
+            )
+        run = environment.pytest_invocation(args, options, launcher)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
         cmd = _confined(argv, sandbox, *others, scratch=(scratch,) if scratch else ())
         # Through the launcher, never PYTHONPATH: a worktree directory importable at start-up

@@ -1,0 +1,228 @@
+"""The seed commit's copies of the seed tests, and the private directory they run in.
+
+The seed is the contract: the gate runs the seed commit's copies of a task's seed tests
+(with the seed's conftest files and pytest configuration), never the worktree's, and a
+worktree that changed them is refused (``changed_seed_tests``). ``materialised`` writes
+the copies into a private directory that mirrors the worktree around them.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shlex
+import tempfile
+import tomllib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tilth import git
+
+_TASK_FILE_RE = re.compile(r"^test_(t\d{3,})_[a-z0-9_]+\.py$")
+
+
+def slug_of(task_id: str) -> str:
+    """``T-001`` → ``t001`` (the prefix of its seed test files)."""
+    return re.sub(r"[^a-z0-9]", "", task_id.lower())
+
+
+def seed_test_files(worktree: Path, task_ids: Iterable[str]) -> list[str]:
+    """Workspace-relative seed test files of ``task_ids`` (``tests/test_t<NNN>_*.py``)."""
+    tests = worktree / "tests"
+    if not tests.is_dir():
+        return []
+    wanted = {slug_of(task_id) for task_id in task_ids}
+    found = []
+    for path in sorted(tests.iterdir()):
+        match = _TASK_FILE_RE.match(path.name)
+        if match and match.group(1) in wanted and path.is_file():
+            found.append(f"tests/{path.name}")
+    return found
+
+
+# Files of the seed commit the seed tests may rely on, materialised beside them.
+_SUPPORT_FILES = ("conftest.py", "tests/conftest.py", "tests/__init__.py")
+# pytest's own search order; a file counts when it holds one of the sections ("" = always).
+# pytest.toml, .pytest.toml and pyproject's [tool.pytest] are pytest 9's native TOML.
+_PYTEST_CONFIGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("pytest.toml", ("",)),
+    (".pytest.toml", ("",)),
+    ("pytest.ini", ("",)),
+    (".pytest.ini", ("",)),
+    ("pyproject.toml", ("[tool.pytest.ini_options]", "[tool.pytest]")),
+    ("tox.ini", ("[pytest]",)),
+    ("setup.cfg", ("[tool:pytest]",)),
+)
+
+
+@dataclass(frozen=True)
+class SeedCopies:
+    """The seed commit's copies of some seed tests, with what pytest needs beside them."""
+
+    sha: str
+    tests: dict[str, str]
+    """Seed test path → content at the seed commit."""
+    support: dict[str, str] = field(default_factory=dict)
+    """conftest.py / ``tests/__init__.py`` / pytest config / other tasks' seed tests at the
+    seed commit."""
+    config: str | None = None
+    """The pytest configuration file among ``support``, if the seed commit has one."""
+
+
+def files_at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
+    """Content of each of ``paths`` that exists at ``sha``."""
+    if not paths:
+        return {}
+    # One listing and one batch read, whatever the number of paths.
+    listed = git.git("ls-tree", "-z", sha, "--", *paths, cwd=worktree)
+    blobs: dict[str, str] = {}
+    for entry in filter(None, listed.split("\0")):
+        meta, _, path = entry.partition("\t")
+        _, kind, blob = meta.split(" ")
+        if kind == "blob" and path in paths:
+            blobs[path] = blob
+    contents = git.read_blobs(worktree, list(blobs.values()))
+    return {path: contents[blob].decode("utf-8", "replace") for path, blob in blobs.items()}
+
+
+def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies:
+    """The seed test files of ``task_ids`` as the seed commit ``sha`` has them."""
+    wanted = {slug_of(task_id) for task_id in task_ids}
+    listed = git.git("ls-tree", "--name-only", sha, "tests/", cwd=worktree).splitlines()
+    names: list[str] = []
+    others: list[str] = []
+    for path in sorted(listed):
+        match = _TASK_FILE_RE.match(path.removeprefix("tests/"))
+        if match:
+            (names if match.group(1) in wanted else others).append(path)
+    configs = [name for name, _ in _PYTEST_CONFIGS]
+    found = files_at(sha, [*_SUPPORT_FILES, *configs, *names, *others], worktree)
+    # Other tasks' seed tests go beside them, not run: one may import from another
+    # (``from tests.test_t001_parse import SAMPLES``), as in the worktree.
+    support = {path: found[path] for path in [*_SUPPORT_FILES, *others] if path in found}
+    config = None
+    for name, sections in _PYTEST_CONFIGS:
+        text = found.get(name)
+        if text is not None and any(section in text for section in sections):
+            support[name], config = text, name
+            break
+    return SeedCopies(sha, {path: found[path] for path in names if path in found}, support, config)
+
+
+def config_pythonpath(copies: SeedCopies) -> list[str] | None:
+    """The ``pythonpath`` entries of the seed's pytest configuration (None: it sets none).
+
+    pytest resolves them against the configuration file's directory, which for the gate is
+    the private copy, so the gate puts them on ``PYTHONPATH`` resolved against the worktree.
+    """
+    text = copies.support.get(copies.config or "")
+    if text is None:
+        return None
+    try:
+        if copies.config == "pyproject.toml":
+            pytest = tomllib.loads(text).get("tool", {}).get("pytest", {})
+            options = pytest.get("ini_options", pytest) if isinstance(pytest, dict) else {}
+            value = options.get("pythonpath") if isinstance(options, dict) else None
+        elif copies.config in ("pytest.toml", ".pytest.toml"):
+            options = tomllib.loads(text).get("pytest", {})
+            value = options.get("pythonpath") if isinstance(options, dict) else None
+        else:
+            parser = configparser.ConfigParser(interpolation=None)
+            parser.read_string(text)
+            section = "tool:pytest" if copies.config == "setup.cfg" else "pytest"
+            value = parser.get(section, "pythonpath", fallback=None)
+    except (tomllib.TOMLDecodeError, configparser.Error, ValueError):
+        return None  # pytest reports a broken configuration itself
+    if isinstance(value, str):
+        return shlex.split(value)
+    if isinstance(value, list) and all(isinstance(entry, str) for entry in value):
+        return value
+    return None
+
+
+def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
+    """Seed test files whose worktree copy differs from the seed commit's, or is gone."""
+    paths = sorted(copies.tests)
+    if not paths:
+        return []
+    listed = git.git("ls-tree", "-l", "-z", copies.sha, "--", *paths, cwd=worktree)
+    seed: dict[str, tuple[str, int]] = {}  # path → (blob, size)
+    for entry in filter(None, listed.split("\0")):
+        meta, _, path = entry.partition("\t")
+        _, _, blob, size = meta.split()
+        seed[path] = (blob, int(size))
+    # Hash only what has the seed's size: a changed size is a change, and a file the worker
+    # made huge (sparse, so free) would keep git hashing past its timeout.
+    present = [
+        p for p in paths if _plain_file(worktree, p) and (worktree / p).stat().st_size == seed[p][1]
+    ]
+    now = git.git("hash-object", "--", *present, cwd=worktree).split() if present else []
+    current = dict(zip(present, now, strict=True))
+    return [p for p in paths if current.get(p) != seed[p][0]]
+
+
+def _plain_file(root: Path, rel: str) -> bool:
+    """``root/rel`` is a regular file reached through no link (a linked ``tests/`` reads the
+    same but commits as a link where the seed tests were)."""
+    parts = Path(rel).parts
+    steps = [root.joinpath(*parts[:n]) for n in range(1, len(parts) + 1)]
+    return (root / rel).is_file() and not any(step.is_symlink() for step in steps)
+
+
+def tampering_message(changed: Sequence[str], sha: str) -> str:
+    """What the worker reads when its diff changes a seed test."""
+    restore = "; ".join(f"git show {sha[:12]}:{p} > {p}" for p in changed)
+    return (
+        "REFUSED: your changes modify the seed test file(s) "
+        + ", ".join(changed)
+        + ". The seed tests are the contract of this task: the harness always runs the seed "
+        "commit's copies, and a case whose diff changes them is not accepted. Restore them "
+        f"(`{restore}`) and make the code pass them. Write any extra tests you want in new "
+        "files; they are yours to run with bash."
+    )
+
+
+_CONFIG_NAMES = frozenset(name for name, _ in _PYTEST_CONFIGS)
+# Never linked from the worktree: what would let a worker change how the seed tests run.
+_NEVER_LINKED = frozenset({"conftest.py", "__init__.py", "__pycache__", *_CONFIG_NAMES})
+
+
+@contextmanager
+def materialised(
+    copies: SeedCopies, worktree: Path | None = None, *, configs_named: bool = False
+) -> Iterator[Path]:
+    """A private directory holding the seed copies (and their support files).
+
+    With ``worktree``, the directory mirrors it: every other entry of its top level and of
+    its ``tests/`` is linked in, so seed tests and conftest files that find files beside
+    them (a helper module, a data directory, ``src/`` put on ``sys.path``, the repository
+    root as ``Path(__file__).parents[1]``) run as they do in the worktree. Other seed
+    tests, conftest files and ``__init__.py`` are never linked; nor is a file named like a
+    pytest configuration, unless ``configs_named`` says the run names its configuration
+    file (so pytest reads only that one, whatever the worktree holds).
+    """
+    skipped = _NEVER_LINKED - _CONFIG_NAMES if configs_named else _NEVER_LINKED
+    with tempfile.TemporaryDirectory(prefix="tilth-seed-") as tmp:
+        root = Path(tmp).resolve()
+        for path, text in {**copies.support, **copies.tests}.items():
+            target = root / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        if worktree is not None:
+            _link_entries(worktree, root, skipped)
+            tests = worktree / "tests"
+            if (root / "tests").is_dir() and tests.is_dir() and not tests.is_symlink():
+                _link_entries(tests, root / "tests", skipped)
+        yield root
+
+
+def _link_entries(source: Path, target: Path, skipped: frozenset[str]) -> None:
+    """Link each entry of ``source`` into ``target`` where ``target`` has none of that name."""
+    for entry in sorted(source.iterdir()):
+        if entry.name in skipped or _TASK_FILE_RE.match(entry.name):
+            continue
+        link = target / entry.name
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(entry)
