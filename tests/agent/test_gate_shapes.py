@@ -332,11 +332,16 @@ def test_the_double_answer_fixture(pytester):
 
 
 def test_a_pytest_plugin_project_installed_editable_loads_the_worktrees_plugin(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The project is itself a pytest plugin (a ``pytest11`` entry point), installed editable
     in the repository's ``.venv``, and its seed test drives it with ``pytester``. pytest
     loads the plugin before any test; it must be the worktree's, as in the worker's bash."""
+    # pytester's temporary directories live in their own root: at its end, a pytest that made
+    # any prunes the older numbered directories of its root, and in the shared
+    # /tmp/pytest-of-<user> that meant deleting earlier suites' trees for tens of seconds.
+    monkeypatch.setenv("PYTEST_DEBUG_TEMPROOT", str(tmp_path / "temproot"))
+    (tmp_path / "temproot").mkdir()
     plugin = "import pytest\n\n\n@pytest.fixture\ndef answer():\n    return 42\n"
     source = make_repo(
         tmp_path / "source",

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.stdin_wait import wait_reading_stdin
 from tilth import git, git_worktrees
 from tilth.session.store import Session
 
@@ -271,6 +272,7 @@ def run_in_pty(args: list[str], answer: str | None, timeout: float = 60) -> tupl
             if not answered and b"[y/N]" in output:
                 answered = True
                 if answer is None:
+                    wait_reading_stdin(child.pid)
                     child.send_signal(signal.SIGINT)
                 else:
                     os.write(master, answer.encode() + b"\n")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.stdin_wait import wait_reading_stdin
 from tilth.model import FakeServer, Script, reply, tool_call
 
 API_KEY = "sk-test-prep-5ecr3t-0123456789"
@@ -151,6 +152,8 @@ class Terminal:
         os.write(self.master, line.encode() + b"\n")
 
     def interrupt(self) -> None:
+        """Ctrl-C at the question being asked (once the child reads its answer)."""
+        wait_reading_stdin(self.child.pid)
         self.child.send_signal(signal.SIGINT)
 
     def finish(self) -> tuple[int, str]:
