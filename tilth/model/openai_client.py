@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import re
+import ssl
 import time
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
+import httpx
 import openai
 
 from tilth.config import Endpoint
@@ -43,6 +47,22 @@ def backoff_delay(
     """Seconds to wait before retry ``attempt`` (1-based): doubling, capped, half of it jittered."""
     ceiling = min(MAX_BACKOFF_SECONDS, base_seconds * 2 ** (attempt - 1))
     return ceiling / 2 + rand() * ceiling / 2
+
+
+def _trust_settings() -> tuple[str | None, str | None]:
+    return os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+
+
+@cache
+def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """The certificate-verifying TLS context every client of this process shares.
+
+    Reading the trusted certificates costs about 30 ms; each client would otherwise read
+    them again (a run makes one per role, a server one per run it drives). The arguments
+    are what the context was made from (``SSL_CERT_FILE``/``SSL_CERT_DIR``, as httpx reads
+    them), so a change of either makes a new one.
+    """
+    return httpx.create_ssl_context()
 
 
 def is_retryable_status(status: int) -> bool:
@@ -82,6 +102,7 @@ class OpenAIModel:
             api_key=endpoint.api_key,
             max_retries=0,
             timeout=timeout_seconds,
+            http_client=openai.DefaultHttpxClient(verify=_tls_context(*_trust_settings())),
         )
 
     @property
