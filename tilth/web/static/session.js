@@ -22,7 +22,11 @@
           view = next;
           view.mount({ id, root, refresh, base });
         }
-        running = Boolean(session.locked_by) || Boolean(session.run && session.run.running);
+        // A chat turn ends with no event after its last one (the server clears turn_running
+        // a moment later): keep looking while one is shown as running, or its page would
+        // keep Send disabled.
+        running = Boolean(session.locked_by) || Boolean(session.run && session.run.running) ||
+          Boolean(session.turn_running);
         view.update(session, checkpoints);
         document.body.dataset.loaded = "1";
       } catch (err) {
