@@ -14,6 +14,7 @@ told once).
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -25,7 +26,6 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
-import httpx
 import openai
 
 from tilth.config import Endpoint
@@ -49,20 +49,28 @@ def backoff_delay(
     return ceiling / 2 + rand() * ceiling / 2
 
 
-def _trust_settings() -> tuple[str | None, str | None]:
-    return os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+def _shared_http_client() -> Any:
+    """An SDK HTTP client using this process's shared TLS context (None: the SDK's own)."""
+    context = _tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    return None if context is None else openai.DefaultHttpxClient(verify=context)
 
 
 @cache
-def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext | None:
     """The certificate-verifying TLS context every client of this process shares.
 
-    Reading the trusted certificates costs about 30 ms; each client would otherwise read
-    them again (a run makes one per role, a server one per run it drives). The arguments
-    are what the context was made from (``SSL_CERT_FILE``/``SSL_CERT_DIR``, as httpx reads
-    them), so a change of either makes a new one.
+    Reading the trusted certificates costs about 30 ms, and each client would read them
+    again (a run makes one per role, a server one per run it drives). Made by the HTTP
+    library the SDK's client is built on (httpx, or httpx2 in newer SDKs), so the trust
+    is the SDK's; the arguments are the settings it reads, so changing them makes another.
     """
-    return httpx.create_ssl_context()
+    try:
+        client = next(c for c in openai.DefaultHttpxClient.__mro__[1:] if c.__name__ == "Client")
+        library = importlib.import_module(client.__module__.split(".")[0])
+        made = library.create_ssl_context()
+    except (StopIteration, ImportError, AttributeError, TypeError):
+        return None
+    return made if isinstance(made, ssl.SSLContext) else None
 
 
 def is_retryable_status(status: int) -> bool:
@@ -102,7 +110,7 @@ class OpenAIModel:
             api_key=endpoint.api_key,
             max_retries=0,
             timeout=timeout_seconds,
-            http_client=openai.DefaultHttpxClient(verify=_tls_context(*_trust_settings())),
+            http_client=_shared_http_client(),
         )
 
     @property
