@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -76,3 +78,14 @@ def test_a_process_that_left_the_group_cannot_hang_the_caller(tmp_path: Path) ->
     finally:
         if pidfile.exists():
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def test_wait_exit_reports_an_exit_and_a_timeout() -> None:
+    quick = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert proc.wait_exit(quick, 1e12) and quick.returncode == 0
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert not proc.wait_exit(slow, 0.2) and slow.returncode is None
+    finally:
+        slow.kill()
+        slow.wait()

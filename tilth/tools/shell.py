@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import tempfile
 from collections.abc import Iterable
 from typing import Any
 
 from tilth.errors import ToolError
-from tilth.proc import scrubbed_env
+from tilth.proc import kill_group, scrubbed_env, wait_exit
 from tilth.tools.base import Param, Tool, ToolContext
 from tilth.tools.pipes import removal_note, remove_named_pipes
 
@@ -41,14 +40,6 @@ def _read_capped(handle: Any) -> str:
     handle.seek(size - OUTPUT_CAP * 4)
     tail = handle.read().decode("utf-8", errors="replace")[-(OUTPUT_CAP - _HEAD) :]
     return head + f"\n... [truncated, about {size} bytes total] ...\n" + tail
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the command's whole process group (it leads its own)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _redact(text: str, secrets: Iterable[str]) -> str:
@@ -83,14 +74,12 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        timed_out = False
+        timed_out = True
         try:
-            proc.wait(timeout=ctx.bash_timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = not wait_exit(proc, ctx.bash_timeout)
         finally:
             # Always: stragglers left in the group die with the command.
-            _kill_group(proc)
+            kill_group(proc)
             proc.wait()
         text = _redact(_read_capped(out), ctx.secrets)
     text = cap_output(text)
