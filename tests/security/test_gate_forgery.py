@@ -298,3 +298,36 @@ def test_a_pythonpath_directory_is_importable_only_once_pytest_has_loaded(
     (repo / "src" / "textkit" / "words.py").write_text(RIGHT)
     passed, report = _gate(repo, sha, python)
     assert passed, report
+
+
+@pytest.mark.parametrize(
+    "skip",
+    [
+        "import pytest\npytest.skip('later', allow_module_level=True)\n",
+        "import unittest\nraise unittest.SkipTest('later')\n",
+    ],
+    ids=["pytest.skip", "unittest.SkipTest"],
+)
+def test_code_that_skips_a_whole_seed_test_module_does_not_pass(
+    tmp_path: Path, python: ProjectEnv, skip: str
+) -> None:
+    """A task with two seed test files: the code one of them imports skips that module at
+    import, so its tests are never collected, while the other file's tests pass."""
+    repo, sha = _worktree(
+        tmp_path,
+        {
+            "tests/test_t001_other.py": "from textkit.other import one\n\n\n"
+            "def test_one():\n    assert one() == 1\n",
+        },
+    )
+    git(repo, "add", "tests/test_t001_other.py")
+    git(repo, "commit", "-q", "-m", "second seed test")
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "textkit" / "other.py").write_text("def one():\n    return 1\n")
+    (repo / "textkit" / "words.py").write_text(skip + WRONG)
+    passed, report = _gate(repo, sha, python)
+    assert not passed, report
+    assert "skipped: tests/test_t001_count_words.py" in report
+    (repo / "textkit" / "words.py").write_text(RIGHT)
+    passed, report = _gate(repo, sha, python)
+    assert passed, report

@@ -50,9 +50,28 @@ class Recorder:
         self.outcomes: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
         self.current = ""
+        self.collectors: dict[str, str] = {}  # node id → key, of each collector started
+        self.skipped: list[str] = []  # collectors skipped whole (a module-level skip)
+
+    def pytest_collectstart(self, collector: object) -> None:
+        nodeid = str(getattr(collector, "nodeid", ""))
+        path = getattr(collector, "path", None) or getattr(collector, "fspath", "")
+        rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
+        self.collectors[nodeid] = f"{path}::{rest}" if rest else str(path)
+
+    def pytest_collectreport(self, report: object) -> None:
+        # Code a test module imports can skip the whole module (``pytest.skip(...,
+        # allow_module_level=True)``, ``unittest.SkipTest``): its tests are never items.
+        if str(getattr(report, "outcome", "")) != "skipped":
+            return
+        key = self.collectors.get(str(getattr(report, "nodeid", "")), "")
+        if key and key not in self.skipped:
+            self.skipped.append(key)
+            self.outcomes[key] = "skipped"
+            self.reasons[key] = _reason(report)
 
     def pytest_collection_finish(self, session: object) -> None:
-        self.collected = [_key(item) for item in getattr(session, "items", [])]
+        self.collected = [_key(item) for item in getattr(session, "items", [])] + self.skipped
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.current = ""
