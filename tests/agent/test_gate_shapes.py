@@ -478,3 +478,31 @@ def test_a_test_command_naming_the_repositorys_virtualenv_with_the_project_insta
     assert chosen.kind == "command" and chosen.pythonpath == (worktree / "src",), chosen
     run = gate(worktree, sha, chosen)
     assert run.passed, run.report()
+
+
+def test_a_pytest_plugin_project_installed_editable_in_a_worktree_venv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin project again, installed editable in a virtualenv made in the worktree (a
+    ``TILTH_SETUP_COMMAND``): its ``.pth`` names the worktree's ``src/`` from start-up, and
+    the gate still loads the plugin from there."""
+    monkeypatch.setenv("PYTEST_DEBUG_TEMPROOT", str(tmp_path / "temproot"))
+    (tmp_path / "temproot").mkdir()
+    plugin = "import pytest\n\n\n@pytest.fixture\ndef answer():\n    return 42\n"
+    repo, sha = seeded(
+        tmp_path / "proj",
+        {
+            ".gitignore": ".venv/\n__pycache__/\n",
+            "src/pytest_answer/__init__.py": plugin,
+            "tests/test_t001_double.py": PLUGIN_TEST,
+        },
+    )
+    env = project_venv(repo / ".venv")
+    editable_install(env, "pytest_answer", repo / "src", {}, "answer = pytest_answer")
+    env = ProjectEnv("worktree-venv", "test", venv=env.venv, bin_dir=env.bin_dir, python=env.python)
+    run = gate(repo, sha, env)
+    assert not run.passed, run.report()
+    double = "\n\n@pytest.fixture\ndef double_answer(answer):\n    return 2 * answer\n"
+    write(repo, {"src/pytest_answer/__init__.py": plugin + double})
+    run = gate(repo, sha, env)
+    assert run.passed, run.report()

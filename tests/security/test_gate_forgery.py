@@ -331,3 +331,45 @@ def test_code_that_skips_a_whole_seed_test_module_does_not_pass(
     (repo / "textkit" / "words.py").write_text(RIGHT)
     passed, report = _gate(repo, sha, python)
     assert passed, report
+
+
+def test_plugin_metadata_beside_a_worktree_venvs_editable_install_is_not_loaded(
+    tmp_path: Path,
+) -> None:
+    """A virtualenv made in the worktree (``TILTH_SETUP_COMMAND``, ``uv sync``) with the
+    project installed editable names ``src/`` on ``sys.path`` from interpreter start-up.
+    Plugin metadata the worker hides there, under names a usual ``.gitignore`` already
+    ignores (``*.egg-info``, ``__pycache__``), is not loaded: no change shows in git."""
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "src/textkit/__init__.py": "",
+            "tests/test_t001_count_words.py": SEED_TEST,
+            ".gitignore": "__pycache__/\n*.egg-info/\n.venv/\n",
+            "pytest.ini": FAST_INI,
+        },
+    )
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    root = repo / ".venv"
+    venv.EnvBuilder(with_pip=False).create(root)
+    (site_dir,) = root.glob("lib/python*/site-packages")
+    (site_dir / "tilth-test.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    (site_dir / "__editable__.textkit-0.1.pth").write_text(f"{repo / 'src'}\n")
+    env = ProjectEnv(
+        "worktree-venv", "test", venv=root, bin_dir=root / "bin", python=root / "bin" / "python"
+    )
+    (repo / "src" / "textkit" / "words.py").write_text(WRONG)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "wrong")
+    info = repo / "src" / "evil-1.0.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nevil = __pycache__\n")
+    (repo / "src" / "__pycache__").mkdir()
+    (repo / "src" / "__pycache__" / "__init__.py").write_text(PLUGIN)
+    assert not git(repo, "status", "--porcelain", "--untracked-files=all")
+    passed, report = _gate(repo, sha, env)
+    assert not passed, report
+    (repo / "src" / "textkit" / "words.py").write_text(RIGHT)
+    passed, report = _gate(repo, sha, env)
+    assert passed, report

@@ -8,7 +8,9 @@ links reach into the worktree); ``children``, directories put first on ``PYTHONP
 the processes the tests start, once pytest has loaded (where an editable install points);
 ``early``, directories on ``sys.path`` only while pytest loads its plugins (links to the
 project's own pytest plugins in the worktree, when the project is a plugin installed
-editable, and to nothing else); ``cache_dir``, where pytest's cache
+editable, and to nothing else; the launcher adds its own for a virtualenv made in the
+worktree, whose editable install names worktree directories on ``sys.path`` at start-up:
+those are taken off it until the tests import code); ``cache_dir``, where pytest's cache
 goes (private to the run, so a configuration that sets ``cache_dir`` or uses ``--ff`` works
 unchanged).
 
@@ -169,6 +171,38 @@ def _no_rewritten_bytecode_from(roots: list[str], scratch: str) -> None:
     rewrite._read_pyc = read_outside
 
 
+def _started_in_worktree(worktree: list[str]) -> list[str]:
+    """The entries of ``sys.path`` inside ``worktree`` (but not inside the interpreter's own
+    environment) at start-up: what an editable install's ``.pth`` file in a virtualenv made
+    in the worktree names (``src/``, or the worktree itself)."""
+    own = [os.path.realpath(sys.prefix)]
+    return [p for p in sys.path if p and _inside(p, worktree) and not _inside(p, own)]
+
+
+def _plugin_links(directories: list[str], scratch: str) -> list[str]:
+    """Directories (under ``scratch``) of links to the modules in ``directories`` that the
+    installed ``pytest11`` entry points name, and to nothing else (a project that is itself
+    a pytest plugin, installed editable in a virtualenv made in the worktree)."""
+    from importlib import metadata
+
+    names = set()
+    for dist in metadata.distributions():
+        for point in dist.entry_points:
+            if point.group == "pytest11":
+                names.add(point.value.split(":", 1)[0].split(".", 1)[0].strip())
+    homes = []
+    for number, directory in enumerate(directories):
+        home = os.path.join(scratch, "started-plugins", str(number))
+        for entry in sorted(f for name in names for f in (name, name + ".py")):
+            if os.path.exists(os.path.join(directory, entry)):
+                os.makedirs(home, exist_ok=True)
+                if not os.path.lexists(os.path.join(home, entry)):
+                    os.symlink(os.path.join(directory, entry), os.path.join(home, entry))
+        if os.path.isdir(home):
+            homes.append(home)
+    return homes
+
+
 def main(argv: list[str]) -> int:
     report, args = argv[1], argv[3:]
     with open(argv[2], encoding="utf-8") as handle:
@@ -176,13 +210,19 @@ def main(argv: list[str]) -> int:
     imports = [str(p) for p in plan["imports"]]
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    # A virtualenv in the worktree with the project installed editable names worktree
+    # directories on sys.path from the start: out of it until the tests import code, or
+    # plugin metadata the worker left there (a ``*.egg-info`` of ``src/``) would be loaded.
+    late = _started_in_worktree([os.path.realpath(p) for p in imports])
+    sys.path[:] = [p for p in sys.path if p not in late]
     import pytest
 
-    early = [str(p) for p in plan.get("early", [])]
+    scratch = os.path.dirname(os.path.abspath(report))
+    early = [str(p) for p in plan.get("early", [])] + _plugin_links(late, scratch)
     sources = [*imports, *early, *(str(p) for p in plan.get("from_source", []))]
     roots = [os.path.realpath(p) for p in sources]
     _compile_worktree_from_source(roots)
-    _no_rewritten_bytecode_from(roots, os.path.dirname(os.path.abspath(report)))
+    _no_rewritten_bytecode_from(roots, scratch)
     # The project's own pytest plugins, and only they, are importable while pytest loads
     # plugins (an editable install would find the user's copy of them).
     sys.path[:0] = early
@@ -193,7 +233,8 @@ def main(argv: list[str]) -> int:
             # The first moment project code is imported (conftests, then the tests); plugins
             # were loaded from the environment alone. First, as ``python -m pytest`` (and a
             # ``pythonpath`` setting) has it.
-            sys.path[:] = [*imports, *(p for p in sys.path if p not in early)]
+            rest = [p for p in sys.path if p not in early]
+            sys.path[:] = [*imports, *rest, *(p for p in late if p not in imports)]
             # A CLI the tests run as a child process imports what an editable install
             # points at, as in the worker's bash; not before now, or pytest's own start-up
             # would import from the worktree.
