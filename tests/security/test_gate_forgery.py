@@ -333,19 +333,16 @@ def test_code_that_skips_a_whole_seed_test_module_does_not_pass(
     assert passed, report
 
 
-def test_plugin_metadata_beside_a_worktree_venvs_editable_install_is_not_loaded(
-    tmp_path: Path,
-) -> None:
-    """A virtualenv made in the worktree (``TILTH_SETUP_COMMAND``, ``uv sync``) with the
-    project installed editable names ``src/`` on ``sys.path`` from interpreter start-up.
-    Plugin metadata the worker hides there, under names a usual ``.gitignore`` already
-    ignores (``*.egg-info``, ``__pycache__``), is not loaded: no change shows in git."""
+def _worktree_venv(tmp_path: Path) -> tuple[Path, str, ProjectEnv]:
+    """A src-layout repository whose ``.venv`` (made in the worktree, as by
+    ``TILTH_SETUP_COMMAND`` or ``uv sync``) has the project installed editable: its ``.pth``
+    names ``src/`` on ``sys.path`` from interpreter start-up. The wrong code is committed."""
     repo = make_repo(
         tmp_path / "repo",
         {
             "src/textkit/__init__.py": "",
             "tests/test_t001_count_words.py": SEED_TEST,
-            ".gitignore": "__pycache__/\n*.egg-info/\n.venv/\n",
+            ".gitignore": "__pycache__/\n*.py[cod]\n*.egg-info/\n.venv/\n",
             "pytest.ini": FAST_INI,
         },
     )
@@ -361,6 +358,16 @@ def test_plugin_metadata_beside_a_worktree_venvs_editable_install_is_not_loaded(
     (repo / "src" / "textkit" / "words.py").write_text(WRONG)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "wrong")
+    return repo, sha, env
+
+
+def test_plugin_metadata_beside_a_worktree_venvs_editable_install_is_not_loaded(
+    tmp_path: Path,
+) -> None:
+    """Plugin metadata the worker hides in the ``src/`` a worktree virtualenv's editable
+    install names, under names a usual ``.gitignore`` already ignores (``*.egg-info``,
+    ``__pycache__``), is not loaded: no change shows in git."""
+    repo, sha, env = _worktree_venv(tmp_path)
     info = repo / "src" / "evil-1.0.egg-info"
     info.mkdir()
     (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
@@ -373,3 +380,29 @@ def test_plugin_metadata_beside_a_worktree_venvs_editable_install_is_not_loaded(
     (repo / "src" / "textkit" / "words.py").write_text(RIGHT)
     passed, report = _gate(repo, sha, env)
     assert passed, report
+
+
+def test_a_sitecustomize_beside_a_worktree_venvs_editable_install_is_not_run(
+    tmp_path: Path,
+) -> None:
+    """``site`` imports ``sitecustomize`` at start-up from anywhere on ``sys.path``, the
+    ``src/`` a worktree virtualenv's ``.pth`` names included; a sourceless
+    ``src/sitecustomize.pyc`` (``*.py[cod]`` is ignored) that loads a forging plugin
+    through ``PYTEST_PLUGINS`` is not run. The virtualenv's own one still is."""
+    repo, sha, env = _worktree_venv(tmp_path)
+    assert env.venv is not None
+    (site_dir,) = env.venv.glob("lib/python*/site-packages")
+    (site_dir / "sitecustomize.py").write_text("import sys\nprint('own site', file=sys.stderr)\n")
+    customize = tmp_path / "sitecustomize.py"
+    customize.write_text(
+        "import os, sys, types\n"
+        f"plugin = types.ModuleType('evilplug')\nexec({PLUGIN!r}, plugin.__dict__)\n"
+        "sys.modules['evilplug'] = plugin\nos.environ['PYTEST_PLUGINS'] = 'evilplug'\n"
+    )
+    py_compile.compile(str(customize), cfile=str(repo / "src" / "sitecustomize.pyc"))
+    assert not git(repo, "status", "--porcelain", "--untracked-files=all")
+    passed, report = _gate(repo, sha, env)
+    assert not passed, report
+    (repo / "src" / "textkit" / "words.py").write_text(RIGHT)
+    passed, report = _gate(repo, sha, env)
+    assert passed and "own site" in report, report

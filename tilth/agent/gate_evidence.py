@@ -61,7 +61,9 @@ def runner_words(
         "cache_dir": str(scratch / "pytest-cache"),
     }
     (scratch / PLAN).write_text(json.dumps(plan), encoding="utf-8")
-    return [str(scratch / RUNNER.name), str(scratch / REPORT), str(scratch / PLAN)]
+    # -S: the launcher runs ``site`` itself, so that no ``sitecustomize`` in the worktree (an
+    # editable install's ``.pth`` can name worktree directories) runs at start-up.
+    return ["-S", str(scratch / RUNNER.name), str(scratch / REPORT), str(scratch / PLAN)]
 
 
 def plugin_links(scratch: Path, worktree: Path, plugins: Sequence[tuple[str, Path]]) -> list[Path]:

@@ -1,6 +1,6 @@
 """The gate's pytest launcher; it runs in the *project's* interpreter, not Tilth's.
 
-Usage: ``python pytest_runner.py REPORT PLAN [pytest args...]``; ``PLAN`` is a JSON file:
+Usage: ``python -S pytest_runner.py REPORT PLAN [pytest args...]``; ``PLAN`` is a JSON file:
 ``imports``, the worktree after the worktree directories a ``pythonpath`` setting or an
 editable install names (first first); ``from_source``, further directories whose
 modules are never read from cached bytecode (the private copy of the seed tests, whose
@@ -171,6 +171,39 @@ def _no_rewritten_bytecode_from(roots: list[str], scratch: str) -> None:
     rewrite._read_pyc = read_outside
 
 
+def _start_site(worktree: list[str]) -> None:
+    """What ``site`` does at start-up (run with ``-S``, the launcher calls it), except that no
+    module is imported from ``worktree`` (outside the interpreter's own environment) then:
+    a virtualenv's editable install puts worktree directories on ``sys.path`` as it runs,
+    and ``site`` goes on to import ``sitecustomize`` (and what a ``.pth`` line imports)
+    from anywhere on it."""
+    import site
+    from importlib.machinery import PathFinder
+
+    class NotFromWorktree:
+        @staticmethod
+        def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+            if path is not None:
+                return None  # a submodule: where its package was found decides
+            own = [os.path.realpath(sys.prefix)]  # a virtualenv made in the worktree
+            outside = [p for p in sys.path if _inside(p, own) or not _inside(p, worktree)]
+            if len(outside) == len(sys.path):
+                return None
+            spec = PathFinder.find_spec(name, outside)
+            if spec is None:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return spec
+
+    finder = NotFromWorktree()
+    at = sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else len(sys.meta_path)
+    sys.meta_path.insert(at, finder)
+    try:
+        if sys.flags.no_site:
+            site.main()
+    finally:
+        sys.meta_path.remove(finder)
+
+
 def _started_in_worktree(worktree: list[str]) -> list[str]:
     """The entries of ``sys.path`` inside ``worktree`` (but not inside the interpreter's own
     environment) at start-up: what an editable install's ``.pth`` file in a virtualenv made
@@ -208,6 +241,7 @@ def main(argv: list[str]) -> int:
     with open(argv[2], encoding="utf-8") as handle:
         plan = json.load(handle)
     imports = [str(p) for p in plan["imports"]]
+    _start_site([os.path.realpath(p) for p in imports])
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     # A virtualenv in the worktree with the project installed editable names worktree
