@@ -406,3 +406,32 @@ def test_a_sitecustomize_beside_a_worktree_venvs_editable_install_is_not_run(
     (repo / "src" / "textkit" / "words.py").write_text(RIGHT)
     passed, report = _gate(repo, sha, env)
     assert passed and "own site" in report, report
+
+
+def test_a_worktree_venvs_own_packages_keep_their_bytecode_and_the_project_does_not(
+    tmp_path: Path,
+) -> None:
+    """A virtualenv made in the worktree is read-only to the worker, so its packages load
+    from their cached bytecode, as everywhere else (compiling every dependency at every
+    gate would cost seconds); the project's own modules beside it are still compiled from
+    source, whatever bytecode lies next to them."""
+    repo, sha, env = _worktree_venv(tmp_path)
+    assert env.venv is not None
+    (site_dir,) = env.venv.glob("lib/python*/site-packages")
+    tag, mode = sys.implementation.cache_tag, py_compile.PycInvalidationMode.UNCHECKED_HASH
+    compiled = tmp_path / "compiled.py"
+    compiled.write_text("def split(text):\n    return text.split()\n")
+    (site_dir / "splitter.py").write_text("def split(text):\n    return []\n")
+    cached = site_dir / "__pycache__" / f"splitter.{tag}.pyc"
+    py_compile.compile(str(compiled), cfile=str(cached), invalidation_mode=mode)
+    uses = "from splitter import split\n\n\ndef count_words(text):\n    return len(split(text))\n"
+    (repo / "src" / "textkit" / "words.py").write_text(uses)
+    passed, report = _gate(repo, sha, env)
+    assert passed, "the environment's cached bytecode was not used:\n" + report
+
+    (repo / "src" / "textkit" / "words.py").write_text(WRONG)
+    forged = repo / "src" / "textkit" / "__pycache__" / f"words.{tag}.pyc"
+    compiled.write_text(uses)
+    py_compile.compile(str(compiled), cfile=str(forged), invalidation_mode=mode)
+    passed, report = _gate(repo, sha, env)
+    assert not passed, report

@@ -130,7 +130,12 @@ def _inside(path: str, roots: list[str]) -> bool:
 
 
 def _compile_worktree_from_source(roots: list[str]) -> None:
-    """Modules under ``roots`` are compiled from source: no ``.pyc`` there is ever read."""
+    """Modules under ``roots`` are compiled from source: no ``.pyc`` there is ever read.
+
+    Except inside the interpreter's own environment: a virtualenv made in the worktree
+    (``TILTH_SETUP_COMMAND``, ``uv sync``) is read-only to the worker, and compiling every
+    dependency afresh would cost seconds at every gate.
+    """
     from importlib import machinery
     from types import CodeType
 
@@ -145,8 +150,11 @@ def _compile_worktree_from_source(roots: list[str]) -> None:
     ]
     make = machinery.FileFinder.path_hook(*loaders)
 
+    prefix = os.path.realpath(sys.prefix)
+    own = [prefix] if _inside(prefix, roots) else []  # only a virtualenv in the worktree
+
     def hook(entry: str) -> Any:
-        if not _inside(entry, roots):
+        if not _inside(entry, roots) or _inside(entry, own):
             raise ImportError("not in the worktree")  # the next hook takes it
         return make(entry)
 
