@@ -431,3 +431,22 @@ def test_ensure_worktree_with_a_relative_path(
     assert made == (elsewhere / "wt").resolve()
     assert (elsewhere / "wt" / "README.md").is_file()
     assert not (repo / "wt").exists()
+
+
+def test_the_inert_environment_follows_every_change_of_the_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TILTH_TEST_PLAIN", "1")
+    monkeypatch.setenv("SOME_TOOL_SETTING", "a")
+    first = git.inert_env()
+    assert first["SOME_TOOL_SETTING"] == "a" and "TILTH_TEST_PLAIN" not in first
+    first["SOME_TOOL_SETTING"] = "changed by a caller"
+    assert git.inert_env()["SOME_TOOL_SETTING"] == "a"
+    monkeypatch.setenv("SOME_TOOL_SETTING", "b")
+    monkeypatch.setenv("ANOTHER_API_KEY", "sk-secret")
+    monkeypatch.setenv("GIT_DIR", "/elsewhere")
+    second = git.inert_env({"EXTRA": "x"})
+    assert second["SOME_TOOL_SETTING"] == "b" and second["EXTRA"] == "x"
+    assert "ANOTHER_API_KEY" not in second and "GIT_DIR" not in second
+    monkeypatch.delenv("SOME_TOOL_SETTING")
+    assert "SOME_TOOL_SETTING" not in git.inert_env()
