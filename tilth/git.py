@@ -17,62 +17,12 @@ from pathlib import Path
 
 from tilth import proc
 from tilth.errors import GitError, WorkspaceError
+from tilth.git_env import INERT, inert_env
 from tilth.git_refs import head_from_files
 
 FALLBACK_NAME = "Tilth"
 FALLBACK_EMAIL = "tilth@localhost"
 DEFAULT_TIMEOUT = 120.0
-
-
-INERT = (
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "maintenance.auto=false",
-)
-"""Options on every call: no user hook and no fsmonitor command ever runs from Tilth's git,
-and its commits start no background maintenance in the user's repository."""
-
-# Variables that would point git at another repository or index than the one asked for.
-_RELOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
-
-
-def inert_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Tilth's environment without secrets (API keys, ``TILTH_*``) or repository overrides."""
-    env = dict(_inert_base())
-    if extra:
-        env.update(extra)
-    return env
-
-
-_inert: list[tuple[object, dict[str, str]]] = []
-"""The last environment ``_inert_base`` filtered, as (what it was made from, the result)."""
-
-
-def _inert_base() -> dict[str, str]:
-    """``inert_env`` without extras, made again only when ``os.environ`` changed.
-
-    A run calls git thousands of times, and filtering the environment item by item through
-    ``os.environ`` cost more than a third of a millisecond each time; comparing the raw
-    mapping is a hundred times cheaper.
-    """
-    raw = getattr(os.environ, "_data", None)
-    key: object = frozenset(raw.items()) if isinstance(raw, dict) else None
-    if key is not None and _inert and _inert[0][0] == key:
-        return _inert[0][1]
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.upper().endswith("_API_KEY")
-        and not name.upper().startswith("TILTH_")
-        and name not in _RELOCATING
-    }
-    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
-    if key is not None:
-        _inert[:] = [(key, env)]
-    return env
 
 
 def git(
