@@ -109,3 +109,20 @@ def test_a_cut_the_timeline_counts_gives_new_ids_and_restarts_reconnects(
     assert skip(Follower(log.path), "1-5") == [6, 7]
     # The same operation counts once (a go-back finished by recovery).
     assert raise_epoch(tmp_path, "op-1") == 1
+
+
+def test_every_line_the_event_log_writes_gives_its_seq_without_a_full_parse(
+    tmp_path: Path,
+) -> None:
+    """Followers read each line's ``seq`` from the prefix ``EventLog`` writes (a long tool
+    result is not parsed once per open stream); a line of another shape is still parsed."""
+    from tilth.web.stream import _SEQ_PREFIX, _seq
+
+    log = EventLog(tmp_path / "events.jsonl")
+    for n in range(3):
+        log.append("note", {"text": "x" * 10 * n, "nested": {"seq": 99}})
+    lines = (tmp_path / "events.jsonl").read_bytes().splitlines()
+    assert [_seq(line) for line in lines] == [1, 2, 3]
+    assert all(_SEQ_PREFIX.match(line) for line in lines)
+    assert _seq(b'{"seq": 5, "v": 1}') == 5
+    assert _seq(b'{"v": 1, "seq": 7, "ts": "torn') == 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,7 +167,15 @@ def read_lines(path: Path, offset: int) -> tuple[list[bytes], int, int]:
     return lines, offset + cut + 1, size
 
 
+_SEQ_PREFIX = re.compile(rb'\{"v": \d+, "seq": (\d+), ')
+"""How ``EventLog`` starts every line it writes: the ``seq`` without parsing the rest (a
+stream reads each line once per follower, and a tool result can be a long line)."""
+
+
 def _seq(line: bytes) -> int:
+    written = _SEQ_PREFIX.match(line)
+    if written and line.endswith(b"}"):
+        return int(written.group(1))
     try:
         record = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
