@@ -73,6 +73,15 @@ def seeded(root: Path, files: dict[str, str]) -> tuple[Path, str]:
     return repo, git(repo, "rev-parse", "HEAD").strip()
 
 
+def seeded_worktree(source: Path, where: Path, files: dict[str, str]) -> tuple[Path, str]:
+    """A session-like worktree of ``source`` at ``where`` whose seed commit adds ``files``."""
+    git(source, "worktree", "add", "-q", "-b", "session/x", str(where))
+    write(where, files)
+    git(where, "add", "-A")
+    git(where, "commit", "-qm", "seed")
+    return where, git(where, "rev-parse", "HEAD").strip()
+
+
 def write(repo: Path, files: dict[str, str]) -> None:
     for name, content in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -260,12 +269,9 @@ def test_a_cli_the_tests_run_as_a_subprocess_imports_the_worktrees_code(
     )
     env = project_venv(source / ".venv")
     editable_install(env, "calc", source / "src", {"calc": "calc.cli:main"})
-    worktree = tmp_path / "worktree"
-    git(source, "worktree", "add", "-q", "-b", "session/x", str(worktree))
-    write(worktree, {"tests/test_t001_cli.py": CLI_TEST})
-    git(worktree, "add", "-A")
-    git(worktree, "commit", "-qm", "seed")
-    sha = git(worktree, "rev-parse", "HEAD").strip()
+    worktree, sha = seeded_worktree(
+        source, tmp_path / "worktree", {"tests/test_t001_cli.py": CLI_TEST}
+    )
     write(worktree, {"src/calc/ops.py": ADD})
     settings = Settings(home=tmp_path / "home", sessions_dir=tmp_path / "sessions")
     chosen = resolve_project_env(worktree, source, settings)
@@ -291,12 +297,9 @@ def test_an_activated_virtualenv_outside_the_repository_with_the_project_install
     outside = project_venv(tmp_path / "virtualenvs" / "calc")
     editable_install(outside, "calc", source / "src", {})
     monkeypatch.setenv("PATH", f"{outside.bin_dir}{os.pathsep}{os.environ['PATH']}")
-    worktree = tmp_path / "worktree"
-    git(source, "worktree", "add", "-q", "-b", "session/x", str(worktree))
-    write(worktree, {"tests/test_t001_add.py": ADD_TEST})
-    git(worktree, "add", "-A")
-    git(worktree, "commit", "-qm", "seed")
-    sha = git(worktree, "rev-parse", "HEAD").strip()
+    worktree, sha = seeded_worktree(
+        source, tmp_path / "worktree", {"tests/test_t001_add.py": ADD_TEST}
+    )
     write(worktree, {"src/calc/ops.py": ADD})
     settings = Settings(home=tmp_path / "home", sessions_dir=tmp_path / "sessions")
     chosen = resolve_project_env(worktree, source, settings)
@@ -349,12 +352,9 @@ def test_a_pytest_plugin_project_installed_editable_loads_the_worktrees_plugin(
     )
     env = project_venv(source / ".venv")
     editable_install(env, "pytest_answer", source / "src", {}, "answer = pytest_answer")
-    worktree = tmp_path / "worktree"
-    git(source, "worktree", "add", "-q", "-b", "session/x", str(worktree))
-    write(worktree, {"tests/test_t001_double.py": PLUGIN_TEST})
-    git(worktree, "add", "-A")
-    git(worktree, "commit", "-qm", "seed")
-    sha = git(worktree, "rev-parse", "HEAD").strip()
+    worktree, sha = seeded_worktree(
+        source, tmp_path / "worktree", {"tests/test_t001_double.py": PLUGIN_TEST}
+    )
     settings = Settings(home=tmp_path / "home", sessions_dir=tmp_path / "sessions")
     chosen = resolve_project_env(worktree, source, settings)
     write(worktree, {"src/pytest_answer/__init__.py": plugin + "raise RuntimeError('WIP')\n"})
@@ -462,12 +462,9 @@ def test_a_test_command_naming_the_repositorys_virtualenv_with_the_project_insta
     )
     env = project_venv(source / ".venv")
     editable_install(env, "calc", source / "src", {})
-    worktree = tmp_path / "worktree"
-    git(source, "worktree", "add", "-q", "-b", "session/x", str(worktree))
-    write(worktree, {"tests/test_t001_add.py": ADD_TEST})
-    git(worktree, "add", "-A")
-    git(worktree, "commit", "-qm", "seed")
-    sha = git(worktree, "rev-parse", "HEAD").strip()
+    worktree, sha = seeded_worktree(
+        source, tmp_path / "worktree", {"tests/test_t001_add.py": ADD_TEST}
+    )
     write(worktree, {"src/calc/ops.py": ADD})
     settings = Settings(
         home=tmp_path / "home",
