@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from tilth.proc import scrubbed_env
+
 INERT = (
     "-c",
     "core.hooksPath=/dev/null",
@@ -46,13 +48,9 @@ def _inert_base() -> dict[str, str]:
     key: object = frozenset(raw.items()) if isinstance(raw, dict) else None
     if key is not None and _inert and _inert[0][0] == key:
         return _inert[0][1]
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.upper().endswith("_API_KEY")
-        and not name.upper().startswith("TILTH_")
-        and name not in _RELOCATING
-    }
+    env = scrubbed_env(os.environ)
+    for name in _RELOCATING:
+        env.pop(name, None)
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
     if key is not None:
         _inert[:] = [(key, env)]

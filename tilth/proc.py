@@ -198,23 +198,38 @@ def run_capped(
     Whatever the child left in its process group is killed when it exits.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-        timed_out = True
-        try:
-            timed_out = not wait_exit(proc, timeout)
-        finally:
-            kill_group(proc)
-            proc.wait()
-        code = -9 if timed_out and proc.returncode is None else proc.returncode
+        code, timed_out = run_into(cmd, stdout=out, stderr=err, cwd=cwd, timeout=timeout, env=env)
         return ProcResult(code, read_ends(out, keep), read_ends(err, keep), timed_out)
+
+
+def run_into(
+    cmd: Sequence[str],
+    *,
+    stdout: BinaryIO,
+    stderr: BinaryIO | int,
+    cwd: Path | str | None = None,
+    timeout: float = 60.0,
+    env: Mapping[str, str] | None = None,
+) -> tuple[int, bool]:
+    """Run ``cmd`` with its output going to files (never pipes: a grandchild left in the
+    background holding one open cannot keep the caller waiting); ``(exit code, timed
+    out)``. Its whole process group is killed when it exits or times out."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+    )
+    timed_out = True
+    try:
+        timed_out = not wait_exit(proc, timeout)
+    finally:
+        kill_group(proc)
+        proc.wait()
+    return proc.returncode, timed_out
 
 
 def read_ends(handle: BinaryIO, keep: int) -> str:

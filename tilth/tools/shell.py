@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tilth.errors import ToolError
-from tilth.proc import kill_group, scrubbed_env, wait_exit
+from tilth.proc import run_into, scrubbed_env
 from tilth.tools.base import Param, Tool, ToolContext
 from tilth.tools.pipes import removal_note, remove_named_pipes
 
@@ -63,24 +63,14 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
     if ctx.sandbox is not None:
         argv = ctx.sandbox.wrap(argv)
     with tempfile.TemporaryFile() as out:
-        # Output goes to a file, not a pipe, so a backgrounded grandchild holding the
-        # pipe open cannot keep us waiting after the command itself has finished.
-        proc = subprocess.Popen(
+        code, timed_out = run_into(
             argv,
-            cwd=ctx.workspace.root,
-            env=env,
-            stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            cwd=ctx.workspace.root,
+            timeout=ctx.bash_timeout,
+            env=env,
         )
-        timed_out = True
-        try:
-            timed_out = not wait_exit(proc, ctx.bash_timeout)
-        finally:
-            # Always: stragglers left in the group die with the command.
-            kill_group(proc)
-            proc.wait()
         text = _redact(_read_capped(out), ctx.secrets)
     text = cap_output(text)
     removed = remove_named_pipes(ctx.workspace.root) if ctx.remove_pipes else []
@@ -92,7 +82,7 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
             f"child processes\n$ {shlex.quote(command)}\n{text}".rstrip()
         )
     body = text if text.endswith("\n") or not text else text + "\n"
-    return f"{body}[exit {proc.returncode}]"
+    return f"{body}[exit {code}]"
 
 
 def command_of(args: dict[str, Any]) -> str:
