@@ -93,7 +93,9 @@ def test_tilths_git_never_runs_git_inside_a_nested_repository(tmp_path: Path) ->
     assert ran == []
 
 
-def test_a_nested_repositorys_new_commit_is_still_recorded(tmp_path: Path) -> None:
+def embedded_repo(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository whose ``sub/`` is a repository of its own with one commit, recorded in
+    the outer one as a gitlink: ``(outer, sub)``."""
     outer = make_repo(tmp_path / "outer", {"a.txt": "a\n"})
     sub = outer / "sub"
     sub.mkdir()
@@ -102,6 +104,11 @@ def test_a_nested_repositorys_new_commit_is_still_recorded(tmp_path: Path) -> No
     git(sub, "add", "-A")
     git(sub, "commit", "-qm", "one")
     assert tilth_git.commit_all(outer, "embed") is not None
+    return outer, sub
+
+
+def test_a_nested_repositorys_new_commit_is_still_recorded(tmp_path: Path) -> None:
+    outer, sub = embedded_repo(tmp_path)
     (sub / "f").write_text("two\n")
     git(sub, "commit", "-qam", "two")
     moved = git(sub, "rev-parse", "HEAD").strip()
@@ -117,14 +124,7 @@ def test_a_nested_repositorys_new_commit_is_still_recorded(tmp_path: Path) -> No
 
 def test_a_nested_repository_with_a_huge_pointer_file_is_read_safely(tmp_path: Path) -> None:
     """Its ``.git`` a file of 8 GB (sparse): reading it whole would take Tilth down."""
-    outer = make_repo(tmp_path / "outer", {"a.txt": "a\n"})
-    sub = outer / "sub"
-    sub.mkdir()
-    git(sub, "init", "-q")
-    (sub / "f").write_text("one\n")
-    git(sub, "add", "-A")
-    git(sub, "commit", "-qm", "one")
-    assert tilth_git.commit_all(outer, "embed") is not None
+    outer, sub = embedded_repo(tmp_path)
     shutil.rmtree(sub / ".git")
     with open(sub / ".git", "wb") as handle:
         handle.truncate(8 * 1024**3)
