@@ -11,10 +11,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
+from tests.lock_holder import held_elsewhere
 from tests.stdin_wait import wait_reading_stdin
 from tilth import git, git_worktrees
 from tilth.session.store import Session
@@ -195,36 +195,9 @@ def test_missing_checkpoint_and_no_events_still_resets(cli: RunCli, sessions_dir
 
 
 # ---- the lock -----------------------------------------------------------------------------
-HOLDER = """
-import sys
-from pathlib import Path
-from tilth.session.store import Session
-session = Session.open(Path(sys.argv[1]), sys.argv[2])
-with session.lock():
-    print("locked", flush=True)
-    sys.stdin.read()
-"""
-
-
-@contextmanager
-def locked_by_another_process(session: Session) -> Iterator[int]:
-    child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(session.dir.parent), session.id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "locked"
-        yield child.pid
-    finally:
-        child.kill()
-        child.wait(timeout=30)
-
-
 def test_reset_of_a_session_in_use_is_refused(cli: RunCli, sessions_dir: Path, repo: Path) -> None:
     session = new_session(sessions_dir, repo)
-    with locked_by_another_process(session) as pid:
+    with held_elsewhere(session) as pid:
         result = cli("reset", session.id, "-y")
         assert result.returncode == 2
         assert f"session {session.id} is in use by pid {pid}" in result.stderr
