@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from agent.support import (
@@ -18,6 +16,7 @@ from agent.support import (
     team_server,
     tilth,
 )
+from tests.lock_holder import held_elsewhere
 from tilth import git
 from tilth.agent.resume import failed_placeholder, failed_subject, prepare_resume
 from tilth.demo.script import Recipe, Team
@@ -151,30 +150,12 @@ def test_resume_runs_a_prepared_session_and_recreates_a_missing_worktree(
 
 def test_a_locked_session_is_refused(repo: Path, sessions_dir: Path) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pathlib import Path; from tilth.session.store import Session\n"
-            "with Session.open(Path(sys.argv[1]), sys.argv[2]).lock():\n"
-            "    print('locked', flush=True); sys.stdin.read()",
-            str(sessions_dir),
-            seeded.session.id,
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with held_elsewhere(seeded.session) as pid:
         env = model_env("http://127.0.0.1:9/v1")
         for args in (("run", str(repo)), ("resume", seeded.session.id)):
             result = tilth(*args, env=env)
             assert result.returncode == 2, result.stdout + result.stderr
-            assert f"in use by pid {holder.pid}" in result.stderr
-    finally:
-        holder.kill()
-        holder.wait(timeout=30)
+            assert f"in use by pid {pid}" in result.stderr
     assert seeded.session.status == "prepared"
     assert [e.type for e in seeded.events()][-1] == "seed_committed"
 
