@@ -129,6 +129,15 @@ def _inside(path: str, roots: list[str]) -> bool:
     return any(real == root or real.startswith(root + os.sep) for root in roots)
 
 
+def _virtualenv_in(roots: list[str]) -> list[str]:
+    """The interpreter's own environment when it is a virtualenv made inside ``roots`` (the
+    worktree: ``TILTH_SETUP_COMMAND``, ``uv sync``), else nothing. Read-only to the worker,
+    it counts as the environment, not as the worktree; a worktree that lay inside the
+    interpreter's installation would still count as the worktree."""
+    prefix = os.path.realpath(sys.prefix)
+    return [prefix] if _inside(prefix, roots) else []
+
+
 def _compile_worktree_from_source(roots: list[str]) -> None:
     """Modules under ``roots`` are compiled from source: no ``.pyc`` there is ever read.
 
@@ -150,8 +159,7 @@ def _compile_worktree_from_source(roots: list[str]) -> None:
     ]
     make = machinery.FileFinder.path_hook(*loaders)
 
-    prefix = os.path.realpath(sys.prefix)
-    own = [prefix] if _inside(prefix, roots) else []  # only a virtualenv in the worktree
+    own = _virtualenv_in(roots)
 
     def hook(entry: str) -> Any:
         if not _inside(entry, roots) or _inside(entry, own):
@@ -193,7 +201,7 @@ def _start_site(worktree: list[str]) -> None:
         def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
             if path is not None:
                 return None  # a submodule: where its package was found decides
-            own = [os.path.realpath(sys.prefix)]  # a virtualenv made in the worktree
+            own = _virtualenv_in(worktree)
             outside = [p for p in sys.path if _inside(p, own) or not _inside(p, worktree)]
             if len(outside) == len(sys.path):
                 return None
@@ -216,7 +224,7 @@ def _started_in_worktree(worktree: list[str]) -> list[str]:
     """The entries of ``sys.path`` inside ``worktree`` (but not inside the interpreter's own
     environment) at start-up: what an editable install's ``.pth`` file in a virtualenv made
     in the worktree names (``src/``, or the worktree itself)."""
-    own = [os.path.realpath(sys.prefix)]
+    own = _virtualenv_in(worktree)
     return [p for p in sys.path if p and _inside(p, worktree) and not _inside(p, own)]
 
 
