@@ -218,3 +218,17 @@ def test_start_and_stop_release_the_port(use_context_manager: bool) -> None:
         server.stop()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{url}/models", timeout=5)
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_module_refuses_a_port_that_cannot_be_one(tmp_path: Path, port: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tilth.model.fake_server", "--script", "s.json", "--port", port],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert f"'{port}' is not a port number (0-65535" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -271,6 +271,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535; 0: any free)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve a script file until killed; print the base URL first."""
     parser = argparse.ArgumentParser(
@@ -278,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Serve scripted OpenAI Chat Completions replies on loopback.",
     )
     parser.add_argument("--script", required=True, help="JSON script file (see docs/models.md)")
-    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free)")
+    parser.add_argument("--port", type=_port, default=0, help="port to bind (default: any free)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     args = parser.parse_args(argv)
     try:
