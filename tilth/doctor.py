@@ -61,6 +61,9 @@ def check_settings(ctx: DoctorContext) -> Iterable[Check]:
         assert ctx.settings_error is not None
         yield Check("settings", False, ctx.settings_error.message, ctx.settings_error.hint)
         return
+    for problem in ctx.settings.warnings:
+        # The line's setting is not in effect: said here, where settings are checked.
+        yield Check("settings", False, problem, "fix or remove that line", required=False)
     origins = setting_origins()
     if not origins:
         yield Check("settings", True, "none set; every setting has its default")

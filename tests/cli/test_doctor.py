@@ -162,3 +162,17 @@ def test_an_unknown_session_id_is_named_as_a_session(tmp_path: Path, tilth_home:
     assert result.returncode == 2, result.stdout
     assert "error: no session 20990101-000000-abcdef" in result.stderr
     assert "tilth sessions" in result.stderr and "repository" not in result.stdout
+
+
+def test_an_env_line_that_cannot_be_read_is_a_warning_row(repo: Path, tilth_home: Path) -> None:
+    """The doctor checks settings: a ``.env`` line it had to ignore (its setting not in
+    effect) is shown there, with what to do; a run could still start."""
+    (tilth_home / ".env").write_text('TILTH_SANDBOX="off\n')
+    with FakeServer(Script({"worker-m": [], "judge-m": []}), api_key=KEY) as server:
+        result = tilth("doctor", str(repo), "--json", env=endpoint_env(server.base_url))
+    data = json.loads(result.stdout)
+    (row,) = [c for c in data["checks"] if c["name"] == "settings"]
+    assert row["ok"] is False and row["required"] is False
+    assert row["detail"] == f"{tilth_home / '.env'}: cannot parse line 1; it is ignored"
+    assert row["fix"] == "fix or remove that line"
+    assert result.returncode == 0 and data["ok"] is True
