@@ -294,6 +294,14 @@ def check_disk(ctx: DoctorContext) -> Iterable[Check]:
     existing = where
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
+    if not existing.is_dir():
+        yield Check(
+            "sessions disk",
+            False,
+            f"{existing} is a file, not a directory (sessions go to {where})",
+            "point TILTH_SESSIONS_DIR (or TILTH_HOME) at a directory, or move that file away",
+        )
+        return
     if not os.access(existing, os.W_OK):
         yield Check(
             "sessions disk",

@@ -176,3 +176,16 @@ def test_an_env_line_that_cannot_be_read_is_a_warning_row(repo: Path, tilth_home
     assert row["detail"] == f"{tilth_home / '.env'}: cannot parse line 1; it is ignored"
     assert row["fix"] == "fix or remove that line"
     assert result.returncode == 0 and data["ok"] is True
+
+
+def test_a_tilth_home_that_is_a_file_is_not_ready(repo: Path, tmp_path: Path) -> None:
+    """Sessions could not be made under it: the sessions row says so, not 'free space'."""
+    home = tmp_path / "afile"
+    home.write_text("not a directory\n")
+    with FakeServer(Script({"worker-m": [], "judge-m": []}), api_key=KEY) as server:
+        env = {**endpoint_env(server.base_url), "TILTH_HOME": str(home)}
+        result = tilth("doctor", str(repo), "--json", env=env)
+    row = rows(result.stdout)["sessions disk"]
+    assert row["ok"] is False
+    assert row["detail"] == f"{home} is a file, not a directory (sessions go to {home}/sessions)"
+    assert result.returncode == 1 and json.loads(result.stdout)["ok"] is False
