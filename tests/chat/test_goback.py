@@ -269,8 +269,10 @@ def test_undo_returns_to_the_state_before_the_last_go_back(tmp_path: Path) -> No
 
 def test_undo_with_nothing_to_undo_is_a_clear_error(tmp_path: Path) -> None:
     engine, _, _ = story(tmp_path)
-    with pytest.raises(UsageError, match="has nothing to undo"):
+    with pytest.raises(UsageError, match="has nothing to undo") as raised:
         engine.plan_undo()
+    # A chat has no restart, resume or reset --to-seed to name.
+    assert raised.value.hint == "each rewind of the chat records an undo point"
 
 
 @pytest.mark.parametrize("in_git", [False, True])

@@ -217,7 +217,9 @@ def undo_target(session: Session, ref: str | None) -> Target:
         if not points:
             raise UsageError(
                 f"session {session.id} has nothing to undo",
-                hint="rewind, restart and resume record an undo point; reset --to-seed does not",
+                hint="each rewind of the chat records an undo point"
+                if is_snapshot_session(session)
+                else "rewind, restart and resume record an undo point; reset --to-seed does not",
             )
         point = points[-1]
     else:
