@@ -20,7 +20,7 @@ from tests.conftest import git, make_repo
 from tilth import git as tilth_git
 from tilth.demo.script import Recipe, Team
 from tilth.model.script import tool_call
-from tilth.timeline.rewind.change_report import tree_changes, tree_hash
+from tilth.timeline.rewind.change_report import tree_changes
 
 
 def nested_repo_command(marker: Path) -> str:
@@ -81,7 +81,6 @@ def test_tilths_git_never_runs_git_inside_a_nested_repository(tmp_path: Path) ->
         "diff_with_untracked": lambda: tilth_git.diff_with_untracked(outer),
         "changed_paths": lambda: tilth_git.changed_paths(outer),
         "tree_changes": lambda: tree_changes(outer, head),
-        "tree_hash": lambda: tree_hash(outer),
         "commit_all": lambda: tilth_git.commit_all(outer, "more", allow_empty=True),
         "stash": lambda: tilth_git.stash(outer, "x", ref="refs/tilth/stash/t"),
     }

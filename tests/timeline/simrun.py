@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.trees import tree_hash
 from tilth import git, git_worktrees
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import Session
 from tilth.timeline import Checkpoint, Recorder
-from tilth.timeline.rewind.change_report import tree_hash
 
 STAGES = {
     "L1": ("planning", "implementing", "code_review", "verifying"),

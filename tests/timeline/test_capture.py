@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo
+from tests.trees import tree_hash
 from tilth.timeline.record.blob_store import BlobStore
 from tilth.timeline.record.turn_capture import BASH_GAP, TurnCapture, TurnResult
-from tilth.timeline.rewind.change_report import tree_hash
 from tilth.timeline.rewind.code_restore import apply_code, keep_conflicts, plan_code
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from tests.conftest import make_repo, run_cli
 from tests.timeline.simrun import prep
+from tests.trees import tree_hash
 from tilth import git
 from tilth.session.store import Session
 from tilth.timeline import Recorder, list_checkpoints, resolve_checkpoint
-from tilth.timeline.rewind.change_report import tree_hash
 from tilth.tools import ToolBox
 
 

@@ -230,8 +230,8 @@ def test_sigkill_at_every_step_then_the_next_command_recovers(
 def _child_state(sessions_dir: Any, parent_id: str) -> Any:
     from pathlib import Path
 
+    from tests.trees import tree_hash
     from tilth.session.store import Session
-    from tilth.timeline.rewind.change_report import tree_hash
 
     children = [p for p in Path(sessions_dir).iterdir() if p.name != parent_id]
     if not children:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from tests.conftest import run_cli_in_process
 from tests.timeline.test_capture_rewind import Driver, _cli, _session
+from tests.trees import tree_hash
 from tilth import git
 from tilth.session.store import Session
 from tilth.timeline import list_checkpoints, resolve_checkpoint
-from tilth.timeline.rewind.change_report import tree_hash
 from tilth.timeline.rewind.journal import read_operations
 
 SESSION_ID = re.compile(r"(?<!op-)\b\d{8}-\d{6}-[0-9a-f]{6}\b")

@@ -4,6 +4,7 @@ and one executor for every go-back, the recorder used through its protocol."""
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import tilth
@@ -19,15 +20,21 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> set[str]:
+@cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s syntax tree, the module first (parsed once per process)."""
+    return tuple(ast.walk(ast.parse(path.read_text("utf-8"))))
+
+
+@cache
+def _imports(path: Path) -> frozenset[str]:
     """Every ``tilth`` module ``path`` imports, outside ``if TYPE_CHECKING:`` blocks."""
-    tree = ast.parse(path.read_text("utf-8"))
     skip: set[int] = set()
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skip.update(id(child) for stmt in node.body for child in ast.walk(stmt))
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if id(node) in skip:
             continue
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tilth"):
@@ -40,10 +47,10 @@ def _imports(path: Path) -> set[str]:
             )
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("tilth"))
-    return found
+    return frozenset(found)
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph() -> dict[str, frozenset[str]]:
     return {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
 
 
@@ -106,7 +113,7 @@ def test_every_go_back_is_planned_by_the_one_planner() -> None:
     """Verbs hand a ``Target`` to ``planner.plan``; none builds a ``RewindPlan`` itself."""
     builders = []
     for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        for node in _nodes(path):
             if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("RewindPlan"):
                 builders.append(str(path.relative_to(PACKAGE)))
     assert builders == ["timeline/rewind/planner.py"]
@@ -120,7 +127,7 @@ def test_only_the_executor_moves_a_worktree_back() -> None:
     for path in PACKAGE.rglob("*.py"):
         if path == PACKAGE / "git.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        for node in _nodes(path):
             if isinstance(node, ast.Attribute) and node.attr in going_back:
                 if ast.unparse(node.value) == "git":
                     callers.add(str(path.relative_to(PACKAGE)))
@@ -131,7 +138,7 @@ def test_the_recorder_is_used_through_its_protocol() -> None:
     """``CheckpointRecorder`` is typed: no ``getattr`` probing of a recorder's members."""
     probes = []
     for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        for node in _nodes(path):
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "getattr" and node.args:
                 if "recorder" in ast.unparse(node.args[0]):
                     probes.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
@@ -158,7 +165,7 @@ def test_only_the_planner_decides_what_a_plan_does() -> None:
     for path in TIMELINE.rglob("*.py"):
         if path.name == "planner.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        for node in _nodes(path):
             targets = node.targets if isinstance(node, ast.Assign) else []
             if isinstance(node, ast.AugAssign | ast.AnnAssign):
                 targets = [node.target]

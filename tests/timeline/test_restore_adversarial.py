@@ -11,7 +11,7 @@ import pytest
 from tests.timeline.conftest import World
 from tests.timeline.simrun import worktree_of
 from tests.timeline.test_capture_rewind import Driver, _cli, _session
-from tilth.timeline.rewind.change_report import tree_hash
+from tests.trees import tree_hash
 
 
 def _ok(result: subprocess.CompletedProcess[str]) -> str:

@@ -17,10 +17,10 @@ from tests.timeline.simrun import (
     prep,
     worktree_of,
 )
+from tests.trees import tree_hash
 from tilth import git
 from tilth.session.discovery import sessions_for
 from tilth.timeline import list_checkpoints
-from tilth.timeline.rewind.change_report import tree_hash
 from tilth.timeline.rewind.journal import read_operations
 
 DERIVED = ("ledger", "progress.txt", "proposed-learnings.md", "summary.json", "chat.html")

@@ -30,6 +30,7 @@ from hypothesis.stateful import (
 
 from tests.conftest import make_repo
 from tests.timeline.simrun import prep
+from tests.trees import tree_hash
 from tilth import git
 from tilth.config import load_settings
 from tilth.errors import UsageError
@@ -40,7 +41,6 @@ from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.blob_store import session_store, split_entry
 from tilth.timeline.record.retention import collect
 from tilth.timeline.record.turn_capture import TurnCapture
-from tilth.timeline.rewind.change_report import tree_hash
 from tilth.timeline.rewind.summarize import summarize
 from tilth.tools import ToolBox
 

@@ -41,13 +41,6 @@ def tree_changes(worktree: Path, target: str) -> list[tuple[str, str]]:
     return sorted(changes, key=lambda c: c[1])
 
 
-def tree_hash(worktree: Path) -> str:
-    """A hash of the whole working tree, untracked files included (tests and benchmarks)."""
-    with git.scratch_index(worktree) as env:
-        git.add_all(worktree, env)
-        return git.git("write-tree", cwd=worktree, env=env).strip()
-
-
 def tally_events(path: Path, offset: int) -> dict[str, int]:
     """Count event types from byte ``offset`` to the end, without parsing JSON."""
     try:
