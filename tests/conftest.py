@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.warm_cli import WarmCli
+from tests.warm_cli import shared as warm_cli_process
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Test User",
@@ -250,11 +251,10 @@ def tilth_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-@pytest.fixture(scope="module")
-def warm_cli() -> Iterator[WarmCli]:
+@pytest.fixture
+def warm_cli() -> WarmCli:
     """Tilth commands as real processes forked from a warm one (``tests/warm_cli.py``)."""
-    with WarmCli() as cli:
-        yield cli
+    return warm_cli_process()
 
 
 @pytest.fixture
@@ -275,14 +275,8 @@ def run_cli(
         return run_cli_in_process(*args, input_text=input_text or "", env=env)
     full_env = {**os.environ, **(env or {})}
     full_env.pop("TILTH_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "tilth", *args],
-        input=input_text if input_text is not None else "",
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=timeout,
+    return warm_cli_process().run(
+        list(args), env=full_env, cwd=cwd, input_text=input_text or "", timeout=timeout
     )
 
 

@@ -1,100 +1,273 @@
 """Start Tilth commands as real processes without paying for Python's start each time.
 
-``WarmCli`` keeps one server process that has imported Tilth; each command is a ``fork`` of it
-with its own environment, arguments and output files, so it can be killed (the fault tests'
-``TILTH_FAULT_AT`` SIGKILLs itself) and its exit status is the process's own. Nothing runs in
-the server but imports, so a child starts as a fresh ``python -m tilth`` would, a few hundred
-milliseconds sooner.
+A warm server process imports Tilth (the OpenAI SDK alone costs half a second of CPU) and
+then forks a child per command. The child takes the standard streams the test made (pipes,
+files or a pseudo-terminal, passed over a Unix socket), its own environment, directory and
+arguments, and becomes what ``python -m tilth <args>`` would be: a session of its own when
+asked, the terminal as its controlling terminal, the exit code or signal its own. Tests
+drive it through ``WarmProcess``, which answers like ``subprocess.Popen``.
 
-Protocol (one JSON object per line): ``{"start": {...job}}`` → ``{"pid": n}``;
-``{"wait": pid}`` → ``{"code": exit code, or -signal}``.
+The server's command line ends in a file named ``tilth`` (a link to this one), so the
+product's own check of a lock holder (``tilth ...`` or ``python -m tilth ...``) sees a
+Tilth process, as it would for the real command.
+
+Protocol, one JSON message per SOCK_SEQPACKET datagram, each with an ``id``:
+``{"start": job}`` plus three file descriptors → ``{"pid": n}``;
+``{"wait": pid}`` → ``{"code": exit code, or -signal}``, sent once the child has exited.
 """
 
 from __future__ import annotations
 
+import atexit
+import io
 import json
 import os
+import selectors
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+PIPE = subprocess.PIPE
+DEVNULL = subprocess.DEVNULL
+Stream = int | IO[Any] | None
+"""Where a child's stream goes: ``PIPE``, ``DEVNULL``, a file descriptor or a file."""
 
-def _child(job: dict[str, Any]) -> int:
+
+# ---- the server (its own process) ---------------------------------------------------------
+def _text_stream(fd: int, mode: str) -> io.TextIOWrapper:
+    """A standard stream as a fresh interpreter makes it (line-buffered on a terminal)."""
+    interactive = os.isatty(fd)
+    raw = io.FileIO(fd, mode, closefd=False)
+    buffered: Any = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+    errors = "backslashreplace" if fd == 2 else "strict"
+    return io.TextIOWrapper(
+        buffered, "utf-8", errors, line_buffering=interactive or fd == 2, write_through=fd == 2
+    )
+
+
+def _become(job: dict[str, Any], fds: list[int]) -> None:
+    """In the forked child: take the job's streams, session, directory and environment."""
+    import fcntl
+    import termios
+
+    if job["new_session"] or job["tty"]:
+        os.setsid()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    if job["tty"]:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    os.closerange(3, 65536)  # the server's socket and every other descriptor: as new
     os.chdir(job["cwd"])
     os.environ.clear()
     os.environ.update(job["env"])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    for fd, path in ((1, job["stdout"]), (2, job["stderr"])):
-        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, fd)
-    sys.stdin = open(0, closefd=False)
-    sys.stdout = open(1, "w", closefd=False)
-    sys.stderr = open(2, "w", closefd=False)
-    code = 1
-    try:
-        if job.get("code"):
-            sys.argv = ["-c", *job["argv"]]
-            exec(compile(job["code"], "<warm-cli>", "exec"), {"__name__": "__main__"})
-            code = 0
-        else:
-            from tilth.cli import main
-
-            code = main(job["argv"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    return code
+    sys.stdin = sys.__stdin__ = _text_stream(0, "r")
+    sys.stdout = sys.__stdout__ = _text_stream(1, "w")
+    sys.stderr = sys.__stderr__ = _text_stream(2, "w")
 
 
-def serve() -> None:
-    """The server loop: read requests from stdin, answer on stdout."""
+def _child(job: dict[str, Any], fds: list[int]) -> None:
+    """Run the job in this (forked) process and leave through the interpreter's own exit,
+    so ``atexit`` handlers and thread joins happen as in a fresh process."""
+    _become(job, fds)
+    if job["code"] is not None:
+        sys.argv = ["-c", *job["argv"]]
+        exec(compile(job["code"], "<string>", "exec"), {"__name__": "__main__"})
+        raise SystemExit(0)
+    import tilth
+    from tilth.cli import main
+
+    sys.argv = [str(Path(tilth.__file__).with_name("__main__.py")), *job["argv"]]
+
+    raise SystemExit(main(job["argv"]))
+
+
+WARM_MODULES = (
+    "tilth.model.openai_client",
+    "tilth.agent.resume",
+    "tilth.agent.loop",
+    "tilth.runner",
+    "tilth.seed.interview",
+    "tilth.doctor",
+    "tilth.demo.story",
+    "tilth.ui.chat_view",
+    "tilth.web.app",
+    "prompt_toolkit",
+)
+
+
+def serve(channel: socket.socket) -> None:
+    """The server loop: start children, report their exits."""
+    import importlib
+
     import click
 
-    import tilth.agent.resume  # noqa: F401 - warm: what the commands import
     from tilth.cli import cli
+
+    for module in WARM_MODULES:  # what the commands import when they run
+        importlib.import_module(module)
 
     context = click.Context(cli)
     for name in cli.list_commands(context):
         cli.get_command(context, name)  # imports each command's module
-    for line in sys.stdin:
-        request = json.loads(line)
-        if "start" in request:
-            pid = os.fork()
-            if pid == 0:
-                os._exit(_child(request["start"]))
-            reply: dict[str, int] = {"pid": pid}
-        else:
-            _, status = os.waitpid(request["wait"], 0)
-            reply = {"code": os.waitstatus_to_exitcode(status)}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+    codes: dict[int, int] = {}
+    waiting: dict[int, list[int]] = {}
+    select = selectors.DefaultSelector()
+    select.register(channel, selectors.EVENT_READ, None)
+
+    def reply(message: dict[str, Any]) -> None:
+        channel.send(json.dumps(message).encode())
+
+    while True:
+        for key, _ in select.select():
+            if key.data is not None:  # a child's pidfd: it exited
+                pid = key.data
+                select.unregister(key.fileobj)
+                os.close(key.fd)
+                _, status = os.waitpid(pid, 0)
+                codes[pid] = os.waitstatus_to_exitcode(status)
+                for ident in waiting.pop(pid, []):
+                    reply({"id": ident, "code": codes[pid]})
+                continue
+            data, fds, _, _ = socket.recv_fds(channel, 1 << 20, 3)
+            if not data:
+                return  # the client is gone
+            request = json.loads(data)
+            if "start" in request:
+                pid = os.fork()
+                if pid == 0:
+                    select.close()
+                    _child(request["start"], fds)
+                for fd in fds:
+                    os.close(fd)
+                select.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
+                reply({"id": request["id"], "pid": pid})
+            else:
+                pid = request["wait"]
+                if pid in codes:
+                    reply({"id": request["id"], "code": codes[pid]})
+                else:
+                    waiting.setdefault(pid, []).append(request["id"])
+
+
+# ---- the client (in the test process) -----------------------------------------------------
+class WarmProcess:
+    """A command started by the warm server, answering like ``subprocess.Popen``."""
+
+    def __init__(self, cli: WarmCli, pid: int, args: list[str], streams: list[IO[Any] | None]):
+        self._cli = cli
+        self.pid = pid
+        self.args = args
+        self.stdin, self.stdout, self.stderr = streams
+        self.returncode: int | None = None
+        self._asked: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._asked = self._asked or self._cli._ask_later({"wait": self.pid})
+            code = self._cli._answer(self._asked, 0)
+            self.returncode = None if code is None else code["code"]
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self._asked = self._asked or self._cli._ask_later({"wait": self.pid})
+            answer = self._cli._answer(self._asked, timeout)
+            if answer is None:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self.returncode = answer["code"]
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(15)
+
+    def kill(self) -> None:
+        self.send_signal(9)
+
+    def communicate(
+        self, input: str | None = None, timeout: float | None = None
+    ) -> tuple[str, str]:
+        """``Popen.communicate`` for text pipes: feed stdin, read both outputs, wait."""
+        done: dict[str, str] = {}
+
+        def drain(name: str, stream: IO[str] | None) -> None:
+            done[name] = stream.read() if stream is not None and not stream.closed else ""
+
+        readers = [
+            threading.Thread(target=drain, args=(name, stream), daemon=True)
+            for name, stream in (("out", self.stdout), ("err", self.stderr))
+        ]
+        for reader in readers:
+            reader.start()
+        if self.stdin is not None and not self.stdin.closed:
+            try:
+                if input:
+                    self.stdin.write(input)
+                self.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.wait()
+            raise
+        finally:
+            for reader in readers:
+                reader.join(30)
+        return done.get("out", ""), done.get("err", "")
+
+    def __enter__(self) -> WarmProcess:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        if self.poll() is None:
+            self.kill()
+        self.wait()
 
 
 @dataclass
 class Started:
-    pid: int
+    process: WarmProcess
     stdout: Path
     stderr: Path
 
 
 class WarmCli:
-    """A client of one warm server (a context manager)."""
+    """A client of one warm server (a context manager; ``shared()`` gives the process's)."""
 
     def __init__(self) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="tilth-warm-"))
-        self.count = 0
+        named = self.tmp / "tilth"  # what the lock-holder check looks for
+        named.symlink_to(Path(__file__).resolve())
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
-            [sys.executable, __file__],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+            [sys.executable, str(named), str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
         )
+        theirs.close()
+        self.channel = ours
+        self.count = 0
+        self._lock = threading.Lock()
+        self._heard = threading.Condition()
+        self._answers: dict[int, dict[str, int]] = {}
+        self._closed = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def __enter__(self) -> WarmCli:
         return self
@@ -102,33 +275,143 @@ class WarmCli:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _ask(self, request: dict[str, Any]) -> dict[str, int]:
-        stdin: IO[str] | None = self.process.stdin
-        assert stdin is not None and self.process.stdout is not None
-        stdin.write(json.dumps(request) + "\n")
-        stdin.flush()
-        answer = self.process.stdout.readline()
-        assert answer, "the warm CLI server died"
-        return dict(json.loads(answer))
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.channel.recv(1 << 16)
+            except OSError:
+                data = b""
+            with self._heard:
+                if not data:
+                    self._closed = True
+                    self._heard.notify_all()
+                    return
+                message = json.loads(data)
+                self._answers[message.pop("id")] = message
+                self._heard.notify_all()
+
+    def _ask_later(self, request: dict[str, Any], fds: Sequence[int] = ()) -> int:
+        with self._lock:
+            self.count += 1
+            ident = self.count
+            payload = json.dumps({"id": ident, **request}).encode()
+            socket.send_fds(self.channel, [payload], list(fds))
+        return ident
+
+    def _answer(self, ident: int, timeout: float | None) -> dict[str, int] | None:
+        with self._heard:
+            self._heard.wait_for(lambda: ident in self._answers or self._closed, timeout)
+            if ident in self._answers:
+                return self._answers[ident]
+            assert not self._closed, "the warm CLI server died"
+            return None
+
+    def popen(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path | str | None = None,
+        stdin: Stream = DEVNULL,
+        stdout: Stream = None,
+        stderr: Stream = None,
+        start_new_session: bool = False,
+        controlling_tty: bool = False,
+        code: str | None = None,
+    ) -> WarmProcess:
+        """``tilth <argv>`` (or ``python -c code <argv>``) as a new process, like ``Popen``
+        with ``text=True``; ``controlling_tty`` makes the terminal on stdin its own."""
+        passed: list[int] = []
+        ours: list[IO[Any] | None] = []
+        for n, where in enumerate((stdin, stdout, stderr)):
+            theirs, mine = _child_end(n, where)
+            passed.append(theirs)
+            ours.append(mine)
+        job = {
+            "argv": list(argv),
+            "env": dict(env),
+            "cwd": str(cwd or os.getcwd()),
+            "code": code,
+            "new_session": start_new_session,
+            "tty": controlling_tty,
+        }
+        try:
+            answer = self._answer(self._ask_later({"start": job}, passed), 60)
+        finally:
+            for fd in passed:  # the child has its own copies now
+                os.close(fd)
+        assert answer is not None, "the warm CLI server did not start the command"
+        return WarmProcess(self, answer["pid"], ["tilth", *argv], ours)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path | str | None = None,
+        input_text: str | None = "",
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """``subprocess.run(..., capture_output=True, text=True)`` for ``tilth <argv>``."""
+        process = self.popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=PIPE if input_text is not None else DEVNULL,
+            stdout=PIPE,
+            stderr=PIPE,
+        )
+        with process:
+            out, err = process.communicate(input_text, timeout)
+        return subprocess.CompletedProcess(process.args, process.wait(), out, err)
 
     def start(self, argv: list[str], env: dict[str, str], code: str | None = None) -> Started:
-        """``tilth <argv>`` (or ``python -c code <argv>``) in a new process with ``env``."""
-        self.count += 1
-        out, err = self.tmp / f"{self.count}.out", self.tmp / f"{self.count}.err"
-        job = {"argv": argv, "env": env, "code": code, "cwd": os.getcwd()}
-        job.update(stdout=str(out), stderr=str(err))
-        return Started(self._ask({"start": job})["pid"], out, err)
+        """``tilth <argv>`` (or ``python -c code <argv>``) with its output in files."""
+        out, err = (tempfile.NamedTemporaryFile(dir=self.tmp, delete=False) for _ in "12")
+        with out, err:
+            process = self.popen(argv, env=env, stdout=out, stderr=err, code=code)
+        return Started(process, Path(out.name), Path(err.name))
 
     def wait(self, started: Started) -> tuple[int, str, str]:
         """(exit code or -signal, stdout, stderr) once ``started`` ended."""
-        code = self._ask({"wait": started.pid})["code"]
+        code = started.process.wait()
         return code, started.stdout.read_text(), started.stderr.read_text()
 
     def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
+        try:
+            self.channel.shutdown(socket.SHUT_RDWR)  # wakes the reader; the server sees EOF
+        except OSError:
+            pass
+        self.channel.close()
         self.process.wait(timeout=30)
 
 
+def _child_end(n: int, where: Stream) -> tuple[int, IO[Any] | None]:
+    """The descriptor the child gets for stream ``n``, and the test's end of a pipe."""
+    if where == PIPE:
+        read, write = os.pipe()
+        if n == 0:
+            return read, open(write, "w", encoding="utf-8")
+        return write, open(read, encoding="utf-8", errors="replace")
+    if where == DEVNULL or (where is None and n == 0):
+        return os.open(os.devnull, os.O_RDWR), None
+    if where is None:
+        return os.dup(n), None  # inherit the test's own stream
+    if isinstance(where, int):
+        return os.dup(where), None
+    return os.dup(where.fileno()), None
+
+
+_SHARED: list[WarmCli] = []
+
+
+def shared() -> WarmCli:
+    """This process's warm server, started on first use and stopped at exit."""
+    if not _SHARED:
+        _SHARED.append(WarmCli())
+        atexit.register(_SHARED[0].close)
+    return _SHARED[0]
+
+
 if __name__ == "__main__":
-    serve()
+    serve(socket.socket(fileno=int(sys.argv[1])))

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
+from tests.warm_cli import PIPE, WarmProcess, shared
 from tilth.demo.script import Team
 from tilth.errors import StorageError
 from tilth.model.script import Reply, delay
@@ -36,15 +37,9 @@ def _slow_implementing(team: Team) -> Any:
     return script
 
 
-def _popen(repo: Path, env: dict[str, str], **kw: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tilth", "run", str(repo)],
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-        **kw,
-    )
+def _popen(repo: Path, env: dict[str, str]) -> WarmProcess:
+    """``tilth run <repo>`` as its own process, its output in pipes."""
+    return shared().popen(["run", str(repo)], stdout=PIPE, stderr=PIPE, env={**os.environ, **env})
 
 
 def test_sighup_stops_the_run_like_ctrl_c(repo: Path, sessions_dir: Path) -> None:
@@ -52,7 +47,7 @@ def test_sighup_stops_the_run_like_ctrl_c(repo: Path, sessions_dir: Path) -> Non
     team = Team(recipes())
     with team_server(_slow_implementing(team)) as server:
         env = model_env(server.base_url)
-        child = _popen(repo, env, stdout=subprocess.PIPE)
+        child = _popen(repo, env)
         deadline = time.monotonic() + 60
         while not any("submit_case" in str(r["body"].get("tools")) for r in server.requests):
             assert child.poll() is None and time.monotonic() < deadline, child.communicate()
@@ -76,7 +71,7 @@ def test_a_closed_output_pipe_stops_the_run_like_ctrl_c(repo: Path, sessions_dir
     seeded = seed_session(sessions_dir, repo, TASKS)
     with team_server(Team(recipes())) as server:
         env = model_env(server.base_url)
-        child = _popen(repo, env, stdout=subprocess.PIPE)
+        child = _popen(repo, env)
         assert child.stdout is not None
         first = child.stdout.readline()
         child.stdout.close()  # as `head -1` does

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from agent.support import (
     team_server,
     tilth,
 )
+from tests.warm_cli import PIPE, shared
 from tilth import git
 from tilth.demo.script import Recipe, Team
 from tilth.model.script import Reply, delay
@@ -172,14 +171,7 @@ def test_ctrl_c_or_sigterm_saves_state_exits_130_and_resume_continues(
 
     with team_server(slow_implementing) as server:
         env = {**os.environ, **model_env(server.base_url)}
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tilth", "run", str(repo)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+        child = shared().popen(["run", str(repo)], stdout=PIPE, stderr=PIPE, env=env)
         deadline = time.monotonic() + 60
         while not any(
             "submit_case" in str(r["body"].get("tools")) for r in server.requests if r["body"]

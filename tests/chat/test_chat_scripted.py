@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.chat.support import tree_hash
 from tests.chat.tty import chat_env, server_for
 from tests.conftest import make_repo
 from tests.sessionview import SessionView
+from tests.warm_cli import shared
 from tilth.model import error, reply, tool_call
 
 WRITE = tool_call("write_file", path="hello.py", content="print('hello')\n")
@@ -47,11 +47,9 @@ def run_chat(
 ) -> subprocess.CompletedProcess[str]:
     server = server_for(replies)
     try:
-        return subprocess.run(
-            [sys.executable, "-m", "tilth", "chat", directory],
-            input="".join(line + "\n" for line in lines),
-            capture_output=True,
-            text=True,
+        return shared().run(
+            ["chat", directory],
+            input_text="".join(line + "\n" for line in lines),
             cwd=tmp_path,
             env=chat_env(tmp_path / "home", server, **env),
             timeout=120,
@@ -164,23 +162,15 @@ def test_resume_continues_the_chat_where_it_stopped(tmp_path: Path) -> None:
     server = server_for([reply("Still here, and hello.py is too.")])
     try:
         env = chat_env(tmp_path / "home", server)
-        again = subprocess.run(
-            [sys.executable, "-m", "tilth", "chat", "--resume", session_id],
-            input="what did you write?\n/checkpoints\n",
-            capture_output=True,
-            text=True,
+        again = shared().run(
+            ["chat", "--resume", session_id],
+            input_text="what did you write?\n/checkpoints\n",
             cwd=tmp_path,
             env=env,
             timeout=120,
         )
-        both = subprocess.run(
-            [sys.executable, "-m", "tilth", "chat", "--resume", session_id, "work"],
-            input="",
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-            timeout=120,
+        both = shared().run(
+            ["chat", "--resume", session_id, "work"], cwd=tmp_path, env=env, timeout=120
         )
         request = server.requests[0]["body"]["messages"]
     finally:

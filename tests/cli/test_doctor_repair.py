@@ -17,6 +17,7 @@ import pytest
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
 
 from tests.conftest import git, make_repo
+from tests.warm_cli import shared
 from tilth.demo.script import Team
 from tilth.session.store import Session
 
@@ -210,20 +211,17 @@ def test_on_a_terminal_each_repair_is_shown_and_confirmed(story: Story) -> None:
     import os
     import pty
     import select
-    import subprocess
-    import sys
     import time
 
     story.session.prd_path.write_text("")
     shutil.rmtree(story.session.workspace_dir)
     leader, follower = pty.openpty()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tilth", "doctor", story.sid, "--repair"],
+    child = shared().popen(
+        ["doctor", story.sid, "--repair"],
         stdin=follower,
         stdout=follower,
         stderr=follower,
         env={**os.environ, **story.env},
-        close_fds=True,
     )
     os.close(follower)
     seen, answers = b"", [b"n\n", b"y\n"]

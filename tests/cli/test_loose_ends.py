@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
 from seed.support import cli_env, session_dirs
 
+from tests.warm_cli import DEVNULL, shared
 from tilth.demo.script import Team
 from tilth.model import FakeServer, Script, delay, reply
 from tilth.session.store import Session
@@ -21,12 +20,8 @@ from tilth.session.store import Session
 def test_a_prep_killed_with_sigkill_is_reported_interrupted(repo: Path, sessions_dir: Path) -> None:
     with FakeServer(Script([delay(60, reply("too late"))])) as server:
         env = {**os.environ, **cli_env(server)}
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tilth", "prep-feature", str(repo), "--brief", "b"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        child = shared().popen(
+            ["prep-feature", str(repo), "--brief", "b"], env=env, stdout=DEVNULL, stderr=DEVNULL
         )
         deadline = time.monotonic() + 60
         while not server.requests:  # the interview is waiting on the model

@@ -6,7 +6,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from seed.support import Terminal, cli_env, session_dirs, write_seed
 
 from tests.sessionview import SessionView
+from tests.warm_cli import PIPE, shared
 from tilth.model import FakeServer, Script, reply, tool_call
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
@@ -127,11 +127,11 @@ def test_stopped_while_waiting_for_an_answer(
     tilth_home: Path, sessions_dir: Path, repo: Path, signum: int
 ) -> None:
     with FakeServer(two_questions()) as server:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tilth", "prep-feature", str(repo), "--brief", "b"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+        child = shared().popen(
+            ["prep-feature", str(repo), "--brief", "b"],
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=PIPE,
             env={**os.environ, **cli_env(server)},
         )
         try:
@@ -145,8 +145,8 @@ def test_stopped_while_waiting_for_an_answer(
                 child.wait()
     assert child.returncode == 130, stderr
     (session_dir,) = session_dirs(sessions_dir)
-    assert f"interrupted; session {session_dir.name} is marked failed".encode() in stderr
-    assert b"Traceback" not in stderr
+    assert f"interrupted; session {session_dir.name} is marked failed" in stderr
+    assert "Traceback" not in stderr
     assert SessionView.at(session_dir).status == "failed"
     stop = SessionView.at(session_dir).payloads("stop")
     assert [s["reason"] for s in stop] == ["interrupted"]

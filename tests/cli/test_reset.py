@@ -9,13 +9,13 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from tests.lock_holder import held_elsewhere
 from tests.stdin_wait import wait_reading_stdin
+from tests.warm_cli import shared
 from tilth import git, git_worktrees
 from tilth.session.store import Session
 
@@ -215,14 +215,7 @@ def run_in_pty(args: list[str], answer: str | None, timeout: float = 60) -> tupl
     """
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "TILTH_DEBUG"}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tilth", *args],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        close_fds=True,
-    )
+    child = shared().popen(args, stdin=slave, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     output = b""
     answered = False

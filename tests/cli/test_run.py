@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import pty
 import select
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from agent.support import TASKS, model_env, seed_session, tilth
 
+from tests.warm_cli import shared
 from tilth.session.discovery import session_ids
 
 UNREACHABLE = model_env("http://127.0.0.1:9/v1")
@@ -79,13 +78,8 @@ def test_not_a_repository_is_a_usage_error(tmp_path: Path, tilth_home: Path) -> 
 def _on_a_terminal(args: list[str], answer: bytes, env: dict[str, str]) -> tuple[int, str]:
     """Run the CLI with a pseudo-terminal as stdin/stdout; type ``answer`` at the prompt."""
     leader, follower = pty.openpty()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tilth", *args],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env={**os.environ, **env},
-        close_fds=True,
+    child = shared().popen(
+        args, stdin=follower, stdout=follower, stderr=follower, env={**os.environ, **env}
     )
     os.close(follower)
     seen = b""

@@ -24,6 +24,7 @@ from typing import Any
 
 from tests.conftest import GIT_IDENTITY, run_cli, run_cli_in_process
 from tests.sessionview import SessionView
+from tests.warm_cli import PIPE, WarmProcess, shared
 from tilth.demo.script import Interview, Team
 from tilth.demo.story import demo_team
 from tilth.model import FakeServer, Script
@@ -257,20 +258,10 @@ class Live:
             return run_cli_in_process(*args, input_text=input_text or "", env=env)
         return run_cli(*args, input_text=input_text, env=env, cwd=self.live, timeout=timeout)
 
-    def popen(self, *args: str, **extra: str) -> subprocess.Popen[str]:
-        import sys
-
+    def popen(self, *args: str, **extra: str) -> WarmProcess:
         env = {**os.environ, **self.env, "TILTH_HOME": str(self.home), **extra}
         env.pop("TILTH_DEBUG", None)
-        return subprocess.Popen(
-            [sys.executable, "-m", "tilth", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=self.live,
-        )
+        return shared().popen(list(args), stdout=PIPE, stderr=PIPE, env=env, cwd=self.live)
 
     # ---- reading the session ----------------------------------------------------------
     def session(self, sid: str | None = None) -> SessionView:

@@ -7,13 +7,12 @@ import pty
 import re
 import select
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.stdin_wait import wait_reading_stdin
+from tests.warm_cli import shared
 from tilth.model import FakeServer, Script, reply, tool_call
 
 API_KEY = "sk-test-prep-5ecr3t-0123456789"
@@ -109,14 +108,8 @@ class Terminal:
     def __init__(self, args: list[str], env: dict[str, str], timeout: float = 60) -> None:
         master, slave = pty.openpty()
         full = {k: v for k, v in {**os.environ, **env}.items() if k != "TILTH_DEBUG"}
-        self.child = subprocess.Popen(
-            [sys.executable, "-m", "tilth", *args],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=full,
-            close_fds=True,
-            start_new_session=True,
+        self.child = shared().popen(
+            args, stdin=slave, stdout=slave, stderr=slave, env=full, start_new_session=True
         )
         os.close(slave)
         self.master = master

@@ -7,14 +7,13 @@ import os
 import pty
 import re
 import select
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 
 from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.simrun import fingerprint, observe, timeline_of, worktree_of
+from tests.warm_cli import shared
 from tilth import git
 from tilth.timeline import Recorder, list_checkpoints, plan_rewind, resolve_checkpoint
 from tilth.timeline.record.checkpoints import CHECKPOINT_FILE_SCHEMA
@@ -221,14 +220,7 @@ def run_on_terminal(
 ) -> tuple[int, str]:
     """Run the CLI on a pseudo-terminal, typing each answer once its prompt shows."""
     master, slave = pty.openpty()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tilth", *args],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        close_fds=True,
-    )
+    child = shared().popen(args, stdin=slave, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     output, pending = b"", list(answers)
     deadline = time.monotonic() + 60

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -23,6 +22,8 @@ import httpx
 
 from tests.agent.support import PACKAGE, TASKS, model_env, recipes, seed_session, tilth
 from tests.conftest import make_repo
+from tests.warm_cli import PIPE, WarmProcess
+from tests.warm_cli import shared as shared_warm_cli
 from tilth.demo.script import Recipe, Team
 from tilth.model import FakeServer, Script
 from tilth.session.files import atomic_write_json
@@ -124,7 +125,7 @@ class Served:
     """A running ``tilth serve`` subprocess."""
 
     url: str
-    process: subprocess.Popen[str]
+    process: WarmProcess
 
     @property
     def base(self) -> str:
@@ -148,12 +149,10 @@ class Served:
 @contextmanager
 def serve(env: Mapping[str, str] | None = None, port: int = 0) -> Iterator[Served]:
     """The real ``tilth serve --port <port> --no-open``; stopped with SIGINT afterwards."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tilth", "serve", "--port", str(port), "--no-open"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = shared_warm_cli().popen(
+        ["serve", "--port", str(port), "--no-open"],
+        stdout=PIPE,
+        stderr=PIPE,
         env={**os.environ, **(env or {})},
         start_new_session=True,
     )
@@ -184,13 +183,13 @@ def _wait_ready(served: Served, timeout: float = 20) -> None:
         time.sleep(0.05)
 
 
-def _stderr(process: subprocess.Popen[str]) -> str:
+def _stderr(process: WarmProcess) -> str:
     if process.poll() is None or process.stderr is None:
         return ""
     return process.stderr.read()
 
 
-def _stop(process: subprocess.Popen[str]) -> bool:
+def _stop(process: WarmProcess) -> bool:
     """Ctrl-C, as a person stops it; True when the server had to be killed."""
     hung = False
     if process.poll() is None:

@@ -6,13 +6,12 @@ their own. The terminal is a real pseudo-terminal, the server the real ``tilth s
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.chat.tty import TtyChat, chat_env
+from tests.warm_cli import shared
 from tests.web.support import serve
 from tests.web.test_chat_shutdown import new_chat
 from tilth.model import FakeServer, Script, reply
@@ -50,13 +49,10 @@ def test_the_server_refuses_a_chat_a_terminal_has_open_and_the_other_way_round(
         assert answered.status_code == 200 and "From the page." in answered.text
 
         # and now the server has it open: a terminal cannot take it over
-        again = subprocess.run(
-            [sys.executable, "-m", "tilth", "chat", "--resume", session.id],
-            input="hello again\n",
-            capture_output=True,
-            text=True,
+        again = shared().run(
+            ["chat", "--resume", session.id],
+            input_text="hello again\n",
             env=chat_env(tilth_home, model),
-            timeout=60,
         )
         assert again.returncode != 0
         assert "open in another front end" in again.stderr

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 
+from tests.warm_cli import shared
 from tests.web.sse import messages, take
 from tests.web.support import Built, serve
 from tilth.session.store import Session
@@ -32,11 +32,8 @@ def test_a_port_in_use_is_a_one_line_error(tilth_home: object) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "-m", "tilth", "serve", "--port", str(port), "--no-open"],
-            capture_output=True,
-            text=True,
-            timeout=30,
+        done = shared().run(
+            ["serve", "--port", str(port), "--no-open"], env=dict(os.environ), timeout=30
         )
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: port {port} on 127.0.0.1 is in use")
