@@ -104,6 +104,7 @@ WARM_MODULES = (
 def serve(channel: socket.socket) -> None:
     """The server loop: start children, report their exits."""
     import importlib
+    import platform
 
     import click
 
@@ -111,6 +112,7 @@ def serve(channel: socket.socket) -> None:
 
     for module in WARM_MODULES:  # what the commands import when they run
         importlib.import_module(module)
+    platform.platform()  # the SDK's request headers ask, and `uname -p` is a process
 
     context = click.Context(cli)
     for name in cli.list_commands(context):

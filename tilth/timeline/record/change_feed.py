@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import struct
 import time
@@ -178,7 +179,13 @@ class WatchUnavailable(OSError):
     """inotify cannot be used here (not Linux, or out of watches/instances)."""
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
+    """The C library this process already runs on; looked up by name (``ldconfig -p``, a
+    process) only where the running program does not export inotify."""
+    lib = ctypes.CDLL(None, use_errno=True)
+    if hasattr(lib, "inotify_init1"):
+        return lib
     name = ctypes.util.find_library("c")
     if not name or not hasattr(os, "read"):
         raise WatchUnavailable("no C library")
