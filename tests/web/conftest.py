@@ -126,3 +126,13 @@ def browser() -> Iterator[Any]:
             yield instance
         finally:
             instance.close()
+
+
+@pytest.fixture(autouse=True)
+def _pages_closed_after_each_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test's browser contexts are closed when it ends. A page left open keeps running
+    for the rest of the suite, its event stream retrying a server that is gone every second."""
+    yield
+    if "browser" in request.fixturenames:
+        for context in request.getfixturevalue("browser").contexts:
+            context.close()

@@ -146,20 +146,42 @@ class Watches:
             await watch.bump()
 
 
+def _read_at(path: Path, offset: int, count: int | None = None) -> tuple[bytes, int]:
+    """``count`` bytes of ``path`` from ``offset`` (all of the rest when None) and its size.
+
+    Plain system calls, no file object: every follower reads the log at every change, and
+    making and closing a Python file object cost more than the read itself.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        wanted = size - offset if count is None else count
+        if wanted <= 0 or offset >= size:
+            return b"", size
+        chunks = []
+        while wanted > 0:
+            chunk = os.pread(fd, wanted, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            wanted -= len(chunk)
+        return b"".join(chunks), size
+    finally:
+        os.close(fd)
+
+
 def read_lines(path: Path, offset: int) -> tuple[list[bytes], int, int]:
     """Complete lines from ``offset``: ``(lines, new offset, file size)``.
 
     A torn last line (a write in progress) is left for the next read.
     """
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size <= offset:
-                return [], offset, size
-            handle.seek(offset)
-            data = handle.read(size - offset)
+        data, size = _read_at(path, offset)
     except FileNotFoundError:
         return [], offset, 0
+    if not data:
+        return [], offset, size
     cut = data.rfind(b"\n")
     if cut < 0:
         return [], offset, size
@@ -189,9 +211,7 @@ def _ends_line(path: Path, offset: int) -> bool:
     if offset == 0:
         return True
     try:
-        with open(path, "rb") as handle:
-            handle.seek(offset - 1)
-            return handle.read(1) == b"\n"
+        return _read_at(path, offset - 1, 1)[0] == b"\n"
     except OSError:
         return False
 

@@ -15,6 +15,7 @@ operation (``op``): a go-back a crash interrupted and recovery finished raises i
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,19 @@ def epoch_path(session_dir: Path) -> Path:
     return session_dir / "timeline" / EPOCH_FILE
 
 
+RECORD_BYTES = 4096
+"""The record is a few dozen bytes; a file longer than this is not one (read as epoch 0)."""
+
+
 def _record(session_dir: Path) -> dict[str, Any]:
+    # Plain system calls: every follower of a served session reads this at every change.
     try:
-        data = json.loads(epoch_path(session_dir).read_text("utf-8"))
+        fd = os.open(epoch_path(session_dir), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, RECORD_BYTES + 1)
+        finally:
+            os.close(fd)
+        data = json.loads(raw) if len(raw) <= RECORD_BYTES else None
     except (OSError, ValueError):  # missing (never cut), or unreadable: start from 0
         return {}
     return data if isinstance(data, dict) else {}
