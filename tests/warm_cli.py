@@ -4,8 +4,9 @@ A warm server process imports Tilth (the OpenAI SDK alone costs half a second of
 then forks a child per command. The child takes the standard streams the test made (pipes,
 files or a pseudo-terminal, passed over a Unix socket), its own environment, directory and
 arguments, and becomes what ``python -m tilth <args>`` would be: a session of its own when
-asked, the terminal as its controlling terminal, the exit code or signal its own. Tests
-drive it through ``WarmProcess``, which answers like ``subprocess.Popen``.
+asked, the exit code or signal its own. Tests drive it through ``WarmProcess``, which
+answers like ``subprocess.Popen``. (``tilth chat`` on a terminal of its own, Ctrl-C typed
+at it, is still started as a real ``python -m tilth`` with pexpect: ``tests/chat/tty.py``.)
 
 The server's command line ends in a file named ``tilth`` (a link to this one), so the
 product's own check of a lock holder (``tilth ...`` or ``python -m tilth ...``) sees a
@@ -55,15 +56,10 @@ def _text_stream(fd: int, mode: str) -> io.TextIOWrapper:
 
 def _become(job: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: take the job's streams, session, directory and environment."""
-    import fcntl
-    import termios
-
-    if job["new_session"] or job["tty"]:
+    if job["new_session"]:
         os.setsid()
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
-    if job["tty"]:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     os.closerange(3, 65536)  # the server's socket and every other descriptor: as new
     os.chdir(job["cwd"])
     os.environ.clear()
@@ -356,11 +352,10 @@ class WarmCli:
         stdout: Stream = None,
         stderr: Stream = None,
         start_new_session: bool = False,
-        controlling_tty: bool = False,
         code: str | None = None,
     ) -> WarmProcess:
         """``tilth <argv>`` (or ``python -c code <argv>``) as a new process, like ``Popen``
-        with ``text=True``; ``controlling_tty`` makes the terminal on stdin its own."""
+        with ``text=True``."""
         passed: list[int] = []
         ours: list[IO[Any] | None] = []
         for n, where in enumerate((stdin, stdout, stderr)):
@@ -373,7 +368,6 @@ class WarmCli:
             "cwd": str(cwd or os.getcwd()),
             "code": code,
             "new_session": start_new_session,
-            "tty": controlling_tty,
         }
         try:
             answer = self._answer(self._ask_later({"start": job}, passed), 60)

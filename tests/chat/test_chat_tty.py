@@ -206,7 +206,9 @@ def test_a_missing_directory_is_one_line(tmp_path: Path) -> None:
         chat.expect(r"error: .*nowhere does not exist")
         chat.child.expect("\n")
         chat.child.expect(r"hint: ")
-        assert chat.exit_status() == 2
+        chat.child.expect(__import__("pexpect").EOF)
+        chat.child.close()
+        assert chat.child.exitstatus == 2
         assert "Traceback" not in re.sub(r"\s+", " ", str(chat.child.before))
     finally:
         chat.close()

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import struct
-import termios
+import sys
 from pathlib import Path
 from typing import Any
 
 import pexpect
-from pexpect.fdpexpect import fdspawn
 
-from tests.warm_cli import shared
 from tilth.model import FakeServer, Script
 
 PROMPT = "›"
@@ -37,8 +32,7 @@ def chat_env(home: Path, server: FakeServer, **extra: str) -> dict[str, str]:
 
 
 class TtyChat:
-    """One ``tilth chat`` process on a pseudo-terminal (its controlling terminal, as a shell
-    would give it), forked from the warm CLI server (``tests/warm_cli.py``)."""
+    """One ``tilth chat`` process on a pseudo-terminal."""
 
     def __init__(
         self,
@@ -48,21 +42,15 @@ class TtyChat:
         log: Path | None = None,
         dimensions: tuple[int, int] = (50, 140),
     ) -> None:
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *dimensions, 0, 0))
-        try:
-            self.process = shared().popen(
-                ["chat", *args],
-                env=env,
-                cwd=cwd,
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                controlling_tty=True,
-            )
-        finally:
-            os.close(slave)
-        self.child = fdspawn(master, timeout=30, encoding="utf-8")
+        self.child = pexpect.spawn(
+            sys.executable,
+            ["-m", "tilth", "chat", *args],
+            env=env,
+            cwd=str(cwd),
+            dimensions=dimensions,
+            encoding="utf-8",
+            timeout=30,
+        )
         self._log = open(log, "w", encoding="utf-8") if log else None
         if self._log is not None:
             self.child.logfile_read = self._log
@@ -91,22 +79,15 @@ class TtyChat:
     def leave(self) -> int:
         """Ctrl-D at the prompt; returns the exit status."""
         self.child.send("\x04")
-        return self.exit_status()
-
-    def exit_status(self) -> int:
-        """Wait for the terminal to close and the process to end; its exit status."""
         self.child.expect(pexpect.EOF, timeout=30)
         self.child.close()
         if self._log is not None:
             self._log.close()
-        return self.process.wait(30)
+        return int(self.child.exitstatus if self.child.exitstatus is not None else -1)
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(30)
-        if self.child.child_fd != -1:
-            self.child.close()
+        if self.child.isalive():
+            self.child.terminate(force=True)
         if self._log is not None and not self._log.closed:
             self._log.close()
 

@@ -54,6 +54,9 @@ class ChatRepl(ChatCommands):
         self._worker: threading.Thread | None = None
         self._done = threading.Event()
         self._requests: queue.Queue[tuple[str, str, queue.Queue[bool]]] = queue.Queue()
+        # Set when a request is queued: the main thread polls this flag (no lock taken), not
+        # the queue, whose lock a Ctrl-C landing mid-``get`` could leave held.
+        self._requested = threading.Event()
         self._prompt: Any = None
         self._turns = len(engine.turns())
 
@@ -204,7 +207,10 @@ class ChatRepl(ChatCommands):
 
         worker = threading.Thread(target=work, name="tilth-chat-turn", daemon=True)
         self._worker, self._done = worker, done
-        worker.start()
+        try:
+            worker.start()
+        except KeyboardInterrupt:  # Ctrl-C before the turn could be followed
+            token.cancel()
         self._follow(done, token)
         self._turns = len(self.engine.turns())
         error = box.get("error")
@@ -220,23 +226,29 @@ class ChatRepl(ChatCommands):
         An ``Event`` is waited on, not the thread: a ``join`` interrupted by Ctrl-C can
         leave ``is_alive()`` False while the thread still runs.
         """
-        deadline: float | None = None
-        while not done.is_set():
+        deadline = self._cancelling(token) if token.cancelled else None
+        while True:
+            # Everything inside the ``try``: Ctrl-C lands wherever the loop is, and one that
+            # escaped it would leave the turn running, uncancelled, behind the next prompt.
             try:
+                if done.is_set() or (deadline is not None and time.monotonic() > deadline):
+                    break
                 self._serve_requests()
                 done.wait(0.05)
             except KeyboardInterrupt:
                 if deadline is not None:
                     break
-                token.cancel()
-                self.view.end_block()
-                self.io.dim("cancelling the turn...")
-                deadline = time.monotonic() + CANCEL_WAIT_SECONDS
-            if deadline is not None and time.monotonic() > deadline:
-                break
+                deadline = self._cancelling(token)
         if not done.is_set():
             self.io.dim("the cancelled turn stops once its running tool call finishes")
         self._refuse_pending()
+
+    def _cancelling(self, token: CancelToken) -> float:
+        """Cancel the turn and say so; when to stop waiting for it."""
+        token.cancel()
+        self.view.end_block()
+        self.io.dim("cancelling the turn...")
+        return time.monotonic() + CANCEL_WAIT_SECONDS
 
     def _wait_worker(self) -> None:
         done = self._done
@@ -253,9 +265,13 @@ class ChatRepl(ChatCommands):
             return False
         answer: queue.Queue[bool] = queue.Queue(maxsize=1)
         self._requests.put((command, reason, answer))
+        self._requested.set()
         return answer.get()
 
     def _serve_requests(self) -> None:
+        if not self._requested.is_set():
+            return
+        self._requested.clear()
         while True:
             try:
                 command, reason, answer = self._requests.get_nowait()
