@@ -149,7 +149,8 @@ const Chat = (() => {
       case "turn_started":
         list.append(userMessage(event.prompt, null));
         view.status.textContent = "turn " + event.turn + "…";
-        return null;
+        reply = null;
+        break;
       case "text":
         if (!reply) { reply = assistantMessage(""); list.append(reply); }
         setReply(reply, reply.replyText + event.text);
@@ -157,7 +158,8 @@ const Chat = (() => {
         break;
       case "tool_started":
         list.append(toolLine("→ " + (event.summary || event.name)));
-        return null; // text after a tool call is a new reply
+        reply = null; // text after a tool call is a new reply
+        break;
       case "tool_finished":
         list.append(toolLine("  " + (event.ok ? "" : "✗ ") + T.short(event.result || "", 300), "chat-tool-result"));
         break;
