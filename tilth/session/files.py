@@ -82,6 +82,32 @@ def read_json(path: Path, *, what: str) -> Any:
         ) from None
 
 
+def read_at(path: Path, offset: int, count: int | None = None) -> tuple[bytes, int]:
+    """``count`` bytes of ``path`` from ``offset`` (all of the rest when None) and its size.
+
+    Plain system calls, no file object: readers that come back at every change (each
+    follower of a served session reads the log and its epoch record) would spend more on
+    making and closing a Python file object than on the read itself.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        wanted = size - offset if count is None else count
+        if wanted <= 0 or offset >= size:
+            return b"", size
+        chunks = []
+        while wanted > 0:
+            chunk = os.pread(fd, wanted, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            wanted -= len(chunk)
+        return b"".join(chunks), size
+    finally:
+        os.close(fd)
+
+
 def append_line(path: Path, line: str, *, repair: bool = False) -> int:
     """Append one line (newline added), flush and fsync; returns the file size after.
 

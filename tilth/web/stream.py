@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from anyio import to_thread
 
+from tilth.session.files import read_at
 from tilth.timeline.record.log_epoch import epoch_path, read_epoch
 
 POLL_SECONDS = 0.05
@@ -146,38 +146,13 @@ class Watches:
             await watch.bump()
 
 
-def _read_at(path: Path, offset: int, count: int | None = None) -> tuple[bytes, int]:
-    """``count`` bytes of ``path`` from ``offset`` (all of the rest when None) and its size.
-
-    Plain system calls, no file object: every follower reads the log at every change, and
-    making and closing a Python file object cost more than the read itself.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        size = os.fstat(fd).st_size
-        wanted = size - offset if count is None else count
-        if wanted <= 0 or offset >= size:
-            return b"", size
-        chunks = []
-        while wanted > 0:
-            chunk = os.pread(fd, wanted, offset)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            offset += len(chunk)
-            wanted -= len(chunk)
-        return b"".join(chunks), size
-    finally:
-        os.close(fd)
-
-
 def read_lines(path: Path, offset: int) -> tuple[list[bytes], int, int]:
     """Complete lines from ``offset``: ``(lines, new offset, file size)``.
 
     A torn last line (a write in progress) is left for the next read.
     """
     try:
-        data, size = _read_at(path, offset)
+        data, size = read_at(path, offset)
     except FileNotFoundError:
         return [], offset, 0
     if not data:
@@ -211,7 +186,7 @@ def _ends_line(path: Path, offset: int) -> bool:
     if offset == 0:
         return True
     try:
-        return _read_at(path, offset - 1, 1)[0] == b"\n"
+        return read_at(path, offset - 1, 1)[0] == b"\n"
     except OSError:
         return False
 

@@ -15,11 +15,10 @@ operation (``op``): a go-back a crash interrupted and recovery finished raises i
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from tilth.session.files import atomic_write_json
+from tilth.session.files import atomic_write_json, read_at
 
 EPOCH_FILE = "events-epoch.json"
 SCHEMA = 1
@@ -35,14 +34,9 @@ RECORD_BYTES = 4096
 
 
 def _record(session_dir: Path) -> dict[str, Any]:
-    # Plain system calls: every follower of a served session reads this at every change.
-    try:
-        fd = os.open(epoch_path(session_dir), os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            raw = os.read(fd, RECORD_BYTES + 1)
-        finally:
-            os.close(fd)
-        data = json.loads(raw) if len(raw) <= RECORD_BYTES else None
+    try:  # every follower of a served session reads this at every change: no file object
+        raw, size = read_at(epoch_path(session_dir), 0, RECORD_BYTES)
+        data = json.loads(raw) if size <= RECORD_BYTES else None
     except (OSError, ValueError):  # missing (never cut), or unreadable: start from 0
         return {}
     return data if isinstance(data, dict) else {}
