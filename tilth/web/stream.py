@@ -25,6 +25,7 @@ from pathlib import Path
 
 from anyio import to_thread
 
+from tilth.session.events import LINE_HEAD
 from tilth.session.files import read_at
 from tilth.timeline.record.log_epoch import epoch_path, read_epoch
 
@@ -164,15 +165,15 @@ def read_lines(path: Path, offset: int) -> tuple[list[bytes], int, int]:
     return lines, offset + cut + 1, size
 
 
-_SEQ_PREFIX = re.compile(rb'\{"v": \d+, "seq": (\d+), ')
-"""How ``EventLog`` starts every line it writes: the ``seq`` without parsing the rest (a
-stream reads each line once per follower, and a tool result can be a long line)."""
+_SEQ_PREFIX = re.compile(LINE_HEAD)
+"""A line ``EventLog`` wrote: its ``seq`` without parsing the rest (a stream reads each line
+once per follower, and a tool result can be a long line)."""
 
 
 def _seq(line: bytes) -> int:
     written = _SEQ_PREFIX.match(line)
     if written and line.endswith(b"}"):
-        return int(written.group(1))
+        return int(written.group("seq"))
     try:
         record = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):

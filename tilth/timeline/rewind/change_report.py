@@ -9,15 +9,15 @@ from collections import Counter
 from pathlib import Path
 
 from tilth import git
+from tilth.session.events import LINE_HEAD
 from tilth.session.threads import Thread, message_number
 from tilth.timeline.rewind.summarize import cut_at
 
-# Every event line starts like this (EventLog writes keys in this order); anchoring at
-# a newline means a nested "type" inside a payload never counts, and the literal prefix
-# lets the regex engine skip ahead with a fast search instead of trying every byte.
-_EVENT_HEAD = rb'\{"v": \d+, "seq": \d+, "ts": "[^"]*", "type": "([^"\\]*)"'
-_EVENT_TYPE_RE = re.compile(rb"\n" + _EVENT_HEAD)
-_FIRST_EVENT_RE = re.compile(_EVENT_HEAD)
+# Anchoring the line head at a newline means a nested "type" inside a payload never
+# counts, and the literal prefix lets the regex engine skip ahead with a fast search
+# instead of trying every byte.
+_EVENT_TYPE_RE = re.compile(rb"\n" + LINE_HEAD)
+_FIRST_EVENT_RE = re.compile(LINE_HEAD)
 
 
 def tree_changes(worktree: Path, target: str) -> list[tuple[str, str]]:
@@ -55,7 +55,7 @@ def tally_events(path: Path, offset: int) -> dict[str, int]:
         first = _FIRST_EVENT_RE.match(mm, 0) if offset == 0 else None
         rest = _EVENT_TYPE_RE.finditer(mm, max(0, offset - 1))
         for match in itertools.chain([first] if first else [], rest):
-            counts[match.group(1).decode("utf-8", "replace")] += 1
+            counts[match.group("type").decode("utf-8", "replace")] += 1
     return dict(sorted(counts.items()))
 
 
