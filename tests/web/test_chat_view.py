@@ -7,6 +7,7 @@ server runs in-process with a scripted model (``tests/web/test_chat.py`` does th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,6 +89,24 @@ def in_view(page: Any, selector: str) -> bool:
     )
 
 
+def settled_in_view(page: Any, selector: str) -> None:
+    """Once the turn's end has redrawn the page, the newest message is in view.
+
+    The end of a turn refreshes the page in steps (status, then history); a look taken
+    between two of them is not what a person sees, so this waits a little for the last one.
+    """
+    deadline = time.monotonic() + 3
+    while not in_view(page, selector):
+        if time.monotonic() > deadline:
+            where = page.evaluate(
+                "({y: scrollY, h: innerHeight, total: document.documentElement.scrollHeight})"
+            )
+            box = page.locator(selector).last.bounding_box()
+            composer = page.locator(".composer").bounding_box()
+            raise AssertionError(f"out of view: {box=} {composer=} page={where}")
+        time.sleep(0.05)
+
+
 def test_the_newest_message_stays_in_view(browser: Any, tilth_home: Path, tmp_path: Path) -> None:
     directory = tmp_path / "project"
     directory.mkdir()
@@ -110,7 +129,7 @@ def test_the_newest_message_stays_in_view(browser: Any, tilth_home: Path, tmp_pa
         assert in_view(page, "[data-test=chat-assistant]"), "the reply streams out of sight"
         page.wait_for_selector("[data-test=chat-user][data-turn='9']")
         wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the turn's end")
-        assert in_view(page, "[data-test=chat-assistant]:has-text('streamed line 14')")
+        settled_in_view(page, "[data-test=chat-assistant]:has-text('streamed line 14')")
 
         # someone reading back up while a reply streams is left where they are
         send(page, "and another")

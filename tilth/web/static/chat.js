@@ -134,10 +134,12 @@ const Chat = (() => {
     } catch (err) {
       showError(err);
     } finally {
+      const follow = atEnd();
       sending = false;
       view.send.disabled = false;
       view.stop.disabled = true;
       view.status.textContent = "";
+      if (follow) toEnd();
       await app.refresh();
     }
   }
@@ -297,16 +299,22 @@ const Chat = (() => {
 
   async function update(session) {
     if (!view || !app.root.contains(view.list)) build(session);
+    // the header's texts can change height; a page at its end stays there
+    const follow = view.shown && atEnd();
     const status = app.root.querySelector("[data-test=session-status]");
     status.textContent = session.status;
     status.className = "status status-" + session.status;
     app.root.querySelector("[data-test=tokens]").textContent = String((session.checkpoint || {}).tokens_used || 0);
-    if (sending) return;
+    if (sending) {
+      if (follow) toEnd();
+      return;
+    }
     // a turn another page sent (or one left running by a reload) can be stopped from here
     const busy = Boolean(session.turn_running);
     view.send.disabled = busy;
     view.stop.disabled = !busy;
     view.status.textContent = busy ? "a turn is running (sent from another page)…" : "";
+    if (follow) toEnd();
     try {
       const history = await api("GET", apiPath("messages"));
       turns = new Map(history.turns.map((t) => [t.turn, t]));
