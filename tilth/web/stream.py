@@ -3,6 +3,7 @@
 One ``LogWatch`` per session stats the log (and its epoch file) every ``POLL_SECONDS``
 while anyone listens and wakes its listeners when either changes; each listener reads
 the new complete lines from its own byte offset, so no event is sent twice or skipped.
+Listeners at the same place (every one that has caught up) share one read per change.
 
 Every event goes out as ``id: <epoch>-<seq>`` plus the stored JSON line. ``seq`` starts
 over where a rewind, restart, undo or reset cuts the log, so it alone would name two
@@ -72,6 +73,10 @@ def parse_event_id(raw: str) -> tuple[int, int] | None:
     return int(epoch), int(seq)
 
 
+Place = tuple[int | None, int, int]
+"""A follower's place in a log: ``(epoch, offset, last seq)``."""
+
+
 @dataclass
 class LogWatch:
     """Wakes every listener of one log when the file changes.
@@ -86,6 +91,9 @@ class LogWatch:
     listeners: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    reads: dict[Place, tuple[Place, bytes]] = field(default_factory=dict)
+    """This version's finished reads: a follower's place before → its place after, and the
+    frames it was sent. Cleared at every change."""
 
     async def _poll(self, last: tuple[object, ...]) -> None:
         while self.listeners > 0:
@@ -98,6 +106,7 @@ class LogWatch:
     async def bump(self) -> None:
         """Wake everyone (also called directly after this server cut the log itself)."""
         self.version += 1
+        self.reads = {}
         changed, self.changed = self.changed, asyncio.Event()
         changed.set()
 
@@ -111,6 +120,23 @@ class LogWatch:
 
     def leave(self) -> None:
         self.listeners -= 1
+
+    async def read(self, follower: Follower) -> bytes:
+        """What ``follower`` has not been sent yet, read once per place and change.
+
+        A read made since the last change is as good as a new one: any later change bumps
+        the version, which clears these and wakes the follower to read again.
+        """
+        version, before = self.version, follower.place()
+        done = self.reads.get(before)
+        if done is not None:
+            after, payload = done
+            follower.move_to(after)
+            return payload
+        payload = b"".join(await follower.read())
+        if self.version == version:
+            self.reads[before] = (follower.place(), payload)
+        return payload
 
     async def wait(self, seen: int, timeout: float) -> int:
         """Wait until the version passes ``seen`` (or ``timeout``); returns the version."""
@@ -213,6 +239,12 @@ class Follower:
     last_seq: int = 0
     epoch: int | None = None
 
+    def place(self) -> Place:
+        return (self.epoch, self.offset, self.last_seq)
+
+    def move_to(self, place: Place) -> None:
+        self.epoch, self.offset, self.last_seq = place
+
     async def read(self) -> list[bytes]:
         """SSE frames for whatever was appended since the last read (with resets)."""
         out: list[bytes] = []
@@ -312,9 +344,9 @@ async def follow(
             for chunk in await follower.skip_to(last_event_id):
                 yield chunk
         while not watches.closing.is_set():
-            frames = await follower.read()
-            if frames:
-                yield b"".join(frames)
+            payload = await watch.read(follower)
+            if payload:
+                yield payload
             version = await watch.wait(seen, HEARTBEAT_SECONDS)
             if version == seen:
                 yield b": keep-alive\n\n"
