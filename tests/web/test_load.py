@@ -21,7 +21,7 @@ import pytest
 from tests.web.support import Built, Served, in_own_thread, serve
 
 CLIENTS = 50
-SECONDS = 20.0
+SECONDS = 10.0
 POLL_SECONDS = 1.0
 
 WRITER = """
@@ -132,7 +132,7 @@ def test_fifty_clients_poll_and_follow_while_a_run_writes(built: Built) -> None:
     seqs = [e.seq for e in report.events]
     assert seqs == list(range(1, len(seqs) + 1))
     assert len(seqs) == len(before) + result["written"]
-    assert result["written"] > 300
+    assert result["written"] > 150  # about 50 a second, a few of them 120 kB
     for got in result["received"]:
         assert got == seqs  # nothing lost, nothing twice, in order
     assert result["failures"] == []

@@ -1,8 +1,8 @@
 """The fake server's answers as Chat Completions JSON: a whole reply, or its stream chunks.
 
 Streamed replies are cut as real providers cut them: text and reasoning in short pieces,
-``reasoning_details`` entries in parts, and tool-call arguments in small uneven pieces
-(splits land mid-token), so a client's reassembly is tested for real.
+``reasoning_details`` entries in parts, and tool-call arguments in uneven pieces, small
+ones first (splits land mid-token), so a client's reassembly is tested for real.
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from tilth.model.script import Reply, arguments_text, finish_reason_of
 
 _CHUNK_CHARS = 16
 _ARGUMENT_PIECES = (1, 3, 7, 2, 5, 11)
-"""Tool-call arguments arrive in pieces of these sizes, in turn."""
+"""A tool call's arguments start in pieces of these sizes (splits land mid-token)..."""
+_LATER_ARGUMENT_PIECES = (40, 61, 97)
+"""...and go on in pieces of these, in turn: a long file's content in five-character
+pieces made a scripted call cost 70 ms of CPU (the SDK parses every chunk), and the
+small pieces at the start test the same reassembly."""
 
 
 def _usage(reply: Reply) -> dict[str, int] | None:
@@ -72,10 +76,14 @@ def _detail_pieces(detail: Any) -> list[Any]:
 
 
 def _argument_pieces(text: str) -> list[str]:
-    """``text`` cut into small uneven pieces, as providers stream tool-call arguments."""
+    """``text`` cut into uneven pieces, as providers stream tool-call arguments."""
     pieces, start, turn = [], 0, 0
+    later = len(_LATER_ARGUMENT_PIECES)
     while start < len(text):
-        size = _ARGUMENT_PIECES[turn % len(_ARGUMENT_PIECES)]
+        if turn < len(_ARGUMENT_PIECES):
+            size = _ARGUMENT_PIECES[turn]
+        else:
+            size = _LATER_ARGUMENT_PIECES[(turn - len(_ARGUMENT_PIECES)) % later]
         pieces.append(text[start : start + size])
         start, turn = start + size, turn + 1
     return pieces

@@ -3,7 +3,7 @@
 ``POST /v1/chat/completions`` (also without ``/v1``) answers with the script's next reply for the
 request's ``model``, as JSON or, with ``"stream": true``, as server-sent events; ``GET /v1/models``
 lists the scripted models. Every request is recorded in ``.requests``. Streamed replies split
-text, reasoning and tool-call arguments into many small chunks (as real providers do); a
+text, reasoning and tool-call arguments into many chunks (as real providers do); a
 ``stall`` reply goes silent mid-stream; ``reject_stream=True`` answers every streamed request
 with HTTP 400, as an endpoint that cannot stream does. Run it standalone with
 ``python -m tilth.model.fake_server --script FILE [--port N]``: the first line printed is the
