@@ -199,6 +199,26 @@ def test_commit_all_commits_everything_or_nothing(repo: Path) -> None:
     assert git.rev_parse("no-such-ref", repo) is None
 
 
+def test_commits_apart_is_both_sides_of_commits_between(repo: Path) -> None:
+    base = git.head(repo)
+    (repo / "a.txt").write_text("a")
+    left = git.commit_all(repo, "left one")
+    (repo / "a.txt").write_text("aa")
+    left2 = git.commit_all(repo, "left two")
+    sh(repo, "checkout", "-q", "-b", "other", base)
+    (repo / "b.txt").write_text("b")
+    right = git.commit_all(repo, "right one")
+    assert left and left2 and right
+    apart = git.commits_apart(left2, right, repo)
+    assert apart == (
+        git.commits_between(right, left2, repo),
+        git.commits_between(left2, right, repo),
+    )
+    assert apart == ([(left2, "left two"), (left, "left one")], [(right, "right one")])
+    assert git.commits_apart(base, base, repo) == ([], [])
+    assert git.commits_apart("0" * 40, right, repo) is None
+
+
 def test_identity_fallback_when_none_configured(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,18 +263,37 @@ def test_only_the_missing_half_of_an_identity_is_supplied(
     monkeypatch.setenv("HOME", str(empty_home))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    for name in GIT_IDENTITY_VARS:
+        monkeypatch.delenv(name, raising=False)
     sh(repo, "config", "user.name", "Half Configured")
     assert git.identity_args(repo) == ["-c", "user.email=tilth@localhost"]
-    sh(repo, "config", "user.email", "")  # set but empty counts as missing, as for git
+    (repo / "a.txt").write_text("a")
+    git.commit_all(repo, "half")
+    assert (
+        sh(repo, "log", "-1", "--format=%an <%ae>").strip() == "Half Configured <tilth@localhost>"
+    )
+    assert git.stash(repo, "kept", ref=git.stash_ref("s")) is False
+    (repo / "a.txt").write_text("b")
+    assert git.stash(repo, "kept", ref=git.stash_ref("s")) is True
+    kept = sh(repo, "log", "-1", "--format=%an <%ae>", git.stash_ref("s")).strip()
+    assert kept == "Half Configured <tilth@localhost>"
+    sh(repo, "config", "user.email", "")  # set but empty counts as missing here
     assert git.identity_args(repo) == ["-c", "user.email=tilth@localhost"]
 
 
 def test_head_is_read_from_the_ref_files_in_every_layout(repo: Path, tmp_path: Path) -> None:
     """Loose, packed, a linked worktree, detached, a symbolic chain, a subdirectory: the
-    answer is always git's own."""
+    answer (HEAD's commit and its branch) is always git's own."""
 
     def same(where: Path) -> None:
         assert git.head(where) == sh(where, "rev-parse", "HEAD").strip()
+        asked = subprocess.run(
+            ["git", "symbolic-ref", "-q", "--short", "HEAD"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+        )
+        assert git.current_branch(where) == (asked.stdout.strip() or None)
 
     same(repo)
     (repo / "a.txt").write_text("a")

@@ -18,7 +18,7 @@ from pathlib import Path
 from tilth import proc
 from tilth.errors import GitError, WorkspaceError
 from tilth.git_env import INERT, inert_env
-from tilth.git_refs import head_from_files
+from tilth.git_refs import branch_from_files, head_from_files
 
 FALLBACK_NAME = "Tilth"
 FALLBACK_EMAIL = "tilth@localhost"
@@ -66,23 +66,32 @@ def ensure_repo(path: Path, *, require_commit: bool = True) -> Path:
             f"{path} is not a directory", hint="give the directory of your project's git repository"
         )
     path = path.resolve()
-    if not ok("rev-parse", "--git-dir", cwd=path):
-        raise WorkspaceError(
-            f"{path} is not a git repository",
-            hint=f'run `git init -b main && git add -A && git commit -m "initial"` in {path}',
-        )
-    if git("rev-parse", "--is-bare-repository", cwd=path, check=False).strip() == "true":
+    # One process answers all three: bare or not, the top level, HEAD's commit (if any).
+    questions = ["--is-bare-repository", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}"]
+    asked = proc.run(
+        ["git", *INERT, "rev-parse", *questions],
+        cwd=path,
+        timeout=DEFAULT_TIMEOUT,
+        env=inert_env(),
+    )
+    answers = asked.stdout.splitlines()
+    if answers[:1] == ["true"]:
         raise WorkspaceError(
             f"{path} is a bare repository (it has no working tree to build on)",
             hint=f"clone it and pass the clone: git clone {path} <dir> && tilth prep-feature <dir>",
         )
-    top = Path(git("rev-parse", "--show-toplevel", cwd=path).strip()).resolve()
+    if len(answers) < 2 or asked.returncode not in (0, 1):
+        raise WorkspaceError(
+            f"{path} is not a git repository",
+            hint=f'run `git init -b main && git add -A && git commit -m "initial"` in {path}',
+        )
+    top = Path(answers[1]).resolve()
     if top != path:
         raise WorkspaceError(
             f"{path} is inside the repository {top}, not its top level",
             hint=f"pass the repository root: {top}",
         )
-    if require_commit and not ok("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=path):
+    if require_commit and (asked.returncode != 0 or len(answers) < 3):
         raise WorkspaceError(
             f"{path} has no commits yet",
             hint='make a first commit: git add -A && git commit -m "initial"',
@@ -120,7 +129,14 @@ def rev_parse(rev: str, cwd: Path) -> str | None:
 
 
 def current_branch(cwd: Path) -> str | None:
-    """The branch HEAD is on, or None when HEAD is detached."""
+    """The branch HEAD is on, or None when HEAD is detached: read from the HEAD file when
+    ``cwd`` is a worktree's top level (no process), else asked of git."""
+    try:
+        known, branch = branch_from_files(cwd)
+    except (OSError, UnicodeDecodeError):
+        known, branch = False, None
+    if known:
+        return branch
     out = git("symbolic-ref", "-q", "--short", "HEAD", cwd=cwd, check=False).strip()
     return out or None
 
@@ -130,11 +146,35 @@ def is_ancestor(ancestor: str, descendant: str, cwd: Path) -> bool:
     return ok("merge-base", "--is-ancestor", ancestor, descendant, cwd=cwd)
 
 
-def commits_between(base: str, tip: str, cwd: Path) -> list[tuple[str, str]]:
+Commit = tuple[str, str]
+"""``(sha, subject)``."""
+
+
+def commits_between(base: str, tip: str, cwd: Path) -> list[Commit]:
     """``(sha, subject)`` of commits in ``base..tip``, newest first."""
     out = git("log", "--format=%H%x09%s", f"{base}..{tip}", cwd=cwd)
     pairs = (line.partition("\t") for line in out.splitlines())
     return [(sha, subject) for sha, tab, subject in pairs if tab]
+
+
+def commits_apart(left: str, right: str, cwd: Path) -> tuple[list[Commit], list[Commit]] | None:
+    """``(only in left, only in right)``: ``commits_between(right, left)`` and
+    ``commits_between(left, right)`` from one walk, newest first; None when either is not
+    a commit."""
+    out = proc.run(
+        ["git", *INERT, "log", "--left-right", "--format=%m%H%x09%s", f"{left}...{right}", "--"],
+        cwd=cwd,
+        timeout=DEFAULT_TIMEOUT,
+        env=inert_env(),
+    )
+    if out.returncode != 0:
+        return None
+    sides: dict[str, list[Commit]] = {"<": [], ">": []}
+    for line in out.stdout.splitlines():
+        sha, tab, subject = line[1:].partition("\t")
+        if tab and line[:1] in sides:
+            sides[line[:1]].append((sha, subject))
+    return sides["<"], sides[">"]
 
 
 def subject(rev: str, cwd: Path) -> str:
@@ -156,6 +196,30 @@ def identity_args(cwd: Path) -> list[str]:
     if not values.get("user.email"):
         args += ["-c", f"user.email={FALLBACK_EMAIL}"]
     return args
+
+
+def commit_as_configured(cwd: Path, *args: str) -> str:
+    """``git <args>`` (a commit command) under the repository's identity, or Tilth's where
+    the configuration has none; returns stdout.
+
+    Asked first with ``user.useConfigOnly``, so a machine without an identity fails instead
+    of inventing one; only then is the configuration read (``identity_args``) and the
+    command given again. A configured machine pays one process, not two.
+    """
+    first = proc.run(
+        ["git", *INERT, "-c", "user.useConfigOnly=true", *args],
+        cwd=cwd,
+        timeout=DEFAULT_TIMEOUT,
+        env=inert_env(),
+    )
+    if first.returncode == 0:
+        return first.stdout
+    if first.timed_out:
+        raise GitError(["git", *args], -9, f"timed out after {DEFAULT_TIMEOUT:.0f}s")
+    # "Author identity unknown", "empty ident name", "... auto-detection is disabled"
+    if "ident" not in first.stderr.lower() and "auto-detection" not in first.stderr:
+        raise GitError(["git", *args], first.returncode, first.stderr or first.stdout)
+    return git(*identity_args(cwd), *args, cwd=cwd)
 
 
 # ---- nested repositories -----------------------------------------------------------------
@@ -243,7 +307,7 @@ def commit_all(cwd: Path, message: str, *, allow_empty: bool = False) -> str | N
     if not allow_empty and ok("diff", "--cached", "--quiet", cwd=cwd):
         return None  # nothing staged
     extra = ["--allow-empty"] if allow_empty else []
-    git(*identity_args(cwd), "commit", "--no-verify", "-q", *extra, "-m", message, cwd=cwd)
+    commit_as_configured(cwd, "commit", "--no-verify", "-q", *extra, "-m", message)
     return head(cwd)
 
 
@@ -406,9 +470,7 @@ def stash(cwd: Path, message: str, *, ref: str) -> bool:
     with scratch_index(cwd) as env:
         add_all(cwd, env)
         tree = git("write-tree", cwd=cwd, env=env).strip()
-    commit = git(
-        *identity_args(cwd), "commit-tree", tree, "-p", "HEAD", "-m", message, cwd=cwd
-    ).strip()
+    commit = commit_as_configured(cwd, "commit-tree", tree, "-p", "HEAD", "-m", message).strip()
     git("update-ref", "--create-reflog", "-m", message, ref, commit, cwd=cwd)
     reset_hard(cwd, "HEAD")
     clean_fd(cwd)

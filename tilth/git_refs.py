@@ -12,9 +12,9 @@ import stat
 from pathlib import Path
 
 
-def head_from_files(worktree: Path) -> str | None:
-    """HEAD's sha from the ref files, or None (then ask git). The files may be a worker's (a
-    repository it made in the worktree): each is read only if small and regular."""
+def git_dirs(worktree: Path) -> tuple[Path, Path] | None:
+    """``(git dir, common dir)`` of the repository whose top level is ``worktree``, read
+    from its ``.git`` (a directory, or a linked worktree's "gitdir: <path>" file)."""
     dotgit = worktree / ".git"
     gitdir = dotgit
     if dotgit.is_file():  # a linked worktree: "gitdir: <path>"
@@ -27,6 +27,32 @@ def head_from_files(worktree: Path) -> str | None:
     common = gitdir
     if (gitdir / "commondir").is_file():
         common = (gitdir / (small_text(gitdir / "commondir") or ".").strip()).resolve()
+    return gitdir, common
+
+
+def branch_from_files(worktree: Path) -> tuple[bool, str | None]:
+    """``(known, branch)``: the branch HEAD is on (None: detached), read from the files.
+    ``known`` is False when the files do not say (then ask git)."""
+    dirs = git_dirs(worktree)
+    value = (small_text(dirs[0] / "HEAD") or "").strip() if dirs else ""
+    if is_sha(value):
+        return True, None
+    branch = value.removeprefix("ref: refs/heads/")
+    if branch == value or not branch or branch == ".invalid":  # .invalid: a reftable repository
+        return False, None
+    assert dirs is not None
+    if (small_text(dirs[1] / "refs" / "heads" / branch) or "").startswith("ref:"):
+        return False, None  # a symbolic branch: git names the branch at the end of the chain
+    return True, branch
+
+
+def head_from_files(worktree: Path) -> str | None:
+    """HEAD's sha from the ref files, or None (then ask git). The files may be a worker's (a
+    repository it made in the worktree): each is read only if small and regular."""
+    dirs = git_dirs(worktree)
+    if dirs is None:
+        return None
+    gitdir, common = dirs
     value = (small_text(gitdir / "HEAD") or "").strip()
     if not value.startswith("ref: "):
         return value if is_sha(value) else None

@@ -31,8 +31,7 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     """The worktree at ``path`` on ``branch``, creating (or re-creating) it as needed."""
     path = path.absolute()  # git runs in ``source``: a relative path would land there
     resolved = path.resolve()
-    registered = worktrees(source)
-    if resolved in registered and path.is_dir():
+    if path.is_dir() and resolved in worktrees(source):
         return resolved
     git("worktree", "prune", cwd=source)
     path.parent.mkdir(parents=True, exist_ok=True)

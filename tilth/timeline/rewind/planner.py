@@ -48,15 +48,18 @@ class CodePart:
 def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
     """Reset to ``target.head`` + overlay: the exact file list, commits, and the user's edits."""
     assert target.head is not None
-    if git.rev_parse(target.head, worktree) is None:
-        raise RewindError(
-            f"the commit {target.head[:12]} of {target.ref} no longer exists",
-            hint="it may have been garbage-collected; pick a later checkpoint",
-        )
     current = git.head(worktree)
+    apart = git.commits_apart(target.head, current, worktree)
+    if apart is None:
+        if git.rev_parse(target.head, worktree) is None:
+            raise RewindError(
+                f"the commit {target.head[:12]} of {target.ref} no longer exists",
+                hint="it may have been garbage-collected; pick a later checkpoint",
+            )
+        git.commits_between(target.head, current, worktree)  # raises git's own reason
+        raise RewindError(f"git could not compare {target.head[:12]} with {current[:12]}")
     part = CodePart(overlay=dict(target.overlay))
-    part.commits_dropped = git.commits_between(target.head, current, worktree)
-    part.commits_restored = git.commits_between(current, target.head, worktree)
+    part.commits_restored, part.commits_dropped = apart
     if target.checkpoint is None:
         # No snapshot to compare with (a restart to a bare commit): git's view only.
         part.files = tree_changes(worktree, target.head)
