@@ -18,7 +18,7 @@ from pathlib import Path
 from tilth import proc
 from tilth.errors import GitError, WorkspaceError
 from tilth.git_env import INERT, inert_env
-from tilth.git_refs import branch_from_files, head_from_files
+from tilth.git_refs import branch_from_files, git_dirs, head_from_files
 
 FALLBACK_NAME = "Tilth"
 FALLBACK_EMAIL = "tilth@localhost"
@@ -399,7 +399,11 @@ def scratch_index(cwd: Path) -> Iterator[dict[str, str]]:
     same-size rewrite in the same clock tick as the last ``git add`` look unchanged, and
     ``git add -A`` would keep the old content.
     """
-    real = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
+    dirs = git_dirs(cwd)  # a worktree's top level: its git dir from the files, no process
+    if dirs is not None and dirs[0].is_dir():
+        real = dirs[0] / "index"
+    else:
+        real = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
     if not real.is_absolute():
         real = cwd / real
     with tempfile.TemporaryDirectory(prefix="tilth-index-") as tmp:
@@ -414,16 +418,29 @@ def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) ->
 
     Uses a throwaway index so the worktree's own index is never modified.
     """
+    diff, numstat = diff_and_numstat(cwd, base, diff=not stat, numstat=stat)
+    return numstat if stat else diff
+
+
+def diff_and_numstat(
+    cwd: Path, base: str = "HEAD", *, diff: bool = True, numstat: bool = True
+) -> tuple[str, str]:
+    """``diff_with_untracked`` and its ``--numstat`` (each when asked), from one staging of
+    the working tree into one throwaway index."""
+    texts = {"diff": "", "numstat": ""}
     with scratch_index(cwd) as env:
         left_out = add_all(cwd, env)
-        args = ["diff", "--cached", "--no-color", "--no-ext-diff"]
-        if stat:
-            args.append("--numstat")
-        diff = git(*args, base, cwd=cwd, env=env)
-    if left_out and not stat:
+        plain = ["diff", "--cached", "--no-color", "--no-ext-diff"]
+        if diff:
+            texts["diff"] = git(*plain, base, cwd=cwd, env=env)
+        if numstat:
+            texts["numstat"] = git(*plain, "--numstat", base, cwd=cwd, env=env)
+    if left_out and diff:
         limit = LARGEST_FILE // 2**20
-        diff += "".join(f"# left out (over {limit} MB, never committed): {p}\n" for p in left_out)
-    return diff
+        texts["diff"] += "".join(
+            f"# left out (over {limit} MB, never committed): {p}\n" for p in left_out
+        )
+    return texts["diff"], texts["numstat"]
 
 
 def reset_hard(cwd: Path, rev: str) -> None:

@@ -18,8 +18,10 @@ from tests.sessionview import SessionView
 from tests.timeline.conftest import World
 from tests.timeline.simrun import STAGES, SimRun, timeline_of, worktree_of
 from tilth import git
+from tilth.session.pipelines import stages_for
 from tilth.timeline import list_checkpoints, resolve_checkpoint
 from tilth.timeline.rewind.journal import read_operations
+from tilth.timeline.rewind.restart import completed_stages, completed_stages_by_task
 
 TIERS = ("L2", "L1")
 
@@ -118,6 +120,14 @@ def test_only_completed_stages_are_offered(world_clone: Callable[..., World]) ->
     assert bogus.returncode == 2 and "not a stage of its tier" in bogus.stderr
     missing = world.cli("restart", world.session.id, "T-009", "-y")
     assert missing.returncode == 2 and "no task T-009" in missing.stderr
+    # What the server shows for every task at once is what restart offers for one.
+    worktree = worktree_of(world.session)
+    every = completed_stages_by_task(world.session, worktree)
+    for task in world.session.load_prd():
+        stages = stages_for(task, "L1")
+        one = completed_stages(world.session, task["id"], stages, worktree)
+        assert one == [s for s in stages if s in every.get(task["id"], ())]
+    assert every["T-001"] == {"brainstorming", "design_review", "planning"}
 
 
 def test_refuses_while_a_run_holds_the_lock(world_clone: Callable[..., World]) -> None:

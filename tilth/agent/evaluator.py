@@ -51,14 +51,15 @@ def contract(ctx: RunContext, task_id: str) -> dict[str, str]:
     return found
 
 
-def task_diff(ctx: RunContext, state: TaskState) -> str:
-    """The task's cumulative diff (committed and not) since its base commit."""
-    return git.diff_with_untracked(ctx.worktree, state.base_commit or "HEAD")
+def task_diff(ctx: RunContext, state: TaskState) -> tuple[str, str]:
+    """The task's cumulative diff (committed and not) since its base commit, and its
+    ``N file(s), +A -D`` summary."""
+    diff, numstat = git.diff_and_numstat(ctx.worktree, state.base_commit or "HEAD")
+    return diff, diff_summary(numstat)
 
 
-def diff_summary(ctx: RunContext, state: TaskState) -> str:
-    """``N file(s), +A -D`` for the task's cumulative diff."""
-    out = git.diff_with_untracked(ctx.worktree, state.base_commit or "HEAD", stat=True)
+def diff_summary(out: str) -> str:
+    """``N file(s), +A -D`` from ``git diff --numstat``."""
     files = added = deleted = 0
     for line in out.splitlines():
         parts = line.split("\t")
@@ -102,7 +103,7 @@ def review(
         scripted=ctx.scripted,
         on_delta=ctx.on_delta,
     )
-    diff = task_diff(ctx, state)
+    diff, summary = task_diff(ctx, state)  # the evaluator reads; the worktree stays as it is
     system = prompts.evaluator_system(stage)
     brief = prompts.evaluator_brief(
         task=task,
@@ -142,7 +143,7 @@ def review(
         {
             "stage": stage,
             "turn": state.turns,
-            "diff_summary": diff_summary(ctx, state),
+            "diff_summary": summary,
             "case": case,
             "verdict": verdict,
         },

@@ -144,7 +144,9 @@ def config_pythonpath(copies: SeedCopies) -> list[str] | None:
 
 def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
     """Seed test files whose worktree copy differs from the seed commit's, or is gone."""
-    paths = sorted(copies.tests)
+    # Byte for byte the seed's copy is unchanged, whatever git's filters would say: the
+    # usual case costs no git process. Anything else is asked of git, filters and all.
+    paths = [p for p in sorted(copies.tests) if not _same_bytes(worktree, p, copies.tests[p])]
     if not paths:
         return []
     listed = git.git("ls-tree", "-l", "-z", copies.sha, "--", *paths, cwd=worktree)
@@ -161,6 +163,19 @@ def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
     now = git.git("hash-object", "--", *present, cwd=worktree).split() if present else []
     current = dict(zip(present, now, strict=True))
     return [p for p in paths if current.get(p) != seed[p][0]]
+
+
+def _same_bytes(root: Path, rel: str, text: str) -> bool:
+    """``root/rel`` is a plain file holding exactly ``text`` (UTF-8)."""
+    expected = text.encode("utf-8")
+    try:
+        return (
+            _plain_file(root, rel)
+            and (root / rel).stat().st_size == len(expected)
+            and (root / rel).read_bytes() == expected
+        )
+    except OSError:
+        return False
 
 
 def _plain_file(root: Path, rel: str) -> bool:

@@ -91,26 +91,26 @@ def _worktree(record: dict[str, Any]) -> Path | None:
 def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[dict[str, Any]]:
     """The prd with each task's pipeline, completed stages and stored stage outputs."""
     from tilth.session.pipelines import stages_for
-    from tilth.timeline.rewind.restart import completed_stages
+    from tilth.timeline.rewind.restart import completed_stages_by_task
 
     try:
         prd = [t for t in session.load_prd() if isinstance(t, dict)]
     except SessionCorrupt:
         return []
     worktree = _worktree(record)
+    done: dict[str, set[str]] = {}
+    if prd and worktree is not None and worktree.is_dir():
+        done = completed_stages_by_task(session, worktree)
     out = []
     for task in prd:
         task_id = str(task.get("id"))
         stages = stages_for(task, settings.default_tier)
-        done: list[str] = []
-        if worktree is not None and worktree.is_dir():
-            done = completed_stages(session, task_id, stages, worktree)
         out.append(
             {
                 **task,
                 "tier": task.get("tier") or settings.default_tier,
                 "stages": list(stages),
-                "completed_stages": done,
+                "completed_stages": [s for s in stages if s in done.get(task_id, ())],
                 "state": _task_state(session, task_id),
             }
         )

@@ -11,6 +11,7 @@ a warning.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -55,18 +56,26 @@ def _commit_subject(task_id: str, stage: str) -> str:
     return f"task/{task_id}: complete {stage} stage"
 
 
-def _commits_by_subject(worktree: Path, task_id: str) -> dict[str, str]:
-    """``stage → newest sha`` of this task's stage commits on the current branch."""
-    out = git.git(
-        "log", "--format=%H%x09%s", "-F", f"--grep=task/{task_id}: complete ", "HEAD", cwd=worktree
-    )
-    found: dict[str, str] = {}
+_STAGE_SUBJECT = re.compile(r"task/(?P<task>T-\d+): complete (?P<stage>\S+) stage")
+
+
+def _stage_commits(worktree: Path, task_id: str | None = None) -> dict[str, dict[str, str]]:
+    """``task → stage → newest sha`` of the stage commits on the current branch (of one
+    task, or of all of them from one walk)."""
+    needle = f"task/{task_id}: complete " if task_id else ": complete "
+    out = git.git("log", "--format=%H%x09%s", "-F", f"--grep={needle}", "HEAD", cwd=worktree)
+    found: dict[str, dict[str, str]] = {}
     for line in out.splitlines():
         sha, _, subject = line.partition("\t")
-        prefix, suffix = f"task/{task_id}: complete ", " stage"
-        if subject.startswith(prefix) and subject.endswith(suffix):
-            found.setdefault(subject[len(prefix) : -len(suffix)], sha)
+        named = _STAGE_SUBJECT.fullmatch(subject)
+        if named and (task_id is None or named["task"] == task_id):
+            found.setdefault(named["task"], {}).setdefault(named["stage"], sha)
     return found
+
+
+def _commits_by_subject(worktree: Path, task_id: str) -> dict[str, str]:
+    """``stage → newest sha`` of this task's stage commits on the current branch."""
+    return _stage_commits(worktree, task_id).get(task_id, {})
 
 
 def _stage_event_sha(session: Session, task_id: str, stage: str) -> str | None:
@@ -101,6 +110,17 @@ def completed_stages(
     }
     done |= set(_commits_by_subject(worktree, task_id))
     return [s for s in stages if s in done]
+
+
+def completed_stages_by_task(session: Session, worktree: Path) -> dict[str, set[str]]:
+    """``completed_stages`` of every task at once: one read of the checkpoints, one git walk."""
+    done: dict[str, set[str]] = {}
+    for c in list_checkpoints(session):
+        if c.kind == "stage" and c.task_id and c.stage:
+            done.setdefault(c.task_id, set()).add(c.stage)
+    for task_id, stages in _stage_commits(worktree).items():
+        done.setdefault(task_id, set()).update(stages)
+    return done
 
 
 def _base(session: Session, task_id: str, worktree: Path) -> StageTarget:
