@@ -108,6 +108,26 @@ def test_submodules_are_checked_out_or_named(
     assert f"git -C {other} submodule update --init" in problem
 
 
+def test_a_staged_nested_repository_is_found_in_the_index(repo: Path) -> None:
+    """add_all reads the index's bytes to skip asking git for submodules; a nested
+    repository staged by git itself must still be seen (and kept at its own commit)."""
+    assert git._gitlinks(repo, None) == {}
+    nested = repo / "nested"
+    nested.mkdir()
+    sh(nested, "init", "-q", "-b", "main")
+    (nested / "n.txt").write_text("n")
+    sh(nested, "add", "-A")
+    sh(nested, "commit", "-q", "-m", "nested")
+    sh(repo, "add", "-A")  # git records it as a gitlink (mode 160000)
+    inner = sh(nested, "rev-parse", "HEAD").strip()
+    assert git._gitlinks(repo, None) == {"nested": inner}
+    (nested / "n.txt").write_text("changed")
+    sh(nested, "commit", "-q", "-am", "moved")
+    git.add_all(repo)
+    moved = sh(nested, "rev-parse", "HEAD").strip()
+    assert git._gitlinks(repo, None) == {"nested": moved}
+
+
 def test_ensure_repo_without_commits(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

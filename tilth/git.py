@@ -290,8 +290,34 @@ def _too_large(cwd: Path, env: dict[str, str] | None) -> list[str]:
     return large
 
 
+_GITLINK_MODE = (0o160000).to_bytes(4, "big")
+"""How an index entry stores a submodule's mode (32 bits, big-endian, in every version)."""
+
+
+def _surely_no_gitlinks(cwd: Path, env: dict[str, str] | None) -> bool:
+    """True when the index file proves it records no submodule: its bytes nowhere hold a
+    gitlink's mode. (A match may be chance; then git is asked. A split index keeps entries
+    in another file, so it is always asked too.)"""
+    where = (env or {}).get("GIT_INDEX_FILE")
+    if where is None:
+        dirs = git_dirs(cwd)
+        if dirs is None or not dirs[0].is_dir():
+            return False
+        where = str(dirs[0] / "index")
+    try:
+        with open(where, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return True  # no index yet: nothing staged at all
+    except OSError:
+        return False
+    return data[:4] == b"DIRC" and _GITLINK_MODE not in data and b"link" not in data
+
+
 def _gitlinks(cwd: Path, env: dict[str, str] | None) -> dict[str, str]:
     """Submodule entries of the index: path → the commit it records."""
+    if _surely_no_gitlinks(cwd, env):
+        return {}
     out = git("ls-files", "-s", "-z", cwd=cwd, env=env)
     links: dict[str, str] = {}
     for entry in out.split("\0"):
