@@ -30,6 +30,16 @@ def sh(cwd: Path, *args: str) -> str:
     ).stdout
 
 
+def one_file_repo(where: Path, name: str, text: str) -> Path:
+    """A new repository at ``where`` with one commit holding ``name``."""
+    where.mkdir()
+    sh(where, "init", "-q", "-b", "main")
+    (where / name).write_text(text)
+    sh(where, "add", "-A")
+    sh(where, "commit", "-q", "-m", name)
+    return where
+
+
 @pytest.fixture(autouse=True)
 def identity(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test User")
@@ -89,12 +99,7 @@ def test_submodules_are_checked_out_or_named(
         "GIT_CONFIG_VALUE_0": "always",
     }.items():
         monkeypatch.setenv(key, value)
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    sh(lib, "init", "-q", "-b", "main")
-    (lib / "lib.py").write_text("X = 1\n")
-    sh(lib, "add", "-A")
-    sh(lib, "commit", "-q", "-m", "lib")
+    lib = one_file_repo(tmp_path / "lib", "lib.py", "X = 1\n")
     sh(repo, "submodule", "add", "-q", str(lib), "lib")
     sh(repo, "commit", "-q", "-m", "add lib")
     worktree = git_worktrees.ensure_worktree(repo, tmp_path / "wt", "session/x")
@@ -112,12 +117,7 @@ def test_a_staged_nested_repository_is_found_in_the_index(repo: Path) -> None:
     """add_all reads the index's bytes to skip asking git for submodules; a nested
     repository staged by git itself must still be seen (and kept at its own commit)."""
     assert git._gitlinks(repo, None) == {}
-    nested = repo / "nested"
-    nested.mkdir()
-    sh(nested, "init", "-q", "-b", "main")
-    (nested / "n.txt").write_text("n")
-    sh(nested, "add", "-A")
-    sh(nested, "commit", "-q", "-m", "nested")
+    nested = one_file_repo(repo / "nested", "n.txt", "n")
     sh(repo, "add", "-A")  # git records it as a gitlink (mode 160000)
     inner = sh(nested, "rev-parse", "HEAD").strip()
     assert git._gitlinks(repo, None) == {"nested": inner}
