@@ -44,10 +44,14 @@ def git(
     return result.stdout
 
 
+def ask(*args: str, cwd: Path) -> proc.ProcResult:
+    """``git <args>`` run inert, its result as it is (no exit status is an error here)."""
+    return proc.run(["git", *INERT, *args], cwd=cwd, timeout=DEFAULT_TIMEOUT, env=inert_env())
+
+
 def ok(*args: str, cwd: Path) -> bool:
     """True when ``git <args>`` exits 0."""
-    result = proc.run(["git", *INERT, *args], cwd=cwd, timeout=DEFAULT_TIMEOUT, env=inert_env())
-    return result.returncode == 0
+    return ask(*args, cwd=cwd).returncode == 0
 
 
 # ---- repository checks -------------------------------------------------------------------
@@ -68,12 +72,7 @@ def ensure_repo(path: Path, *, require_commit: bool = True) -> Path:
     path = path.resolve()
     # One process answers all three: bare or not, the top level, HEAD's commit (if any).
     questions = ["--is-bare-repository", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}"]
-    asked = proc.run(
-        ["git", *INERT, "rev-parse", *questions],
-        cwd=path,
-        timeout=DEFAULT_TIMEOUT,
-        env=inert_env(),
-    )
+    asked = ask("rev-parse", *questions, cwd=path)
     answers = asked.stdout.splitlines()
     if answers[:1] == ["true"]:
         raise WorkspaceError(
@@ -120,11 +119,7 @@ def head(cwd: Path) -> str:
 
 def rev_parse(rev: str, cwd: Path) -> str | None:
     """The full sha of ``rev``, or None when it does not resolve to a commit."""
-    out = proc.run(
-        ["git", *INERT, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-        cwd=cwd,
-        env=inert_env(),
-    )
+    out = ask("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=cwd)
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
 
@@ -161,12 +156,7 @@ def commits_apart(left: str, right: str, cwd: Path) -> tuple[list[Commit], list[
     """``(only in left, only in right)``: ``commits_between(right, left)`` and
     ``commits_between(left, right)`` from one walk, newest first; None when either is not
     a commit."""
-    out = proc.run(
-        ["git", *INERT, "log", "--left-right", "--format=%m%H%x09%s", f"{left}...{right}", "--"],
-        cwd=cwd,
-        timeout=DEFAULT_TIMEOUT,
-        env=inert_env(),
-    )
+    out = ask("log", "--left-right", "--format=%m%H%x09%s", f"{left}...{right}", "--", cwd=cwd)
     if out.returncode != 0:
         return None
     sides: dict[str, list[Commit]] = {"<": [], ">": []}
@@ -206,12 +196,7 @@ def commit_as_configured(cwd: Path, *args: str) -> str:
     of inventing one; only then is the configuration read (``identity_args``) and the
     command given again. A configured machine pays one process, not two.
     """
-    first = proc.run(
-        ["git", *INERT, "-c", "user.useConfigOnly=true", *args],
-        cwd=cwd,
-        timeout=DEFAULT_TIMEOUT,
-        env=inert_env(),
-    )
+    first = ask("-c", "user.useConfigOnly=true", *args, cwd=cwd)
     if first.returncode == 0:
         return first.stdout
     if first.timed_out:
