@@ -236,7 +236,8 @@ def test_commits_apart_is_both_sides_of_commits_between(repo: Path) -> None:
     )
     assert apart == ([(left2, "left two"), (left, "left one")], [(right, "right one")])
     assert git.commits_apart(base, base, repo) == ([], [])
-    assert git.commits_apart("0" * 40, right, repo) is None
+    with pytest.raises(GitError):
+        git.commits_apart("0" * 40, right, repo)
 
 
 def test_identity_fallback_when_none_configured(

@@ -16,9 +16,6 @@ from pathlib import Path
 from tilth import git
 from tilth.git_refs import head_from_files
 
-HASHED_BYTES = 100 * 1024 * 1024
-"""A bigger file is told apart by its size alone (Tilth never stages one: ``git.LARGEST_FILE``)."""
-
 
 def tree_hash(worktree: Path) -> str:
     """A digest of ``worktree``'s files that git would commit (ignored files left out)."""
@@ -41,6 +38,6 @@ def _entry(path: Path) -> str | None:
     if stat.S_ISDIR(found.st_mode):  # a nested repository: its commit stands for it
         return f"repo {head_from_files(path)}"
     kind = "exec" if found.st_mode & stat.S_IXUSR else "file"
-    if found.st_size > HASHED_BYTES:
+    if found.st_size > git.LARGEST_FILE:  # told apart by size alone (never staged)
         return f"{kind} size {found.st_size}"
     return f"{kind} {hashlib.sha256(path.read_bytes()).hexdigest()}"

@@ -203,21 +203,23 @@ class WarmProcess:
         self.returncode: int | None = None
         self._asked: int | None = None
 
-    def poll(self) -> int | None:
+    def _exited(self, timeout: float | None) -> int | None:
+        """The exit status once the server reports it (asked once), None before ``timeout``."""
         if self.returncode is None:
-            self._asked = self._asked or self._cli._ask_later({"wait": self.pid})
-            code = self._cli._answer(self._asked, 0)
-            self.returncode = None if code is None else code["code"]
+            if self._asked is None:
+                self._asked = self._cli._ask_later({"wait": self.pid})
+            answer = self._cli._answer(self._asked, timeout)
+            self.returncode = None if answer is None else answer["code"]
         return self.returncode
 
+    def poll(self) -> int | None:
+        return self._exited(0)
+
     def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            self._asked = self._asked or self._cli._ask_later({"wait": self.pid})
-            answer = self._cli._answer(self._asked, timeout)
-            if answer is None:
-                raise subprocess.TimeoutExpired(self.args, timeout or 0)
-            self.returncode = answer["code"]
-        return self.returncode
+        code = self._exited(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return code
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:

@@ -152,15 +152,12 @@ def commits_between(base: str, tip: str, cwd: Path) -> list[Commit]:
     return [(sha, subject) for sha, tab, subject in pairs if tab]
 
 
-def commits_apart(left: str, right: str, cwd: Path) -> tuple[list[Commit], list[Commit]] | None:
+def commits_apart(left: str, right: str, cwd: Path) -> tuple[list[Commit], list[Commit]]:
     """``(only in left, only in right)``: ``commits_between(right, left)`` and
-    ``commits_between(left, right)`` from one walk, newest first; None when either is not
-    a commit."""
-    out = ask("log", "--left-right", "--format=%m%H%x09%s", f"{left}...{right}", "--", cwd=cwd)
-    if out.returncode != 0:
-        return None
+    ``commits_between(left, right)`` from one walk, newest first."""
+    out = git("log", "--left-right", "--format=%m%H%x09%s", f"{left}...{right}", "--", cwd=cwd)
     sides: dict[str, list[Commit]] = {"<": [], ">": []}
-    for line in out.stdout.splitlines():
+    for line in out.splitlines():
         sha, tab, subject = line[1:].partition("\t")
         if tab and line[:1] in sides:
             sides[line[:1]].append((sha, subject))
@@ -275,6 +272,13 @@ def _too_large(cwd: Path, env: dict[str, str] | None) -> list[str]:
     return large
 
 
+def _index_file(cwd: Path) -> Path | None:
+    """The index of the worktree whose top level is ``cwd``, from its files (no process);
+    None when they do not say."""
+    dirs = git_dirs(cwd)
+    return dirs[0] / "index" if dirs is not None and dirs[0].is_dir() else None
+
+
 _GITLINK_MODE = (0o160000).to_bytes(4, "big")
 """How an index entry stores a submodule's mode (32 bits, big-endian, in every version)."""
 
@@ -283,12 +287,10 @@ def _surely_no_gitlinks(cwd: Path, env: dict[str, str] | None) -> bool:
     """True when the index file proves it records no submodule: its bytes nowhere hold a
     gitlink's mode. (A match may be chance; then git is asked. A split index keeps entries
     in another file, so it is always asked too.)"""
-    where = (env or {}).get("GIT_INDEX_FILE")
+    given = (env or {}).get("GIT_INDEX_FILE")
+    where = Path(given) if given is not None else _index_file(cwd)
     if where is None:
-        dirs = git_dirs(cwd)
-        if dirs is None or not dirs[0].is_dir():
-            return False
-        where = str(dirs[0] / "index")
+        return False
     try:
         with open(where, "rb") as handle:
             data = handle.read()
@@ -410,11 +412,7 @@ def scratch_index(cwd: Path) -> Iterator[dict[str, str]]:
     same-size rewrite in the same clock tick as the last ``git add`` look unchanged, and
     ``git add -A`` would keep the old content.
     """
-    dirs = git_dirs(cwd)  # a worktree's top level: its git dir from the files, no process
-    if dirs is not None and dirs[0].is_dir():
-        real = dirs[0] / "index"
-    else:
-        real = Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
+    real = _index_file(cwd) or Path(git("rev-parse", "--git-path", "index", cwd=cwd).strip())
     if not real.is_absolute():
         real = cwd / real
     with tempfile.TemporaryDirectory(prefix="tilth-index-") as tmp:
@@ -425,33 +423,34 @@ def scratch_index(cwd: Path) -> Iterator[dict[str, str]]:
 
 
 def diff_with_untracked(cwd: Path, base: str = "HEAD", *, stat: bool = False) -> str:
-    """Diff of the working tree (untracked files included) against ``base``.
+    """Diff of the working tree (untracked files included) against ``base``; its
+    ``--numstat`` with ``stat``.
 
     Uses a throwaway index so the worktree's own index is never modified.
     """
-    diff, numstat = diff_and_numstat(cwd, base, diff=not stat, numstat=stat)
-    return numstat if stat else diff
+    (out,) = _worktree_diffs(cwd, base, ("--numstat",) if stat else ())
+    return out
 
 
-def diff_and_numstat(
-    cwd: Path, base: str = "HEAD", *, diff: bool = True, numstat: bool = True
-) -> tuple[str, str]:
-    """``diff_with_untracked`` and its ``--numstat`` (each when asked), from one staging of
-    the working tree into one throwaway index."""
-    texts = {"diff": "", "numstat": ""}
+def diff_and_numstat(cwd: Path, base: str = "HEAD") -> tuple[str, str]:
+    """``diff_with_untracked`` and its ``--numstat``, from one staging of the working tree."""
+    diff, numstat = _worktree_diffs(cwd, base, (), ("--numstat",))
+    return diff, numstat
+
+
+def _worktree_diffs(cwd: Path, base: str, *variants: tuple[str, ...]) -> list[str]:
+    """``git diff --cached <variant> base`` for each variant, the working tree staged once
+    into a throwaway index; a full diff names the files left out as too large."""
     with scratch_index(cwd) as env:
         left_out = add_all(cwd, env)
         plain = ["diff", "--cached", "--no-color", "--no-ext-diff"]
-        if diff:
-            texts["diff"] = git(*plain, base, cwd=cwd, env=env)
-        if numstat:
-            texts["numstat"] = git(*plain, "--numstat", base, cwd=cwd, env=env)
-    if left_out and diff:
-        limit = LARGEST_FILE // 2**20
-        texts["diff"] += "".join(
-            f"# left out (over {limit} MB, never committed): {p}\n" for p in left_out
-        )
-    return texts["diff"], texts["numstat"]
+        outs = [git(*plain, *variant, base, cwd=cwd, env=env) for variant in variants]
+    limit = LARGEST_FILE // 2**20
+    note = "".join(f"# left out (over {limit} MB, never committed): {p}\n" for p in left_out)
+    return [
+        out if "--numstat" in variant else out + note
+        for out, variant in zip(outs, variants, strict=True)
+    ]
 
 
 def reset_hard(cwd: Path, rev: str) -> None:

@@ -20,7 +20,7 @@ from tilth.agent.stops import FailureReason, TaskFailed
 from tilth.agent.task_state import TaskState
 from tilth.agent.verdict import rejection_line, verdict_summary
 from tilth.agent.worker import mark_stage_done
-from tilth.session.pipelines import stages_for
+from tilth.session.pipelines import stage_commit_message, stages_for
 from tilth.session.store import Session
 
 
@@ -34,11 +34,6 @@ class TaskOutcome:
     summary: str = ""
     fields: dict[str, Any] = field(default_factory=dict)
     """failed: the reason's own figures (streak, nudges, evaluator_calls, turns)."""
-
-
-def stage_commit_message(task_id: str, stage: str) -> str:
-    """The subject of a stage's commit (a contract: restart looks commits up by it)."""
-    return f"task/{task_id}: complete {stage} stage"
 
 
 def next_stage(stages: tuple[str, ...], done: list[str]) -> str | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.errors import GitError
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, list_checkpoints
@@ -49,15 +50,15 @@ def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
     """Reset to ``target.head`` + overlay: the exact file list, commits, and the user's edits."""
     assert target.head is not None
     current = git.head(worktree)
-    apart = git.commits_apart(target.head, current, worktree)
-    if apart is None:
+    try:
+        apart = git.commits_apart(target.head, current, worktree)
+    except GitError:
         if git.rev_parse(target.head, worktree) is None:
             raise RewindError(
                 f"the commit {target.head[:12]} of {target.ref} no longer exists",
                 hint="it may have been garbage-collected; pick a later checkpoint",
-            )
-        git.commits_between(target.head, current, worktree)  # raises git's own reason
-        raise RewindError(f"git could not compare {target.head[:12]} with {current[:12]}")
+            ) from None
+        raise
     part = CodePart(overlay=dict(target.overlay))
     part.commits_restored, part.commits_dropped = apart
     if target.checkpoint is None:

@@ -11,7 +11,6 @@ a warning.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from tilth import git
 from tilth.errors import UsageError
 from tilth.session.events import iter_lines, utc_now
-from tilth.session.pipelines import stages_for
+from tilth.session.pipelines import STAGE_COMMIT, stages_for
 from tilth.session.store import Session
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
 from tilth.timeline.record.state_capture import capture_state, worktree_of
@@ -52,13 +51,6 @@ def _task(session: Session, task_id: str) -> dict[str, Any]:
     raise UsageError(f"session {session.id} has no task {task_id} (tasks: {known})")
 
 
-def _commit_subject(task_id: str, stage: str) -> str:
-    return f"task/{task_id}: complete {stage} stage"
-
-
-_STAGE_SUBJECT = re.compile(r"task/(?P<task>T-\d+): complete (?P<stage>\S+) stage")
-
-
 def _stage_commits(worktree: Path, task_id: str | None = None) -> dict[str, dict[str, str]]:
     """``task → stage → newest sha`` of the stage commits on the current branch (of one
     task, or of all of them from one walk)."""
@@ -67,15 +59,10 @@ def _stage_commits(worktree: Path, task_id: str | None = None) -> dict[str, dict
     found: dict[str, dict[str, str]] = {}
     for line in out.splitlines():
         sha, _, subject = line.partition("\t")
-        named = _STAGE_SUBJECT.fullmatch(subject)
+        named = STAGE_COMMIT.fullmatch(subject)
         if named and (task_id is None or named["task"] == task_id):
             found.setdefault(named["task"], {}).setdefault(named["stage"], sha)
     return found
-
-
-def _commits_by_subject(worktree: Path, task_id: str) -> dict[str, str]:
-    """``stage → newest sha`` of this task's stage commits on the current branch."""
-    return _stage_commits(worktree, task_id).get(task_id, {})
 
 
 def _stage_event_sha(session: Session, task_id: str, stage: str) -> str | None:
@@ -105,10 +92,7 @@ def completed_stages(
     session: Session, task_id: str, stages: tuple[str, ...], worktree: Path
 ) -> list[str]:
     """Stages of the task that have completed: a stage checkpoint or a stage commit."""
-    done = {
-        c.stage for c in list_checkpoints(session) if c.kind == "stage" and c.task_id == task_id
-    }
-    done |= set(_commits_by_subject(worktree, task_id))
+    done = completed_stages_by_task(session, worktree).get(task_id, set())
     return [s for s in stages if s in done]
 
 
@@ -171,7 +155,7 @@ def find_target(
         return StageTarget(found[-1].head, found[-1], from_stage)
     sha = _stage_event_sha(session, task_id, previous)
     if sha is None or git.rev_parse(sha, worktree) is None:
-        sha = _commits_by_subject(worktree, task_id).get(previous)
+        sha = _stage_commits(worktree, task_id).get(task_id, {}).get(previous)
     if sha is not None:
         return StageTarget(sha, None, from_stage)
     base = _base(session, task_id, worktree)

@@ -305,16 +305,15 @@ const Chat = (() => {
     status.textContent = session.status;
     status.className = "status status-" + session.status;
     app.root.querySelector("[data-test=tokens]").textContent = String((session.checkpoint || {}).tokens_used || 0);
-    if (sending) {
-      if (follow) toEnd();
-      return;
+    if (!sending) {
+      // a turn another page sent (or one left running by a reload) can be stopped from here
+      const busy = Boolean(session.turn_running);
+      view.send.disabled = busy;
+      view.stop.disabled = !busy;
+      view.status.textContent = busy ? "a turn is running (sent from another page)…" : "";
     }
-    // a turn another page sent (or one left running by a reload) can be stopped from here
-    const busy = Boolean(session.turn_running);
-    view.send.disabled = busy;
-    view.stop.disabled = !busy;
-    view.status.textContent = busy ? "a turn is running (sent from another page)…" : "";
     if (follow) toEnd();
+    if (sending) return;
     try {
       const history = await api("GET", apiPath("messages"));
       turns = new Map(history.turns.map((t) => [t.turn, t]));
