@@ -219,6 +219,32 @@ def test_commit_all_commits_everything_or_nothing(repo: Path) -> None:
     assert git.rev_parse("no-such-ref", repo) is None
 
 
+def test_odd_git_files_are_read_as_git_reads_them(repo: Path, tmp_path: Path) -> None:
+    """Layouts a worker (or an old git) can leave: the branch from the files is git's, or
+    git is asked. Found by an adversarial probe of the file reads."""
+
+    def same(where: Path) -> None:
+        asked = subprocess.run(
+            ["git", "symbolic-ref", "-q", "--short", "HEAD"], cwd=where, capture_output=True
+        )
+        assert git.current_branch(where) == (asked.stdout.decode().strip() or None)
+
+    linked = tmp_path / "linked"
+    sh(repo, "worktree", "add", "-q", "-b", "feat", str(linked))
+    pointer = (linked / ".git").read_text()
+    (linked / ".git").write_text(pointer.rstrip("\n") + " \n")  # git keeps the space
+    (tmp_path / (pointer.split(": ", 1)[1].strip() + " ")).mkdir(parents=True)
+    same(linked)
+    (linked / ".git").write_text(pointer)
+    head = repo / ".git" / "HEAD"
+    head.unlink()
+    head.symlink_to("refs/heads/main")  # core.preferSymlinkRefs, as old gits wrote it
+    same(repo)
+    head.unlink()
+    head.write_text("ref: refs/heads/main\n")
+    same(repo)
+
+
 def test_commits_apart_is_both_sides_of_commits_between(repo: Path) -> None:
     base = git.head(repo)
     (repo / "a.txt").write_text("a")
@@ -298,6 +324,11 @@ def test_only_the_missing_half_of_an_identity_is_supplied(
     assert git.stash(repo, "kept", ref=git.stash_ref("s")) is True
     kept = sh(repo, "log", "-1", "--format=%an <%ae>", git.stash_ref("s")).strip()
     assert kept == "Half Configured <tilth@localhost>"
+    sh(repo, "config", "author.email", "author@example.invalid")  # not the committer's
+    (repo / "a.txt").write_text("c")
+    git.commit_all(repo, "author only")
+    who = sh(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>").strip()
+    assert who == "Half Configured <author@example.invalid>|Half Configured <tilth@localhost>"
     sh(repo, "config", "user.email", "")  # set but empty counts as missing here
     assert git.identity_args(repo) == ["-c", "user.email=tilth@localhost"]
 

@@ -185,25 +185,6 @@ def identity_args(cwd: Path) -> list[str]:
     return args
 
 
-def commit_as_configured(cwd: Path, *args: str) -> str:
-    """``git <args>`` (a commit command) under the repository's identity, or Tilth's where
-    the configuration has none; returns stdout.
-
-    Asked first with ``user.useConfigOnly``, so a machine without an identity fails instead
-    of inventing one; only then is the configuration read (``identity_args``) and the
-    command given again. A configured machine pays one process, not two.
-    """
-    first = ask("-c", "user.useConfigOnly=true", *args, cwd=cwd)
-    if first.returncode == 0:
-        return first.stdout
-    if first.timed_out:
-        raise GitError(["git", *args], -9, f"timed out after {DEFAULT_TIMEOUT:.0f}s")
-    # "Author identity unknown", "empty ident name", "... auto-detection is disabled"
-    if "ident" not in first.stderr.lower() and "auto-detection" not in first.stderr:
-        raise GitError(["git", *args], first.returncode, first.stderr or first.stdout)
-    return git(*identity_args(cwd), *args, cwd=cwd)
-
-
 # ---- nested repositories -----------------------------------------------------------------
 SUBMODULE_HEADS_ONLY = "--ignore-submodules=dirty"
 """For commands comparing the working tree: a submodule counts as changed when its commit
@@ -292,10 +273,15 @@ def _surely_no_gitlinks(cwd: Path, env: dict[str, str] | None) -> bool:
     if where is None:
         return False
     try:
-        with open(where, "rb") as handle:
-            data = handle.read()
+        found = os.stat(where)
     except FileNotFoundError:
         return True  # no index yet: nothing staged at all
+    except OSError:
+        return False
+    if not stat.S_ISREG(found.st_mode) or found.st_size > LARGEST_FILE:
+        return False  # never wait on a FIFO or read a huge file: git knows what it is
+    try:
+        data = where.read_bytes()
     except OSError:
         return False
     return data[:4] == b"DIRC" and _GITLINK_MODE not in data and b"link" not in data
@@ -320,7 +306,7 @@ def commit_all(cwd: Path, message: str, *, allow_empty: bool = False) -> str | N
     if not allow_empty and ok("diff", "--cached", "--quiet", cwd=cwd):
         return None  # nothing staged
     extra = ["--allow-empty"] if allow_empty else []
-    commit_as_configured(cwd, "commit", "--no-verify", "-q", *extra, "-m", message)
+    git(*identity_args(cwd), "commit", "--no-verify", "-q", *extra, "-m", message, cwd=cwd)
     return head(cwd)
 
 
@@ -497,7 +483,9 @@ def stash(cwd: Path, message: str, *, ref: str) -> bool:
     with scratch_index(cwd) as env:
         add_all(cwd, env)
         tree = git("write-tree", cwd=cwd, env=env).strip()
-    commit = commit_as_configured(cwd, "commit-tree", tree, "-p", "HEAD", "-m", message).strip()
+    commit = git(
+        *identity_args(cwd), "commit-tree", tree, "-p", "HEAD", "-m", message, cwd=cwd
+    ).strip()
     git("update-ref", "--create-reflog", "-m", message, ref, commit, cwd=cwd)
     reset_hard(cwd, "HEAD")
     clean_fd(cwd)

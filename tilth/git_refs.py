@@ -18,12 +18,15 @@ def git_dirs(worktree: Path) -> tuple[Path, Path] | None:
     dotgit = worktree / ".git"
     gitdir = dotgit
     if dotgit.is_file():  # a linked worktree: "gitdir: <path>"
-        pointer = small_text(dotgit)
-        if pointer is None or ":" not in pointer:
-            return None
-        gitdir = Path(pointer.split(":", 1)[1].strip())
+        pointer = (small_text(dotgit) or "").removesuffix("\n")
+        target = pointer.removeprefix("gitdir: ")
+        if target == pointer or not target or target != target.strip():
+            return None  # not the one form git writes: let git read it its own way
+        gitdir = Path(target)
         if not gitdir.is_absolute():
             gitdir = (worktree / gitdir).resolve()
+    if not (gitdir / "commondir").is_file() and not (gitdir / "objects").is_dir():
+        return None  # not a repository git would use: it would look further up
     common = gitdir
     if (gitdir / "commondir").is_file():
         common = (gitdir / (small_text(gitdir / "commondir") or ".").strip()).resolve()
@@ -34,16 +37,29 @@ def branch_from_files(worktree: Path) -> tuple[bool, str | None]:
     """``(known, branch)``: the branch HEAD is on (None: detached), read from the files.
     ``known`` is False when the files do not say (then ask git)."""
     dirs = git_dirs(worktree)
-    value = (small_text(dirs[0] / "HEAD") or "").strip() if dirs else ""
+    if dirs is None or (dirs[0] / "HEAD").is_symlink():  # a symlinked HEAD: git follows it
+        return False, None
+    value = (small_text(dirs[0] / "HEAD") or "").strip()
     if is_sha(value):
         return True, None
     branch = value.removeprefix("ref: refs/heads/")
-    if branch == value or not branch or branch == ".invalid":  # .invalid: a reftable repository
+    if branch == value or not _plain_ref_name(branch):  # .invalid: a reftable repository
         return False, None
-    assert dirs is not None
     if (small_text(dirs[1] / "refs" / "heads" / branch) or "").startswith("ref:"):
         return False, None  # a symbolic branch: git names the branch at the end of the chain
     return True, branch
+
+
+def _plain_ref_name(name: str) -> bool:
+    """A branch name any git accepts, read as it is (else git is asked, and may refuse)."""
+    if (
+        ".." in name
+        or "@{" in name
+        or any(c in name for c in " ~^:?*[\\")
+        or not name.isprintable()
+    ):
+        return False
+    return all(p and not p.startswith(".") and not p.endswith(".lock") for p in name.split("/"))
 
 
 def head_from_files(worktree: Path) -> str | None:
