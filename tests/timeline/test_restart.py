@@ -300,3 +300,30 @@ except KeyboardInterrupt:
     lock.release()
     sys.exit(130)
 """
+
+
+def test_a_stage_commit_removed_from_the_branch_by_hand_is_not_put_back(
+    world_clone: Callable[..., World],
+) -> None:
+    world = world_clone(TIERS, 1)
+    session = world.session
+    worktree = worktree_of(session)
+    base = resolve_checkpoint(session, "T-002").head
+    planning = resolve_checkpoint(session, "T-002/planning").head
+    implementing = resolve_checkpoint(session, "T-002/implementing").head
+    git.reset_hard(worktree, planning)  # the user drops implementing and later by hand
+    assert git.rev_parse(implementing, worktree) == implementing  # still in the object store
+
+    dry = world.cli("restart", session.id, "T-002", "--from", "code_review", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert (
+        "the commit of stage implementing is no longer on the session branch (removed by hand); "
+        "restarting the whole task"
+    ) in dry.stdout
+    assert "stages that will re-run: planning -> implementing" in dry.stdout
+    assert git.head(worktree) == planning
+
+    result = world.cli("restart", session.id, "T-002", "--from", "code_review", "-y")
+    assert result.returncode == 0, result.stderr
+    assert git.head(worktree) == base
+    assert not git.is_ancestor(implementing, "HEAD", worktree)

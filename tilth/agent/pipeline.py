@@ -51,6 +51,7 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
         # The previous attempt failed and was retried: fresh budgets, progress kept.
         ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
         state.failure, state.turns, state.rejections = None, 0, 0
+        state.review_rejections = {}
         state.verify_failures = 0
         state.save(ctx.session)
     if state.base_commit is None:
@@ -150,6 +151,7 @@ def _send_back(
     state.current_stage = None  # re-entering back_to is a new pass, not a resumed one
     if result.verdict is not None:
         state.rejections += 1
+        state.review_rejections[stage] = state.review_rejections.get(stage, 0) + 1
     elif stage == "verifying":
         state.verify_failures += 1
     state.save(ctx.session)

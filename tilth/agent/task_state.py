@@ -33,6 +33,8 @@ class TaskState:
     """stage → sha of its ``task/<T>: complete <stage> stage`` commit."""
     rejections: int = 0
     """Evaluator rejections in this attempt (for the evaluator cap)."""
+    review_rejections: dict[str, int] = field(default_factory=dict)
+    """review stage → its share of ``rejections`` (a restart forgets the stages it re-runs)."""
     verify_failures: int = 0
     """Verifying stages that failed in this attempt (for the verify cap)."""
     feedback: str | None = None

@@ -5,7 +5,9 @@ task's start), with two twists: uncommitted changes are stashed first, and the
 task's status becomes ``pending``. When no checkpoint exists (an older session),
 the commit is found from the ``stage_completed`` event, then from the commit
 subject ``task/<T>: complete <stage> stage``, else the whole task restarts with
-a warning.
+a warning. A commit no longer on the session branch (the user removed it by hand)
+counts as not found: a restart never quietly puts it back. A restart forgets the
+review counters of the stages it re-runs.
 """
 
 from __future__ import annotations
@@ -112,15 +114,26 @@ def _base(session: Session, task_id: str, worktree: Path) -> StageTarget:
         c for c in list_checkpoints(session) if c.kind == "task_start" and c.task_id == task_id
     ]
     if starts:
-        return StageTarget(starts[0].head, starts[0], "")
+        return StageTarget(starts[0].head, starts[0], "", _off_branch(starts[0].head, worktree))
     state = capture_state(session)["tasks"].get(task_id)
     base = state.get("base_commit") if isinstance(state, dict) else None
     if isinstance(base, str) and git.rev_parse(base, worktree):
-        return StageTarget(base, None, "")
+        return StageTarget(base, None, "", _off_branch(base, worktree))
     raise RewindError(
         f"cannot find where task {task_id} started (no task_start checkpoint and no "
         f"base_commit in tasks/{task_id}.json)",
         hint="`tilth checkpoints` shows what exists; `tilth rewind --to <cp>` can go back by hand",
+    )
+
+
+def _off_branch(base: str, worktree: Path) -> str | None:
+    """A warning when the task's start is no longer on the branch: going back there puts
+    back commits that were removed from it by hand."""
+    if git.is_ancestor(base, "HEAD", worktree):
+        return None
+    return (
+        f"the task's start {base[:12]} is no longer on the session branch: commits "
+        "removed from it by hand come back"
     )
 
 
@@ -149,22 +162,43 @@ def find_target(
         if c.kind == "stage"
         and c.task_id == task_id
         and c.stage == previous
-        and git.rev_parse(c.head, worktree) is not None
+        and on_branch(c.head, worktree)
     ]
     if found:
         return StageTarget(found[-1].head, found[-1], from_stage)
     sha = _stage_event_sha(session, task_id, previous)
-    if sha is None or git.rev_parse(sha, worktree) is None:
+    if sha is None or not on_branch(sha, worktree):
         sha = _stage_commits(worktree, task_id).get(task_id, {}).get(previous)
     if sha is not None:
         return StageTarget(sha, None, from_stage)
     base = _base(session, task_id, worktree)
+    gone = "is no longer on the session branch (removed by hand)"
+    if not _reachable(session, task_id, previous, worktree):
+        gone = "was not found"
+    warning = f"the commit of stage {previous} {gone}; restarting the whole task"
     return StageTarget(
         base.head,
         base.checkpoint,
         stages[0],
-        warning=f"the commit of stage {previous} was not found; restarting the whole task",
+        warning="; ".join(w for w in (warning, base.warning) if w),
     )
+
+
+def on_branch(sha: str, worktree: Path) -> bool:
+    """True when ``sha`` exists and is on the worktree's branch: a commit the user removed
+    from the branch by hand counts as not found, so a restart never quietly puts it back."""
+    return git.rev_parse(sha, worktree) is not None and git.is_ancestor(sha, "HEAD", worktree)
+
+
+def _reachable(session: Session, task_id: str, stage: str, worktree: Path) -> bool:
+    """True when a recorded commit of (task, stage) still exists, though off the branch."""
+    recorded = [
+        c.head
+        for c in list_checkpoints(session)
+        if c.kind == "stage" and c.task_id == task_id and c.stage == stage
+    ]
+    sha = _stage_event_sha(session, task_id, stage)
+    return any(git.rev_parse(s, worktree) for s in [*recorded, *([sha] if sha else [])])
 
 
 def _with_stage(target: StageTarget, stage: str) -> StageTarget:
@@ -206,6 +240,38 @@ def _fallback_state(
     return state
 
 
+REVIEW_STAGES = ("design_review", "code_review")
+"""Stages whose rejections count toward the evaluator cap."""
+
+
+def reset_review_counters(task_state: dict[str, Any], rerun: tuple[str, ...]) -> list[str]:
+    """Forget the review counters of the stages that re-run (the fifth seed); the stages
+    whose counters were not zero are returned, for the plan."""
+    stored = task_state.get("review_rejections")
+    by_stage = {
+        str(k): v
+        for k, v in (stored.items() if isinstance(stored, dict) else ())
+        if isinstance(v, int) and not isinstance(v, bool)
+    }
+    total = task_state.get("rejections")
+    total = total if isinstance(total, int) and not isinstance(total, bool) else 0
+    # Rejections recorded before the per-stage split belong to no stage: a re-run review
+    # stage takes them with it.
+    unattributed = max(0, total - sum(by_stage.values()))
+    reviews_rerun = [s for s in rerun if s in REVIEW_STAGES]
+    reset = [s for s in reviews_rerun if by_stage.get(s)]
+    if unattributed and reviews_rerun:
+        reset = reset or reviews_rerun[:1]
+        unattributed = 0
+    kept = {k: v for k, v in by_stage.items() if k not in rerun}
+    task_state["review_rejections"] = kept
+    task_state["rejections"] = sum(kept.values()) + unattributed
+    if "verifying" in rerun and task_state.get("verify_failures"):
+        task_state["verify_failures"] = 0
+        reset.append("verifying")
+    return reset
+
+
 def restart_target(
     session: Session, task_id: str, from_stage: str | None, default_tier: str
 ) -> Target:
@@ -237,6 +303,12 @@ def restart_target(
         warnings.insert(0, found.warning)
     whole = found.from_stage == stages[0]
     rerun = stages[stages.index(found.from_stage) :]
+    details = [f"stages that will re-run: {' -> '.join(rerun)}"]
+    task_state = (state.get("tasks") or {}).get(task_id)
+    if isinstance(task_state, dict):
+        reset = reset_review_counters(task_state, rerun)
+        if reset:
+            details.append(f"review counters reset: {', '.join(reset)}")
     return replace(
         target,
         state=state,
@@ -244,7 +316,7 @@ def restart_target(
         headline=f"restart {task_id} of session {session.id}"
         + ("" if whole else f" from {found.from_stage}")
         + f" (back to {found.head[:12]})",
-        details=(f"stages that will re-run: {' -> '.join(rerun)}",),
+        details=tuple(details),
         warnings=tuple(warnings),
         event={
             "type": "restart",
