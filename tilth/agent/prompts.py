@@ -2,9 +2,10 @@
 
 The worker's brief is rebuilt from disk when a stage starts (never carried over
 from an earlier stage's conversation): project context files, the progress
-tail, the full plan, the seed context, the task, earlier stage outputs and its
-own ledger. Paths are workspace-relative; the session's absolute location is
-never shown to a model.
+tail, the full plan, the task, earlier stage outputs and its own ledger. Never
+``seed-meta.json``: it is the interview's audit trail for people (the third seed);
+the worker's contract is ``prd.json`` and the seed tests. Paths are
+workspace-relative; the session's absolute location is never shown to a model.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ CONTEXT_FILES_CAP = 8_000
 PROGRESS_TAIL_LINES = 30
 PROGRESS_CAP = 4_000
 PLAN_CAP = 6_000
-SEED_META_CAP = 4_000
 STAGE_OUTPUT_CAP = 6_000
 LEDGER_LIMIT = 5
 SEED_TEST_CAP = 6_000
@@ -109,25 +109,6 @@ def full_plan(prd: list[dict[str, Any]], current: str) -> str:
     return cap("\n\n".join(parts), PLAN_CAP, "full plan truncated")
 
 
-def seed_context(meta: dict[str, Any]) -> str:
-    """The why-it-was-scoped-so fields of ``seed-meta.json`` (bookkeeping left out)."""
-    parts = []
-    for key, label in (
-        ("tldr", "TL;DR"),
-        ("scope_notes", "Scope notes"),
-        ("blockers", "Blockers / contradictions"),
-        ("open_questions", "Open questions"),
-    ):
-        value = meta.get(key)
-        if isinstance(value, str) and value.strip():
-            parts.append(f"**{label}:** {value.strip()}")
-        elif isinstance(value, list):
-            items = [str(item).strip() for item in value if str(item).strip()]
-            if items:
-                parts.append(f"**{label}:**\n" + "\n".join(f"- {item}" for item in items))
-    return cap("\n\n".join(parts), SEED_META_CAP, "seed context truncated")
-
-
 def task_section(task: dict[str, Any], test_files: list[str]) -> str:
     """The task itself: id, title, description, acceptance criteria, its seed tests."""
     lines = [
@@ -200,7 +181,6 @@ def worker_brief(
     ledger: list[dict[str, Any]],
     context: tuple[str, list[str]],
     progress: str,
-    seed_meta: dict[str, Any],
     test_files: list[str],
     closing: str,
 ) -> str:
@@ -214,7 +194,6 @@ def worker_brief(
             "Only the task under **Your task** is yours to build; the others are shown so you "
             "do not pre-empt or break them.\n\n" + full_plan(prd, str(task.get("id"))),
         ),
-        ("## Seed context (why this feature was scoped this way)", seed_context(seed_meta)),
         ("## Your task", task_section(task, test_files)),
         ("## Earlier stages of this task", stage_outputs(outputs, stages, stage)),
         (

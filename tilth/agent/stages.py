@@ -157,7 +157,6 @@ def worker_spec(
             ledger=session.ledger.read(str(task["id"])),
             context=prompts.context_files(ctx.worktree, ctx.settings.context_files),
             progress=prompts.progress_tail(session.progress_path),
-            seed_meta=session.seed_meta(),
             test_files=seed_test_files(ctx.worktree, [str(task["id"])]),
             closing=closing,
         )
