@@ -354,7 +354,9 @@ def resume(
     if not session.dir.is_dir():
         raise SessionNotFound(f"no session {session.id} at {session.dir}")
     if session.status == "all_done" and all(t.get("status") == "done" for t in session.load_prd()):
-        return Stop("all_done", "all tasks complete")
+        from tilth.agent.resume import log_finished_resume
+
+        return Stop("all_done", log_finished_resume(session).text)
     again = session.status != "prepared"
     return _drive(session, worker, evaluator, progress, settings, on_notice, out, resume=again)
 

@@ -129,7 +129,16 @@ def test_resume_of_a_finished_session_has_nothing_to_do(repo: Path, sessions_dir
     result = tilth("resume", seeded.session.id, env=model_env("http://127.0.0.1:9/v1"))
     assert result.returncode == 0, result.stderr
     assert "nothing to resume" in result.stdout
-    assert seeded.session.events.size() == size
+    # "no-op (besides logging)": the one new line is session_resume with its plan.
+    assert seeded.session.events.size() > size
+    event = seeded.events()[-1]
+    assert event.type == "session_resume"
+    assert event.payload["last_stop"] == "all_done"
+    assert event.payload["retried"] == [] and event.payload["pending"] == []
+    assert event.payload["unwound_commit"] is False
+    assert event.payload["plan"] == "no failed or pending tasks; nothing to do; last stop: all_done"
+    assert [e.type for e in seeded.events()].count("session_resume") == 1
+    assert seeded.session.status == "all_done"
 
 
 def test_resume_runs_a_prepared_session_and_recreates_a_missing_worktree(

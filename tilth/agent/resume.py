@@ -118,6 +118,16 @@ def failed_placeholder(worktree: Path, task_ids: set[str]) -> str | None:
     return git.head(worktree)
 
 
+def log_finished_resume(session: Session) -> ResumePlan:
+    """Resuming a session whose tasks are all done changes nothing but is still logged
+    (the second seed: "no-op (besides logging)"): ``session_resume`` with ``last_stop``
+    ``all_done`` and the one-line plan."""
+    resume = ResumePlan("all_done", [], [], None)
+    with session.lock():
+        session.log("session_resume", session_id=session.id, **resume.event_payload())
+    return resume
+
+
 def prepare_resume(session: Session, worktree: Path) -> ResumePlan:
     """Flip failed tasks to pending, unwind the placeholder, and log ``session_resume``:
     planned and carried out by the timeline's journaled executor (the caller holds the lock)."""

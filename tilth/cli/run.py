@@ -98,6 +98,9 @@ def resume_session(session: Session, cfg: Settings, out: IO) -> int:
     tasks = session.load_prd()
     # A crash between the last task and its stop event leaves "running": the loop fixes that.
     if session.status == "all_done" and all(t.get("status") == "done" for t in tasks):
+        from tilth import library
+
+        library.resume(session, settings=cfg, out=out)  # changes nothing; logs session_resume
         out.ok(f"session {session.id} is all done; nothing to resume")
         return 0
     return _drive(session, cfg, out, resume=True)
