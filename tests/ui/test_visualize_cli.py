@@ -57,3 +57,20 @@ def test_unwritable_session_dir_is_a_clear_error(
     assert result.returncode == 1
     assert result.stderr.startswith(f"error: could not write {session.chat_html_path}")
     assert "Traceback" not in result.stderr
+
+
+def test_the_seed_panel_counts_the_interviews_tokens_once(
+    cli: RunCli, sessions_dir: Path, tmp_path: Path
+) -> None:
+    from tilth.session.files import atomic_write_json
+
+    session = Session.create(sessions_dir, tmp_path / "repo")
+    tokens = {"prompt": 20, "completion": 10, "total": 30}
+    atomic_write_json(session.seed_meta_path, {"interviewer_model": "m", "tokens": tokens})
+    result = cli("visualize", session.id)
+    assert result.returncode == 0, result.stderr
+    seed = (session.dir / "chat.html").read_text().split('<section class="panel seed">')[1]
+    assert "m · 30 tokens" in seed.split("</section>")[0]
+    atomic_write_json(session.seed_meta_path, {"tokens": {"prompt": 20, "completion": 10}})
+    assert cli("visualize", session.id).returncode == 0
+    assert "30 tokens" in (session.dir / "chat.html").read_text()

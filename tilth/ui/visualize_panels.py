@@ -23,12 +23,26 @@ def _strings(value: Any) -> list[str]:
     return [str(v) for v in value if isinstance(v, str | int | float) and str(v).strip()]
 
 
+def interview_tokens(tokens: Any) -> int | None:
+    """The interview's total from ``seed-meta.json``'s ``tokens``: a number, or
+    ``{prompt, completion, total}`` (``total`` already is prompt + completion)."""
+    if isinstance(tokens, bool):
+        return None
+    if isinstance(tokens, int):
+        return tokens
+    if not isinstance(tokens, dict):
+        return None
+    total = tokens.get("total")
+    if isinstance(total, int) and not isinstance(total, bool):
+        return total
+    parts = [tokens.get(k) for k in ("prompt", "completion")]
+    return sum(p for p in parts if isinstance(p, int) and not isinstance(p, bool)) or None
+
+
 def seed_panel(meta: dict[str, Any]) -> str:
     if not meta:
         return ""
-    tokens = meta.get("tokens")
-    if isinstance(tokens, dict):
-        tokens = sum(v for v in tokens.values() if isinstance(v, int))
+    tokens = interview_tokens(meta.get("tokens"))
     strip = [
         str(meta["interviewer_model"]) if meta.get("interviewer_model") else None,
         f"{thousands(tokens)} tokens" if tokens is not None else None,
