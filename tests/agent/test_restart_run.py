@@ -19,9 +19,7 @@ FIXED = {
 
 def _demo_like_team() -> Team:
     """T-001 rejected once at code review, then accepted (the demo's story)."""
-    recipe = Recipe(
-        files=FIRST, fixed=FIXED, accept_when="runs of non-space", test_command="true"
-    )
+    recipe = Recipe(files=FIRST, fixed=FIXED, accept_when="runs of non-space", test_command="true")
     return Team({"T-001": recipe})
 
 
@@ -53,9 +51,7 @@ def _task_state(session_dir: Path) -> dict[str, Any]:
     return json.loads((session_dir / "tasks" / "T-001.json").read_text())
 
 
-def test_restart_from_code_review_resets_its_review_counter(
-    repo: Path, sessions_dir: Path
-) -> None:
+def test_restart_from_code_review_resets_its_review_counter(repo: Path, sessions_dir: Path) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
     sid = seeded.session.id
     with team_server(_demo_like_team()) as server:

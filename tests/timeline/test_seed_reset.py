@@ -220,3 +220,47 @@ def test_a_forks_reset_names_its_own_branch(world_clone: Callable[..., World]) -
     assert result.returncode == 0, result.stderr
     headline = result.stdout.splitlines()[0]
     assert headline.endswith(f"on session/{child})"), headline
+
+
+RECORDS_OF_THE_RESET = {
+    ".lock",  # the lock the reset held (every command leaves it; .lock.pid goes)
+    "timeline/events-epoch.json",  # events.jsonl was cut once more (web UI event ids)
+    "timeline/operations.jsonl",  # the reset's own entry, and nothing of the run's go-backs
+}
+
+
+def _session_files(session_dir: Path) -> set[str]:
+    return {
+        str(p.relative_to(session_dir))
+        for p in session_dir.rglob("*")
+        if p.is_file() and "workspace" not in p.relative_to(session_dir).parts
+    }
+
+
+def test_reset_to_seed_leaves_no_trace_of_the_erased_run(tmp_path: Path, clean_env: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"README.md": "# demo\n", ".gitignore": "*.pyc\n"})
+    session = prep(tmp_path / "sessions", repo, ("L1", "L1"))
+    after_prep = _session_files(session.dir)
+    refs_after_prep = git.git("for-each-ref", "--format=%(refname)", cwd=repo).split()
+    world = World(tmp_path, session)
+    SimRun(session, turns=2).run()
+    finish_run(session)
+    # Go-backs leave their own traces: thread id counters, a stash, the operations log.
+    turn = [c for c in list_checkpoints(session) if c.kind == "turn"][1]
+    assert world.cli("rewind", session.id, "--to", turn.id, "-y").returncode == 0
+    (worktree_of(session) / "mine.txt").write_text("uncommitted\n")
+    assert world.cli("restart", session.id, "T-001", "-y").returncode == 0
+    assert list((session.dir / "threads").glob("*.next")), "the rewind cut a thread"
+    stash = git.stash_ref(session.id)
+    assert git.ok("show-ref", "--verify", "--quiet", stash, cwd=repo)
+
+    dry = world.cli("reset", "--to-seed", session.id, "--dry-run")
+    assert f"deleted: {stash} (what restarts stashed)" in dry.stdout
+    result = world.cli("reset", "--to-seed", session.id, "-y")
+    assert result.returncode == 0, result.stderr
+
+    assert _session_files(session.dir) == after_prep | RECORDS_OF_THE_RESET
+    assert [o["kind"] for o in read_operations(session)] == ["reset_to_seed"]
+    assert git.git("for-each-ref", "--format=%(refname)", cwd=repo).split() == refs_after_prep
+    # Checkpoint ids go on from the seed's, as if the run never happened.
+    assert not (session.dir / "timeline" / "seq").exists()

@@ -189,6 +189,12 @@ def remember_highest(session: Session) -> None:
     atomic_write_text(_seq_counter_path(session), f"{highest_seq(session)}\n")
 
 
+def forget_highest(session: Session) -> None:
+    """Drop the counter of ids handed out (a reset to the seed: the numbering goes on from
+    the checkpoints that remain, as if the erased run never happened)."""
+    _seq_counter_path(session).unlink(missing_ok=True)
+
+
 def delete_after(session: Session, seq: int) -> int:
     """Delete every checkpoint file with a sequence number above ``seq``; returns how many."""
     seqs = stored_seqs(session)

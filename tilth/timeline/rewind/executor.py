@@ -30,6 +30,7 @@ from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import (
     checkpoint_path,
     delete_after,
+    forget_highest,
     highest_seq,
     remember_highest,
 )
@@ -42,6 +43,7 @@ from tilth.timeline.rewind.code_state import note_code_state, note_restored, res
 from tilth.timeline.rewind.journal import (
     Journal,
     clear_journal,
+    keep_operations,
     log_operation,
     read_journal,
     write_journal,
@@ -119,6 +121,8 @@ def _code(session: Session, plan: RewindPlan) -> None:
         # SPEC §7: the first seed's reset, exactly: `git reset --hard` + `git clean -fd`.
         git.reset_hard(worktree, plan.head)
         git.clean_fd(worktree)
+        # What restarts stashed goes too: no tip of the erased run is kept (the first seed).
+        git.delete_ref(worktree, git.stash_ref(session.id))
         restore_overlay(session, worktree, plan.overlay, keep=plan.keep)
         return
     # Only the files the plan lists (and those moving HEAD changes) are written; the
@@ -170,6 +174,9 @@ def _threads(session: Session, plan: RewindPlan) -> None:
 def _paths(session: Session, plan: RewindPlan) -> None:
     for rel in plan.delete_paths:
         remove_path(session.dir / rel)
+    if plan.op == "reset_to_seed":
+        # The run's go-backs are erased with it; the record of resets stays.
+        keep_operations(session, "reset_to_seed")
 
 
 def _events(session: Session, plan: RewindPlan) -> None:
@@ -192,6 +199,8 @@ def _checkpoints(session: Session, plan: RewindPlan) -> None:
         # Reset to the seed (and journals written before undo existed): everything after.
         assert plan.keep_through_seq is not None
         delete_after(session, plan.keep_through_seq)
+        if plan.op == "reset_to_seed":
+            forget_highest(session)
     else:
         # Exactly the checkpoints the plan named; undo points (``before-``) stay.
         remember_highest(session)

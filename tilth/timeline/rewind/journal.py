@@ -17,7 +17,13 @@ from typing import Any
 
 from tilth.errors import SessionCorrupt
 from tilth.session.events import read_json_objects, utc_now
-from tilth.session.files import append_line, atomic_write_json, fsync_dir, read_json
+from tilth.session.files import (
+    append_line,
+    atomic_write_json,
+    atomic_write_text,
+    fsync_dir,
+    read_json,
+)
 from tilth.session.store import Session
 from tilth.timeline.record.checkpoints import timeline_dir
 
@@ -90,6 +96,17 @@ def clear_journal(session: Session) -> None:
 def read_operations(session: Session) -> list[dict[str, Any]]:
     """Every readable entry of the operations log, oldest first."""
     return read_json_objects(operations_path(session))
+
+
+def keep_operations(session: Session, kind: str) -> None:
+    """Rewrite the operations log with only its entries of ``kind`` (a reset to the seed
+    keeps the record of resets and erases the rest of the run's go-backs)."""
+    path = operations_path(session)
+    if not path.exists():
+        return
+    kept = [entry for entry in read_operations(session) if entry.get("kind") == kind]
+    lines = "".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in kept)
+    atomic_write_text(path, lines)
 
 
 def log_operation(session: Session, op_id: str, kind: str, **fields: Any) -> bool:

@@ -5,7 +5,10 @@ can be run again without a new interview. It is one more go-back operation on
 the timeline engine (plan → confirm → journaled execute), with the pre-flight
 checks and wording of the original proposal. Because ``events.jsonl`` must end
 at ``seed_committed`` afterwards, the reset itself is recorded only in
-``timeline/operations.jsonl``.
+``timeline/operations.jsonl``. Nothing else of the erased run stays: its threads'
+id counters, its capture and code state, its checkpoints' id counter, its other
+go-backs in the operations log and the ref its restarts stashed on all go
+(docs/timeline.md lists the few files that record the reset itself).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class SeedAnchor:
 
     sha: str
     branch: str
+    worktree: str
     end: int
     seq: int
     tokens_used: int
@@ -123,7 +127,7 @@ def preflight(session: Session) -> SeedAnchor:
     # A fork's log is copied from its parent, so its seed_committed names the parent's
     # branch; the branch this reset moves is the one checkpoint.json records.
     branch = str(cp.get("branch") or payload["branch"])
-    return SeedAnchor(sha, branch, end, seq, tokens)
+    return SeedAnchor(sha, branch, str(workspace), end, seq, tokens)
 
 
 def seed_target(session: Session, anchor: SeedAnchor) -> Target:
@@ -138,6 +142,8 @@ def seed_target(session: Session, anchor: SeedAnchor) -> Target:
     else:
         # Without a seed checkpoint, keep only the interview's own thread(s).
         heads = {k: v for k, v in session.threads.heads().items() if k.startswith("interview")}
+    stash = git.stash_ref(session.id)
+    stashed = git.ok("show-ref", "--verify", "--quiet", stash, cwd=Path(anchor.worktree))
     return Target(
         op="reset_to_seed",
         ref=seed_cp.id if seed_cp else "seed",
@@ -156,14 +162,29 @@ def seed_target(session: Session, anchor: SeedAnchor) -> Target:
         event_offset=anchor.end,
         event_seq=anchor.seq,
         keep_through_seq=seed_cp.seq if seed_cp else 0,
-        delete_paths=("ledger", "tasks", *DERIVED_FILES),
+        delete_paths=("ledger", "tasks", *DERIVED_FILES, *run_traces(session, set(heads))),
         undoable=False,
         details=(
             f"checkpoint.json: status -> prepared, tokens_used -> {anchor.tokens_used}",
             "events.jsonl: cut right after the seed_committed line",
             "kept: seed-meta.json, prd.json (every task back to pending), the seed commit",
+            "also erased: checkpoints after the seed and their id counter, the run's "
+            "go-backs in timeline/operations.jsonl",
+            *([f"deleted: {stash} (what restarts stashed)"] if stashed else []),
         ),
     )
+
+
+RUN_STATE = ("timeline/capture-state.json", "timeline/code-state.json")
+"""Timeline files only a run or a go-back writes (prep writes neither)."""
+
+
+def run_traces(session: Session, kept_threads: set[str]) -> list[str]:
+    """Session files the erased run left besides its derived files: the id counters
+    (``threads/<key>.next``) of threads the reset drops, and the run's timeline state."""
+    counters = sorted(session.threads.directory.glob("*.next"))
+    dropped = [p for p in counters if p.name.removesuffix(".next") not in kept_threads]
+    return [f"threads/{p.name}" for p in dropped] + list(RUN_STATE)
 
 
 def plan_reset_to_seed(session: Session, anchor: SeedAnchor) -> RewindPlan:
