@@ -84,8 +84,20 @@ class GitError(TilthError):
         self.returncode = returncode
         self.stderr = stderr.strip()
         shown = " ".join(cmd)
-        detail = self.stderr.splitlines()[-1] if self.stderr else "no error output"
-        super().__init__(f"`{shown}` failed (exit {returncode}): {detail}")
+        super().__init__(f"`{shown}` failed (exit {returncode}): {_git_detail(self.stderr)}")
+
+
+def _git_detail(stderr: str) -> str:
+    """The line of git's stderr that says what went wrong: its last line, led by the
+    ``fatal:``/``error:`` line when that comes earlier (it names the file; the advice
+    after it, such as "remove the file manually", does not)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if not lines:
+        return "no error output"
+    cause = next((line for line in lines if line.startswith(("fatal:", "error:"))), None)
+    if cause is None or cause == lines[-1]:
+        return lines[-1]
+    return f"{cause} … {lines[-1]}"
 
 
 class ModelError(TilthError):

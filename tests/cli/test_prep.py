@@ -347,3 +347,26 @@ def test_not_a_repository_and_missing_model_settings(
     unconfigured = cli("prep-feature", str(repo), "--brief", "b")
     assert unconfigured.returncode == 2 and "Traceback" not in unconfigured.stderr
     assert session_dirs(sessions_dir) == []
+
+
+def test_a_failed_seed_commit_names_the_file_and_never_says_seed_written(
+    cli: RunCli, sessions_dir: Path, repo: Path
+) -> None:
+    locks: list[Path] = []
+
+    def lock_the_index_then_write(model: str, request: dict[str, object]) -> object:
+        # Another git process (an editor, a crashed commit) holds the worktree's index.
+        for gitdir in (repo / ".git" / "worktrees").iterdir():
+            (gitdir / "index.lock").write_text("")
+            locks.append(gitdir / "index.lock")
+        return write_seed(1)
+
+    with FakeServer(Script(lock_the_index_then_write)) as server:
+        result = cli("prep-feature", str(repo), "--brief", "add a thing", env=cli_env(server))
+    assert result.returncode != 0
+    assert len(locks) == 1
+    assert str(locks[0]) in result.stderr, result.stderr
+    assert "remove the file manually" in result.stderr
+    assert "seed written" not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert SessionView.at(only_session(sessions_dir)).status == "failed"

@@ -18,7 +18,7 @@ class InterviewFrontend(Protocol):
         ...
 
     def show_summary(self, tldr: str, open_questions: list[str], blockers: list[str]) -> None:
-        """Show what was written once the seed is stored."""
+        """Show what was written once the seed is stored and committed (never before)."""
         ...
 
     def update_tokens(self, prompt_total: int, completion_total: int) -> None:

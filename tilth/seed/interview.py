@@ -187,10 +187,6 @@ def _control_calls(
         elif call.name == WRITE_SEED:
             log_call(actor, number, call, _preview_seed_args(args))
             done = _write(actor, number, call, args, sink, tally)
-            if done is not None:
-                frontend.show_summary(
-                    done.meta["tldr"], done.meta["open_questions"], done.meta["blockers"]
-                )
         else:
             log_call(actor, number, call, args)
             names = [s["function"]["name"] for s in actor.schemas()]

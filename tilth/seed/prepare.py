@@ -135,6 +135,9 @@ def _prepare(
     )
     session.log("seed_committed", sha=sha, branch=session.branch)
     session.set_status("prepared")
+    # Only now is the seed written: a failed commit must not be preceded by "seed written".
+    meta = result.meta
+    frontend.show_summary(meta["tldr"], meta["open_questions"], meta["blockers"])
     checkpoint_note = _record_seed_checkpoint(session, worktree, settings)
     return Prepared(session, worktree, sha, result, checkpoint_note, notes)
 
