@@ -207,6 +207,7 @@ def add_all(cwd: Path, env: dict[str, str] | None = None) -> list[str]:
     their entries set here: the commit their checkout is on (read from its files), or
     removed when the directory is gone.
     """
+    _unhide_entries(cwd, env)
     links = _gitlinks(cwd, env)
     large = _too_large(cwd, env)
     if not links and not large:
@@ -237,6 +238,24 @@ def add_all(cwd: Path, env: dict[str, str] | None = None) -> list[str]:
             literal = {**(env or {}), "GIT_LITERAL_PATHSPECS": "1"}
             git("add", "-A", "--", path, cwd=cwd, env=literal)
     return large
+
+
+def _unhide_entries(cwd: Path, env: dict[str, str] | None) -> None:
+    """Stage from the file, like any other, an entry git was told not to compare with it
+    (``--assume-unchanged``, ``--skip-worktree``): ``git add -A`` would otherwise commit
+    whatever that entry holds, which no gate ran and no reviewer saw. An entry whose file
+    is absent (a sparse checkout) is left as it is."""
+    out = git("ls-files", "-v", "-z", cwd=cwd, env=env)
+    hidden = []
+    for record in filter(None, out.split("\0")):
+        tag, _, path = record.partition(" ")
+        if (tag in ("S", "s") or tag.islower()) and os.path.lexists(cwd / path):
+            hidden.append(path)
+    if hidden:
+        paths = "\0".join(hidden) + "\0"
+        # One flag per call: update-index applies only the last of several such options.
+        for flag in ("--no-assume-unchanged", "--no-skip-worktree"):
+            git("update-index", flag, "-z", "--stdin", cwd=cwd, env=env, input_text=paths)
 
 
 def _too_large(cwd: Path, env: dict[str, str] | None) -> list[str]:

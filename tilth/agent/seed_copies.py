@@ -69,22 +69,32 @@ class SeedCopies:
     seed commit."""
     config: str | None = None
     """The pytest configuration file among ``support``, if the seed commit has one."""
+    entries: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Seed test path → ``(mode, blob)`` at the seed commit (the index is compared with it)."""
 
 
 def files_at(sha: str, paths: Sequence[str], worktree: Path) -> dict[str, str]:
     """Content of each of ``paths`` that exists at ``sha``."""
+    return _files_and_entries_at(sha, paths, worktree)[0]
+
+
+def _files_and_entries_at(
+    sha: str, paths: Sequence[str], worktree: Path
+) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """Content and ``(mode, blob)`` of each of ``paths`` that exists at ``sha``."""
     if not paths:
-        return {}
+        return {}, {}
     # One listing and one batch read, whatever the number of paths.
     listed = git.git("ls-tree", "-z", sha, "--", *paths, cwd=worktree)
-    blobs: dict[str, str] = {}
+    entries: dict[str, tuple[str, str]] = {}
     for entry in filter(None, listed.split("\0")):
         meta, _, path = entry.partition("\t")
-        _, kind, blob = meta.split(" ")
+        mode, kind, blob = meta.split(" ")
         if kind == "blob" and path in paths:
-            blobs[path] = blob
-    contents = git.read_blobs(worktree, list(blobs.values()))
-    return {path: contents[blob].decode("utf-8", "replace") for path, blob in blobs.items()}
+            entries[path] = (mode, blob)
+    contents = git.read_blobs(worktree, [blob for _, blob in entries.values()])
+    files = {path: contents[blob].decode("utf-8", "replace") for path, (_, blob) in entries.items()}
+    return files, entries
 
 
 def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies:
@@ -98,7 +108,9 @@ def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies
         if match:
             (names if match.group(1) in wanted else others).append(path)
     configs = [name for name, _ in _PYTEST_CONFIGS]
-    found = files_at(sha, [*_SUPPORT_FILES, *configs, *names, *others], worktree)
+    found, entries = _files_and_entries_at(
+        sha, [*_SUPPORT_FILES, *configs, *names, *others], worktree
+    )
     # Other tasks' seed tests go beside them, not run: one may import from another
     # (``from tests.test_t001_parse import SAMPLES``), as in the worktree.
     support = {path: found[path] for path in [*_SUPPORT_FILES, *others] if path in found}
@@ -108,7 +120,8 @@ def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies
         if text is not None and any(section in text for section in sections):
             support[name], config = text, name
             break
-    return SeedCopies(sha, {path: found[path] for path in names if path in found}, support, config)
+    tests = {path: found[path] for path in names if path in found}
+    return SeedCopies(sha, tests, support, config, {p: entries[p] for p in tests})
 
 
 def config_pythonpath(copies: SeedCopies) -> list[str] | None:
@@ -143,12 +156,16 @@ def config_pythonpath(copies: SeedCopies) -> list[str] | None:
 
 
 def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
-    """Seed test files whose worktree copy differs from the seed commit's, or is gone."""
+    """Seed test files whose worktree copy differs from the seed commit's (content or
+    executable bit), or is gone, or whose index entry git was told to stop comparing
+    with the file (skip-worktree, assume-unchanged) and that differs from the seed's:
+    ``git add -A`` would commit that entry, not the file."""
+    forged = _forged_index_entries(worktree, copies)
     # Byte for byte the seed's copy is unchanged, whatever git's filters would say: the
     # usual case costs no git process. Anything else is asked of git, filters and all.
-    paths = [p for p in sorted(copies.tests) if not _same_bytes(worktree, p, copies.tests[p])]
+    paths = [p for p in sorted(copies.tests) if not _same_file(worktree, p, copies)]
     if not paths:
-        return []
+        return forged
     listed = git.git("ls-tree", "-l", "-z", copies.sha, "--", *paths, cwd=worktree)
     seed: dict[str, tuple[str, int]] = {}  # path → (blob, size)
     for entry in filter(None, listed.split("\0")):
@@ -162,7 +179,52 @@ def changed_seed_tests(worktree: Path, copies: SeedCopies) -> list[str]:
     ]
     now = git.git("hash-object", "--", *present, cwd=worktree).split() if present else []
     current = dict(zip(present, now, strict=True))
-    return [p for p in paths if current.get(p) != seed[p][0]]
+    modes = _tracks_modes(worktree)
+    changed = [
+        p
+        for p in paths
+        if current.get(p) != seed[p][0] or (modes and not _same_mode(worktree, p, copies))
+    ]
+    return sorted({*changed, *forged})
+
+
+def _forged_index_entries(worktree: Path, copies: SeedCopies) -> list[str]:
+    """Seed tests whose index entry is hidden from ``git add`` (skip-worktree: ``S``/``s``,
+    assume-unchanged: lower case) and is not the seed's blob and mode."""
+    if not copies.entries:
+        return []
+    out = git.git("ls-files", "-v", "-s", "-z", "--", *sorted(copies.entries), cwd=worktree)
+    forged = []
+    for record in filter(None, out.split("\0")):
+        meta, _, path = record.partition("\t")
+        tag, mode, blob, _ = meta.split(" ")
+        hidden = tag in ("S", "s") or tag.islower()
+        if hidden and path in copies.entries and (mode, blob) != copies.entries[path]:
+            forged.append(path)
+    return forged
+
+
+def _tracks_modes(worktree: Path) -> bool:
+    """Whether git records the executable bit here (``core.fileMode``, true by default)."""
+    value = git.git("config", "--bool", "core.fileMode", cwd=worktree, check=False).strip()
+    return value != "false"
+
+
+def _same_mode(root: Path, rel: str, copies: SeedCopies) -> bool:
+    """``root/rel``'s executable bit is the seed's (a mode git does not know: no opinion)."""
+    mode = copies.entries.get(rel, ("", ""))[0]
+    if mode not in ("100644", "100755"):
+        return True
+    try:
+        executable = bool((root / rel).stat().st_mode & 0o100)
+    except OSError:
+        return False
+    return executable == (mode == "100755")
+
+
+def _same_file(root: Path, rel: str, copies: SeedCopies) -> bool:
+    """The seed's bytes and executable bit (no git process)."""
+    return _same_bytes(root, rel, copies.tests[rel]) and _same_mode(root, rel, copies)
 
 
 def _same_bytes(root: Path, rel: str, text: str) -> bool:
@@ -192,13 +254,16 @@ def _plain_file(root: Path, rel: str) -> bool:
 def tampering_message(changed: Sequence[str], sha: str) -> str:
     """What the worker reads when its diff changes a seed test."""
     restore = "; ".join(f"git show {sha[:12]}:{p} > {p}" for p in changed)
+    paths = " ".join(changed)
     return (
         "REFUSED: your changes modify the seed test file(s) "
         + ", ".join(changed)
         + ". The seed tests are the contract of this task: the harness always runs the seed "
         "commit's copies, and a case whose diff changes them is not accepted. Restore them "
-        f"(`{restore}`) and make the code pass them. Write any extra tests you want in new "
-        "files; they are yours to run with bash."
+        f"(`{restore}`; their mode too: `chmod a-x {paths}` unless the seed made them "
+        "executable; and if git's index was told to ignore them, `git update-index "
+        f"--no-skip-worktree --no-assume-unchanged -- {paths}`) and make the code pass them. "
+        "Write any extra tests you want in new files; they are yours to run with bash."
     )
 
 
