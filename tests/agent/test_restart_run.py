@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.support import TASKS, model_env, seed_session, team_server, tilth
+from tests.one_more_rejection import OneMoreRejection
 from tilth.demo.script import Recipe, Team
-from tilth.model.script import Reply, reply, tool_call
 
 FIRST = {"textkit/words.py": "def count_words(text):\n    return len(text.split())\n"}
 FIXED = {
@@ -21,30 +21,6 @@ def _demo_like_team() -> Team:
     """T-001 rejected once at code review, then accepted (the demo's story)."""
     recipe = Recipe(files=FIRST, fixed=FIXED, accept_when="runs of non-space", test_command="true")
     return Team({"T-001": recipe})
-
-
-class OneMoreRejection:
-    """The demo's team, but the first code review it sees is rejected once more."""
-
-    def __init__(self, team: Team) -> None:
-        self.team = team
-        self.rejected = 0
-
-    def __call__(self, model: str, request: dict[str, Any]) -> Reply:
-        tools = {t.get("function", {}).get("name") for t in request.get("tools") or []}
-        text = json.dumps(request.get("messages"))
-        if "submit_verdict" in tools and "## Review: code_review" in text and not self.rejected:
-            self.rejected += 1
-            verdict = tool_call(
-                "submit_verdict",
-                verdict="reject",
-                rejection_category="weak_test",
-                concern="one more look: the empty string case is not exercised",
-                evidence=[],
-                next_step="check count_words('') once more",
-            )
-            return reply(None, verdict)
-        return self.team(model, request)
 
 
 def _task_state(session_dir: Path) -> dict[str, Any]:
