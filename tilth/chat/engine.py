@@ -32,7 +32,7 @@ from tilth.chat.session import (
     open_chat_session,
     transcript,
 )
-from tilth.chat.toolview import describe_call, edit_diff, read_before
+from tilth.chat.toolview import describe_call, edit_diff, line_count, preview, read_before
 from tilth.config import Settings
 from tilth.errors import ModelError, ProjectEnvError, SessionLocked, TilthError, UsageError
 from tilth.model.base import AssistantTurn, Delta, Model, ToolCall
@@ -378,7 +378,8 @@ class ChatEngine(ChatTimeline):
             name=call.name,
             ok=not (outcome.is_error or outcome.blocked),
             blocked=outcome.blocked,
-            result=outcome.result[:RESULT_PREVIEW],
+            result=preview(outcome.result, RESULT_PREVIEW),
+            lines=line_count(outcome.result),
             diff=diff,
         )
 
