@@ -6,6 +6,7 @@ stdin not a terminal a command needs its arguments inline and runs as written.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,21 @@ ACTIONS = (
     ("up-to", "summarize up to here"),
     ("cancel", "cancel"),
 )
+
+
+@functools.lru_cache(maxsize=8192)
+def _turn_row(number: int, ts: str, label: str, changed: tuple[str, ...]) -> str:
+    """Kept once made: a long chat's picker opens without redoing a thousand rows."""
+    files = f"{len(changed)} file(s): " + ", ".join(changed[:3])
+    if len(changed) > 3:
+        files += f" +{len(changed) - 3}"
+    if not changed:
+        files = "no files changed"
+    when = ts[11:16] if len(ts) >= 16 else ts
+    lines = terminal_safe(label).strip().splitlines()
+    prompt = lines[0] if lines else ""
+    prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
+    return f"{number:>4}  {when}  {prompt}  · {files}"
 
 
 def summary_words(plan: SummaryPlan) -> str:
@@ -118,16 +134,7 @@ class ChatCommands:
     @staticmethod
     def _turn_row(number: int, cp: Checkpoint) -> str:
         """A picker row: number, time, the prompt's first line, files changed."""
-        files = f"{len(cp.files_changed)} file(s): " + ", ".join(cp.files_changed[:3])
-        if len(cp.files_changed) > 3:
-            files += f" +{len(cp.files_changed) - 3}"
-        if not cp.files_changed:
-            files = "no files changed"
-        when = cp.ts[11:16] if len(cp.ts) >= 16 else cp.ts
-        lines = terminal_safe(cp.label).strip().splitlines()
-        prompt = lines[0] if lines else ""
-        prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
-        return f"{number:>4}  {when}  {prompt}  · {files}"
+        return _turn_row(number, cp.ts, cp.label, tuple(cp.files_changed))
 
     def _show(self, plan: RewindPlan | SummaryPlan) -> bool:
         """Show a plan; on a terminal, ask before it runs."""

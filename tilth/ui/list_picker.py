@@ -33,6 +33,18 @@ class ListPicker:
         self.query = ""
         self.shown = self.rows
         self.index = len(self.rows) - 1 if start is None else start
+        self.top = 0
+        """The first row in view (the list scrolls to keep the highlighted row shown)."""
+
+    def in_view(self, height: int) -> range:
+        """The indexes of ``shown`` to draw in ``height`` rows, scrolled to the highlight."""
+        height = max(height, 1)
+        if self.index < self.top:
+            self.top = self.index
+        elif self.index >= self.top + height:
+            self.top = self.index - height + 1
+        self.top = max(min(self.top, len(self.shown) - height), 0)
+        return range(self.top, min(self.top + height, len(self.shown)))
 
     @property
     def current(self) -> Row | None:
@@ -82,7 +94,6 @@ def pick(
 ) -> Any:
     """The key of the row chosen, or None when cancelled (Esc, Ctrl-C, nothing to pick)."""
     from prompt_toolkit.application import Application
-    from prompt_toolkit.data_structures import Point
     from prompt_toolkit.filters import Condition
     from prompt_toolkit.formatted_text import StyleAndTextTuples
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -94,18 +105,25 @@ def pick(
     state = ListPicker(rows, start=start)
     chosen: dict[str, Any] = {}
 
+    def list_height() -> int:
+        info = list_window.render_info
+        if info is not None:
+            return info.window_height
+        size = app.output.get_size() if app is not None else None
+        reserved = 3 + (detail_rows + 1 if detail is not None else 0)
+        return max((size.rows if size else 24) - reserved, 3)
+
     def listing() -> StyleAndTextTuples:
+        # Only the rows in view are drawn: a list of thousands costs what a screenful does.
         out: StyleAndTextTuples = []
-        for i, row in enumerate(state.shown):
-            style = "class:current" if i == state.index else ""
-            mark = "❯ " if i == state.index else "  "
-            out.append((style, f"{mark}{neutralise(row.text)}\n"))
+        for i in state.in_view(list_height()):
+            row = state.shown[i]
+            current = i == state.index
+            out.append(("class:current" if current else "", f"{'❯ ' if current else '  '}"))
+            out.append(("class:current" if current else "", f"{neutralise(row.text)}\n"))
         if not state.shown:
             out.append(("class:dim", "  (nothing matches; Backspace to widen)\n"))
         return out
-
-    def cursor() -> Point:
-        return Point(0, max(state.index, 0))
 
     def footer() -> StyleAndTextTuples:
         typed = f"filter: {state.query}" if state.query else "type to filter · a number jumps"
@@ -120,8 +138,9 @@ def pick(
             return []
         return [("", neutralise(detail(row)))]
 
+    app: Application[None] | None = None
     list_window = Window(
-        FormattedTextControl(listing, get_cursor_position=cursor, focusable=True),
+        FormattedTextControl(listing, focusable=True),
         wrap_lines=False,
         always_hide_cursor=True,
     )
@@ -197,7 +216,7 @@ def pick(
             state.type(text)
 
     pt_input, pt_output = terminal or (None, None)
-    app: Application[None] = Application(
+    app = Application(
         layout=Layout(HSplit(parts), focused_element=list_window),
         key_bindings=keys,
         full_screen=True,
