@@ -99,7 +99,6 @@ def pick(
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
     from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
     from prompt_toolkit.layout.controls import FormattedTextControl
-    from prompt_toolkit.layout.dimension import Dimension
     from prompt_toolkit.styles import Style
 
     state = ListPicker(rows, start=start)
@@ -116,11 +115,16 @@ def pick(
     def listing() -> StyleAndTextTuples:
         # Only the rows in view are drawn: a list of thousands costs what a screenful does.
         out: StyleAndTextTuples = []
-        for i in state.in_view(list_height()):
+        height = list_height()
+        shown = state.in_view(height)
+        # Rows sit at the bottom, the newest last, next to where the prompt was.
+        out.append(("", "\n" * max(height - max(len(shown), 1), 0)))
+        for i in shown:
             row = state.shown[i]
             current = i == state.index
             out.append(("class:current" if current else "", f"{'❯ ' if current else '  '}"))
-            out.append(("class:current" if current else "", f"{neutralise(row.text)}\n"))
+            end = "" if i == shown[-1] else "\n"
+            out.append(("class:current" if current else "", f"{neutralise(row.text)}{end}"))
         if not state.shown:
             out.append(("class:dim", "  (nothing matches; Backspace to widen)\n"))
         return out
@@ -154,7 +158,7 @@ def pick(
             ConditionalContainer(
                 Window(
                     FormattedTextControl(shown_detail),
-                    height=Dimension(max=detail_rows),
+                    height=detail_rows,  # fixed: the list above keeps its size
                     wrap_lines=True,
                 ),
                 filter=Condition(lambda: state.current is not None),
