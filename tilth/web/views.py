@@ -64,12 +64,11 @@ def _title(session: Session, record: dict[str, Any]) -> str | None:
     tldr = session.seed_meta().get("tldr")
     if not tldr:
         return None
-    # The tl;dr is Markdown: its first line, without a list bullet or bold markers.
+    # The tl;dr is Markdown: its first line, without a list bullet.
     for line in str(tldr).splitlines():
         line = line.strip()
         if line:
-            line = line[2:].strip() if line[:2] in ("- ", "* ") else line
-            return line.replace("**", "").replace("__", "")
+            return line[2:].strip() if line[:2] in ("- ", "* ") else line
     return None
 
 

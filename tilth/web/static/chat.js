@@ -30,6 +30,8 @@ const Chat = (() => {
       node.replyText = text;
       node.classList.add("markdown");
       node.firstChild.innerHTML = html;
+      // a code block's text as written, without the newline Markdown ends it with
+      for (const code of node.querySelectorAll("pre > code")) code.textContent = code.textContent.replace(/\n$/, "");
     } else setReply(node, text || "");
     return node;
   }
