@@ -26,7 +26,7 @@ from tilth.errors import TilthError, UsageError
 from tilth.session.store import Session
 from tilth.web import views
 from tilth.web.bodies import BadRequest, plan_json, read_body
-from tilth.web.markdown import to_html
+from tilth.web.markdown import to_tree
 from tilth.web.state import ServerState, state_of
 
 """The chat's conversation thread (``tilth.chat.THREAD_KEY``)."""
@@ -58,7 +58,7 @@ def history(session: Session, settings: Any) -> dict[str, Any]:
     shown = transcript(session.threads.get(CHAT_THREAD))
     for message in shown:
         if message["role"] == "assistant" and message["text"]:
-            message["html"] = to_html(message["text"])
+            message["markdown"] = to_tree(message["text"])
     found = TimelineController(session, settings).checkpoints().checkpoints
     chat_turns = [cp for cp in found if cp.kind == "turn" and cp.actor == "chat"]
     turns = [

@@ -23,17 +23,30 @@ const Chat = (() => {
     return node;
   }
 
-  function assistantMessage(text, html) {
+  function assistantMessage(text, tree) {
     const node = el("div", { class: "msg assistant", "data-test": "chat-assistant" }, el("div", { class: "text" }));
-    if (html) {
-      // Rendered by the server (markdown-it, raw HTML escaped, no images): safe to place.
+    if (tree) {
       node.replyText = text;
       node.classList.add("markdown");
-      node.firstChild.innerHTML = html;
-      // a code block's text as written, without the newline Markdown ends it with
-      for (const code of node.querySelectorAll("pre > code")) code.textContent = code.textContent.replace(/\n$/, "");
+      node.firstChild.append(...tree.map(markdownNode));
     } else setReply(node, text || "");
     return node;
+  }
+
+  // The server's Markdown tree (tilth/web/markdown.py): known tags, text set as text.
+  const TAGS = new Set("p h1 h2 h3 h4 h5 h6 strong em s code pre ul ol li blockquote table thead tbody tr th td hr br a".split(" "));
+  function markdownNode(item) {
+    if (typeof item === "string") return document.createTextNode(item);
+    const tag = TAGS.has(item.t) ? item.t : "span";
+    const attrs = {};
+    if (tag === "a" && typeof item.href === "string" && /^(https?:|mailto:)/i.test(item.href)) {
+      attrs.href = item.href;
+      attrs.rel = "noopener noreferrer";
+      attrs.target = "_blank";
+    }
+    const made = el(tag, attrs);
+    for (const child of item.c || []) made.append(markdownNode(child));
+    return made;
   }
 
   // A reply's fenced code blocks (``` or ~~~) are set as code, in monospace with their
@@ -96,7 +109,7 @@ const Chat = (() => {
       if (m.role === "user" && !m.kind) list.append(userMessage(m.text, m.turn));
       else if (m.role === "user") list.append(toolLine(m.text, "chat-note"));
       else if (m.role === "assistant") {
-        if (m.text) list.append(assistantMessage(m.text, m.html));
+        if (m.text) list.append(assistantMessage(m.text, m.markdown));
         calls = (m.calls || m.tools || []).slice();
       } else if (m.role === "tool") {
         // each result right under its own call
