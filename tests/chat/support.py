@@ -60,3 +60,35 @@ def start(
         chat_settings(root), directory, model, listener=events, index_in_background=False, **options
     )
     return engine, events
+
+
+def chat_with_turns(root: Path, directory: Path, count: int) -> str:
+    """A closed chat session of ``count`` turns; returns its id.
+
+    One turn runs for real; the others are copies of its checkpoint under their own
+    numbers, labels and times (a long chat's timeline, built in a moment).
+    """
+    import json
+
+    from tilth.model import reply
+    from tilth.timeline.record.checkpoints import checkpoint_path
+
+    engine, _ = start(root, directory, [reply("Done.")])
+    try:
+        engine.send("prompt 1")
+        first = engine.turns()[0]
+        data = first.to_dict()
+        for number in range(2, count + 1):
+            minute, second = divmod(number, 60)
+            data.update(
+                id=f"cp-{number:04d}",
+                seq=number,
+                turn=number,
+                label=f"prompt {number}",
+                ts=f"2026-01-01T{10 + minute // 60:02d}:{minute % 60:02d}:{second:02d}.000Z",
+                files_changed=[f"f{number}.txt"] if number % 3 == 0 else [],
+            )
+            checkpoint_path(engine.session, number).write_text(json.dumps(data))
+    finally:
+        engine.close()
+    return engine.id

@@ -69,11 +69,12 @@ def check_story(result: subprocess.CompletedProcess[str], work: Path, home: Path
     assert "summarized 4 message(s) up to turn 2" in out
     assert "rewound to just before turn 1 (both)" in out
     assert "prompt of turn 1: write hello" in out
-    assert "undone: back to the state before the last go-back" in out
+    assert "/undo undoes the rewind to just before turn 1" in out
+    assert "undone: the rewind to just before turn 1" in out
     # Each plan says how to undo it in a chat, and the undo's own plan does not claim the
     # conversation is left alone (it comes back from the undo archive).
     assert "`/undo` returns to it" in out and "tilth rewind --undo" not in out
-    undo_plan = out.split("rewound to just before turn 1 (both)")[-1].split("undone: back")[0]
+    undo_plan = out.split("rewound to just before turn 1 (both)")[-1].split("undone: the rewind")[0]
     assert "restored from the undo archive" in undo_plan
     assert "conversation dropped: nothing" not in undo_plan
     assert "error" not in result.stderr.lower(), result.stderr

@@ -56,10 +56,8 @@ def test_the_whole_story_through_a_terminal(tmp_path: Path) -> None:
 
         # Esc Esc -> the first turn -> code: both files go, the conversation stays.
         chat.esc_esc()
-        chat.expect_exact("Go back to which turn?")
-        chat.answer("turn> ", "1")
-        chat.expect_exact("7) cancel")
-        chat.answer("> ", "3")
+        chat.pick_turn("1")
+        chat.pick_action("3")
         chat.expect(r"delete\s+hello\.py")
         chat.answer("Go ahead? [y/N]", "y")
         chat.expect(r"rewound to just before turn 1 \(code\): 0 file\(s\) restored, 2 deleted")
@@ -69,8 +67,8 @@ def test_the_whole_story_through_a_terminal(tmp_path: Path) -> None:
 
         # Esc Esc -> the second turn -> conversation: its prompt is back in the input box.
         chat.esc_esc()
-        chat.answer("turn> ", "2")
-        chat.answer("> ", "2")
+        chat.pick_turn("2")
+        chat.pick_action("2")
         chat.answer("Go ahead? [y/N]", "y")
         chat.expect_exact("the prompt of turn 2 is back in the input box")
         chat.expect(r"›[^\n]*make a file")
@@ -80,8 +78,8 @@ def test_the_whole_story_through_a_terminal(tmp_path: Path) -> None:
 
         # Fork from here: a new session id and the fork's directory state.
         chat.esc_esc()
-        chat.answer("turn> ", "2")
-        chat.answer("> ", "4")
+        chat.pick_turn("2")
+        chat.pick_action("4")
         chat.answer("Go ahead? [y/N]", "y")
         match = chat.expect(r"forked into session (\d{8}-\d{6}-[0-9a-f]{6})")
         fork_id = match.group(1)
@@ -92,15 +90,15 @@ def test_the_whole_story_through_a_terminal(tmp_path: Path) -> None:
 
         # Summarize up to here, then a later rewind still works.
         chat.esc_esc()
-        chat.answer("turn> ", "2")
-        chat.answer("> ", "6")
+        chat.pick_turn("2")
+        chat.pick_action("6")
         chat.answer("Go ahead? [y/N]", "y")
         chat.expect(r"summarized \d+ message\(s\) up to turn 2")
         chat.prompt()
         assert "[Summary of" in _thread(home, work)[1]["content"]
         chat.esc_esc()
-        chat.answer("turn> ", "1")
-        chat.answer("> ", "1")
+        chat.pick_turn("1")
+        chat.pick_action("1")
         chat.answer("Go ahead? [y/N]", "y")
         chat.expect(r"rewound to just before turn 1 \(both\)")
         chat.expect(r"›[^\n]*write hello")
@@ -110,9 +108,10 @@ def test_the_whole_story_through_a_terminal(tmp_path: Path) -> None:
 
         # /undo returns to the state before the last go-back.
         chat.send("/undo")
+        chat.expect_exact("/undo undoes the rewind to just before turn 1")
         chat.expect(r"restore\s+made\.txt")
         chat.answer("Go ahead? [y/N]", "y")
-        chat.expect_exact("undone: back to the state before the last go-back")
+        chat.expect_exact("undone: the rewind to just before turn 1")
         chat.prompt()
         assert sorted(os.listdir(work)) == ["keep.txt", "made.txt"]
         assert "[Summary of" in _thread(home, work)[1]["content"]

@@ -49,7 +49,8 @@ def test_a_turn_reads_in_order_with_tool_lines_and_a_diff() -> None:
         "    @@ -0,0 +1 @@",
         "    +x = 1",
         "  → bash: ls",
-        "    ... 2 more line(s)",
+        "    ... 1 more line(s)",
+        "    b",
         "    c",
         "    d",
         "    e",
@@ -89,3 +90,15 @@ def test_model_text_cannot_drive_the_terminal() -> None:
 def test_the_status_words() -> None:
     assert status_text(3, 12345) == "turn 3 · 12,345 tokens"
     assert status_text(None, 5, 2) == "5 tokens (2 this turn)"
+
+
+def test_a_retried_model_call_is_one_plain_line() -> None:
+    text = render(
+        ev("turn_started", turn=1, prompt="hi", checkpoint="cp-0001"),
+        ev("model_retry", text="chat model call failed (HTTP 503); retry 1 in 2.0s"),
+        ev("notice", text="the reply was cut at the length limit"),
+        ev("text", text="Hello."),
+    )
+    lines = text.splitlines()
+    assert "  ↻ chat model call failed (HTTP 503); retry 1 in 2.0s" in lines
+    assert "note: the reply was cut at the length limit" in lines

@@ -72,6 +72,18 @@ class TtyChat:
     def esc_esc(self) -> None:
         self.child.send("\x1b\x1b")
 
+    def pick_turn(self, typed: str) -> None:
+        """In the rewind picker: type ``typed`` (a number jumps to its turn), then Enter."""
+        self.expect_exact("Go back to which turn?")
+        self.expect_exact("Enter choose")
+        self.child.send(typed + "\r")
+
+    def pick_action(self, typed: str) -> None:
+        """In the action menu after the picker: type ``typed``, then Enter."""
+        self.expect_exact("what to go back to")
+        self.expect_exact("Enter choose")
+        self.child.send(typed + "\r")
+
     def answer(self, question: str, reply: str) -> None:
         self.expect_exact(question.rstrip())
         self.send(reply)

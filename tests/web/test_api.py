@@ -108,6 +108,16 @@ def test_restart_from_a_stage_shows_the_seed_dialog_facts(client: TestClient, bu
     assert detail["tasks"][0]["completed_stages"] == ["planning", "implementing"]
 
 
+def test_an_error_names_the_api_field_not_the_command_line_flag(
+    client: TestClient, built: Built
+) -> None:
+    url = f"/api/sessions/{built.id}/restart"
+    refused = client.post(url, json={"task": "T-001", "from": "no_such_stage", "dry_run": True})
+    assert refused.status_code == 400, refused.text
+    said = refused.json()["error"] + " " + str(refused.json()["hint"])
+    assert '"from"' in said and "--from" not in said, said
+
+
 def test_reset_to_seed_carries_the_cli_warning(client: TestClient, built: Built) -> None:
     url = f"/api/sessions/{built.id}/reset-to-seed"
     before = state(built)

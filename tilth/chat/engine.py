@@ -32,7 +32,8 @@ from tilth.chat.session import (
     open_chat_session,
     transcript,
 )
-from tilth.chat.toolview import describe_call, edit_diff, read_before
+from tilth.chat.toolview import describe_call, edit_diff, line_count, preview, read_before
+from tilth.chat.turn_index import TurnIndex
 from tilth.config import Settings
 from tilth.errors import ModelError, ProjectEnvError, SessionLocked, TilthError, UsageError
 from tilth.model.base import AssistantTurn, Delta, Model, ToolCall
@@ -105,6 +106,7 @@ class ChatEngine(ChatTimeline):
             sandbox=self.sandbox,
         )
         self.thread = session.threads.get(THREAD_KEY)
+        self._turn_index = TurnIndex(session)
         self._busy = threading.Lock()
         self._first_use = True
         self._open: SessionLock | None = None
@@ -378,7 +380,8 @@ class ChatEngine(ChatTimeline):
             name=call.name,
             ok=not (outcome.is_error or outcome.blocked),
             blocked=outcome.blocked,
-            result=outcome.result[:RESULT_PREVIEW],
+            result=preview(outcome.result, RESULT_PREVIEW),
+            lines=line_count(outcome.result),
             diff=diff,
         )
 
@@ -392,8 +395,7 @@ class ChatEngine(ChatTimeline):
     # ---- turns on the timeline -------------------------------------------------------------
     def turns(self) -> list[Checkpoint]:
         """The chat's turn checkpoints, oldest first: turn N is ``turns()[N - 1]``."""
-        found = self.controller.checkpoints().checkpoints
-        return [cp for cp in found if cp.kind == "turn" and cp.actor == "chat"]
+        return self._turn_index.turns()
 
 
 def _project_env(session: Session, directory: Path, settings: Settings) -> ProjectEnv | None:

@@ -121,7 +121,9 @@ def chat_workspace(session: Session) -> Path:
 def first_prompt(session: Session, limit: int = 120) -> str | None:
     """What the chat is about: the first line of its first prompt still in the conversation.
 
-    Read from the thread's first lines only, so a listing of many chats stays quick.
+    A summary that replaced the first turns still holds them, so the chat keeps its first
+    prompt as its label after "summarize up to here". Read from the thread's first lines
+    only, so a listing of many chats stays quick.
     """
     path = session.threads.get(THREAD_KEY).path
     try:
@@ -131,19 +133,32 @@ def first_prompt(session: Session, limit: int = 120) -> str | None:
                     record = json.loads(line)
                 except ValueError:
                     continue
-                message = record.get("message") if isinstance(record, dict) else None
-                meta = record.get("meta") if isinstance(record, dict) else None
-                if not isinstance(message, dict) or message.get("role") != "user":
-                    continue
-                if isinstance(meta, dict) and meta.get("kind"):
-                    continue  # a summary or a note of tilth's, not the person's words
-                text = str(message.get("content") or "").strip()
+                text = _prompt_in(record)
                 if text:
                     first = text.splitlines()[0]
                     return first if len(first) <= limit else first[: limit - 1] + "…"
     except OSError:
         return None
     return None
+
+
+def _prompt_in(record: Any) -> str | None:
+    """The person's prompt in one stored message, or the first one a summary replaced."""
+    if not isinstance(record, dict):
+        return None
+    message, meta = record.get("message"), record.get("meta")
+    if not isinstance(message, dict) or message.get("role") != "user":
+        return None
+    kind = meta.get("kind") if isinstance(meta, dict) else None
+    if kind == "summary" and isinstance(meta, dict) and isinstance(meta.get("replaced"), list):
+        for inner in meta["replaced"]:
+            found = _prompt_in(inner)
+            if found:
+                return found
+        return None
+    if kind:
+        return None  # a note of tilth's, not the person's words
+    return str(message.get("content") or "").strip() or None
 
 
 def _call_line(call: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ from tilth.tools import ToolBox, ToolError
 EDIT_TOOLS = ("write_file", "edit_file")
 DIFF_LINES = 16
 _READ_CAP = 512 * 1024
+_CAPPED = re.compile(r"\n\.\.\. \[truncated, [^\]\n]*total\] \.\.\.\n")
+"""The mark ``bash`` leaves where it cut a long output (``tilth.tools.shell``)."""
 
 
 def describe_call(name: str, args: dict[str, Any]) -> str:
@@ -80,3 +83,24 @@ def edit_diff(toolbox: ToolBox, args: dict[str, Any], before: str) -> str:
         more = len(body) - DIFF_LINES
         body = [*body[:DIFF_LINES], f"... {more} more diff line{'s' if more != 1 else ''}"]
     return "\n".join(body)
+
+
+def preview(result: str, limit: int) -> str:
+    """``result`` cut to about ``limit`` characters by dropping its middle, on line breaks.
+
+    The head says what ran, the tail how it ended (a ``bash`` result's last lines and its
+    ``[exit N]``): a preview keeps both.
+    """
+    if len(result) <= limit:
+        return result
+    head = result[: limit // 4]
+    head = head[: head.rfind("\n") + 1] or head
+    tail = result[-(limit - len(head)) :]
+    tail = tail[tail.find("\n") + 1 :] if "\n" in tail[:-1] else tail
+    cut = result.count("\n", len(head), len(result) - len(tail))
+    return f"{head}... [{cut} line(s) not shown] ...\n{tail}"
+
+
+def line_count(result: str) -> int | None:
+    """How many lines ``result`` has; None when the tool already cut its output."""
+    return None if _CAPPED.search(result) else result.count("\n") + 1

@@ -62,6 +62,7 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
         assert where is not None
         engine = start_chat(cfg, where, model, **options)
         out.note(f"tilth chat: session {engine.id} in {engine.directory}")
+    view.tokens = lambda: engine.tokens_used
     warning = engine.sandbox_warning()
     if warning:
         out.warn(warning)

@@ -91,6 +91,8 @@ class ChatRepl(ChatCommands):
 
     def handle(self, line: str) -> bool:
         """One prompt or command; False when the chat should end."""
+        if self._done.is_set():
+            self.view.release()  # a cancelled turn that ended since: its last lines first
         if is_command(line):
             try:
                 command = parse(line)
@@ -240,7 +242,13 @@ class ChatRepl(ChatCommands):
                     break
                 deadline = self._cancelling(token)
         if not done.is_set():
-            self.io.dim("the cancelled turn stops once its running tool call finishes")
+            # What the turn still prints waits until it ends: drawn now, it would land
+            # over the prompt that comes next.
+            self.view.hold()
+            self.io.dim(
+                "the cancelled turn stops once its running tool call finishes; "
+                "what it still shows follows before your next turn"
+            )
         self._refuse_pending()
 
     def _cancelling(self, token: CancelToken) -> float:
@@ -258,6 +266,7 @@ class ChatRepl(ChatCommands):
                 self._refuse_pending()
                 done.wait(0.1)
         self._worker = None
+        self.view.release()
 
     def confirm(self, command: str, reason: str) -> bool:
         """The engine's confirm callback (worker thread): ask on the main thread, wait."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, Group
@@ -20,10 +20,10 @@ from rich.segment import Segment, Segments
 from rich.text import Text
 
 from tilth.chat.events import ChatEvent
+from tilth.ui.chat_status import StatusLine, bash_preview, exit_code
 from tilth.ui.io import neutralise
 
-_REFRESH_SECONDS = 0.05
-TOOL_OUTPUT_LINES = 4
+REFRESHES_PER_SECOND = 10
 LIVE_MARGIN_ROWS = 2
 """Rows of the terminal the streaming reply leaves free (its tail follows the text)."""
 
@@ -65,30 +65,113 @@ def status_text(turn: int | None, tokens: int, turn_tokens: int | None = None) -
 
 
 class ChatView:
-    """A listener that prints a chat's events on ``console``."""
+    """A listener that prints a chat's events on ``console``.
 
-    def __init__(self, console: Console, *, live: bool) -> None:
+    ``tokens`` tells the status line the session's token count (the engine's
+    ``tokens_used``). ``hold`` keeps events back (queued, not drawn) while the person is
+    at the prompt with a cancelled turn still finishing; ``release`` draws them.
+    """
+
+    def __init__(
+        self, console: Console, *, live: bool, tokens: Callable[[], int] | None = None
+    ) -> None:
         self.console = console
         self.live = live
+        self.tokens: Callable[[], int] = tokens or (lambda: 0)
         self._text = ""
         self._display: Any = None
-        self._last_refresh = 0.0
+        self._status: StatusLine | None = None
+        self._final = False
+        self._soft_wrap = console.soft_wrap
         self._lock = threading.RLock()
         self._thinking = False
+        self._held: list[ChatEvent] | None = None
         self.last_status = ""
 
     def __call__(self, event: ChatEvent) -> None:
         with self._lock:
+            if self._held is not None:
+                self._held.append(event)
+                return
             handler = getattr(self, f"_on_{event.type}", None)
             if handler is not None:
                 handler(event.data)
 
+    def hold(self) -> None:
+        """Keep later events back: the prompt is on the screen and must stay whole."""
+        with self._lock:
+            self.end_block()
+            if self._held is None:
+                self._held = []
+
+    def release(self) -> None:
+        """Draw the events held back, in order, and draw new ones as they come."""
+        with self._lock:
+            held, self._held = self._held or [], None
+            for event in held:
+                self(event)
+            self.end_block()
+
+    # ---- the live region: the reply as it streams, then the status line ------------------------
+    def _start_live(self) -> None:
+        if self._display is not None or not self.live:
+            return
+        from rich.live import Live
+
+        # Lines wider than the terminal must wrap: a soft-wrapping console would let the
+        # live display crop them, and the words past the edge would never be shown.
+        self._soft_wrap = self.console.soft_wrap
+        self.console.soft_wrap = False
+        # The real width, not a stale COLUMNS: a region wider than the screen wraps in the
+        # terminal, and then rich's redraws miss rows and leave copies behind.
+        columns, _ = self._screen()
+        self.console.width = columns
+        self._final = False
+        self._display = Live(
+            console=self.console,
+            auto_refresh=True,
+            refresh_per_second=REFRESHES_PER_SECOND,
+            vertical_overflow="visible",
+            get_renderable=self._renderable,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._display.start()
+
+    def _renderable(self) -> Any:
+        status = self._status
+        if self._final:
+            return reply_markdown(self._text) if self._text else ""
+        parts: list[Any] = []
+        if self._text:
+            parts.append(self._tail(1 if status is not None else 0))
+        if status is not None:
+            parts.append(status)
+        return Group(*parts) if parts else ""
+
+    def _wait(self, label: str) -> None:
+        """Show the status line (``label``, a spinner, the time and tokens so far)."""
+        if not self.live:
+            return
+        self._status = StatusLine(label, self.tokens)
+        self._start_live()
+
     # ---- the reply text -------------------------------------------------------------------------
     def _on_reasoning(self, data: dict[str, Any]) -> None:
         """A thinking model's reasoning is not shown, only that it is happening (once)."""
+        if self.live:
+            if self._status is None or self._status.label != "thinking":
+                self._wait("thinking")
+            self._count(data)
+            return
         if not self._thinking and not self._text:
             self._thinking = True
             self.console.print(Text("thinking...", style="dim italic"))
+
+    def _count(self, data: dict[str, Any]) -> None:
+        tokens = data.get("tokens")
+        if self._status is not None and isinstance(tokens, int):
+            self._status.streamed = tokens
 
     def _on_text(self, data: dict[str, Any]) -> None:
         piece = terminal_safe(str(data.get("text", "")))
@@ -97,19 +180,12 @@ class ChatView:
             self.console.file.write(piece)
             self.console.file.flush()
             return
-        if self._display is None:
-            from rich.live import Live
+        if self._status is None or self._status.label != "writing":
+            self._wait("writing")
+        self._count(data)
+        self._start_live()
 
-            self._display = Live(
-                console=self.console, auto_refresh=False, vertical_overflow="visible"
-            )
-            self._display.start()
-        now = time.monotonic()
-        if now - self._last_refresh >= _REFRESH_SECONDS:
-            self._last_refresh = now
-            self._display.update(self._tail(), refresh=True)
-
-    def _tail(self) -> Any:
+    def _tail(self, status_rows: int) -> Any:
         """The streaming reply, cut to its last lines when it is taller than the terminal.
 
         A live display taller than the screen cannot be redrawn in place (the cursor
@@ -118,7 +194,7 @@ class ChatView:
         """
         rendered = reply_markdown(self._text)
         columns, rows = self._screen()
-        room = max(rows - LIVE_MARGIN_ROWS, 2)
+        room = max(rows - LIVE_MARGIN_ROWS - status_rows, 2)
         options = self.console.options.update(width=columns)
         lines = self.console.render_lines(rendered, options, pad=False)
         if len(lines) <= room:
@@ -143,17 +219,24 @@ class ChatView:
             size = os.get_terminal_size(self.console.file.fileno())
         except (AttributeError, OSError, ValueError):
             return self.console.width, self.console.height
-        return min(size.columns, self.console.width), size.lines
+        return size.columns, size.lines
 
     def end_block(self) -> None:
-        """Finish the reply text shown so far (before a tool line, at a turn's end)."""
+        """Finish the reply text shown so far (before a tool line, at a turn's end).
+
+        The status line goes; the reply is drawn once more, whole, by ``stop`` over a
+        region no taller than the screen, so it lands in the scrollback once.
+        """
         with self._lock:
+            self._status = None
             if self._display is not None:
-                # Drawn once, by stop(), over a region no taller than the screen: the
-                # whole reply lands in the scrollback once.
-                self._display.update(reply_markdown(self._text), refresh=False)
-                self._display.stop()
-                self._display = None
+                self._final = True
+                self._display.transient = not self._text
+                try:
+                    self._display.stop()
+                finally:
+                    self._display = None
+                    self.console.soft_wrap = self._soft_wrap
             elif self._text and not self._text.endswith("\n"):
                 self.console.file.write("\n")
                 self.console.file.flush()
@@ -166,8 +249,14 @@ class ChatView:
         line = Text("  → ", style="cyan")
         line.append(terminal_safe(str(data.get("summary") or data.get("name"))))
         self.console.print(line)
+        self._wait(f"running {terminal_safe(str(data.get('name') or 'the tool'))}")
 
     def _on_tool_finished(self, data: dict[str, Any]) -> None:
+        self.end_block()
+        self._tool_result(data)
+        self._wait("waiting for the model")
+
+    def _tool_result(self, data: dict[str, Any]) -> None:
         result = terminal_safe(str(data.get("result") or ""))
         if data.get("blocked"):
             first = result.splitlines()[0] if result else "blocked"
@@ -184,12 +273,12 @@ class ChatView:
                 self.console.print(Text(f"    {line}", style=style))
             return
         if data.get("name") == "bash":
-            lines = [ln for ln in result.splitlines() if ln.strip()]
-            shown = lines[-TOOL_OUTPUT_LINES:]
-            if len(lines) > len(shown):
-                shown.insert(0, f"... {len(lines) - len(shown)} more line(s)")
-            for line in shown:
-                self.console.print(Text(f"    {line}", style="dim"))
+            total = data.get("lines")
+            known = total if isinstance(total, int) else None
+            for line in bash_preview(result, known, cut="lines" in data and known is None):
+                code = exit_code(line)
+                style = "dim" if code in (None, 0) else "red"
+                self.console.print(Text(f"    {line}", style=style))
 
     def _on_confirm_asked(self, data: dict[str, Any]) -> None:
         if not data.get("approved"):
@@ -220,14 +309,27 @@ class ChatView:
 
     # ---- the turn's frame -----------------------------------------------------------------------
     def _on_turn_started(self, data: dict[str, Any]) -> None:
+        self._wait("waiting for the model")
         if not self.live:
             first = str(data.get("prompt") or "").strip().splitlines()
             shown = terminal_safe(first[0] if first else "")
             self.console.print(Text(f"> {shown[:200]}", style="bold"))
 
     def _on_notice(self, data: dict[str, Any]) -> None:
-        self.end_block()
+        """One line; a wait in progress (a model call being retried) keeps its status line.
+
+        Printed while the live region runs, rich puts the line above it.
+        """
+        if self._display is not None and self._text:
+            self.end_block()
         self.console.print(Text(f"note: {terminal_safe(str(data.get('text')))}", style="yellow"))
+
+    def _on_model_retry(self, data: dict[str, Any]) -> None:
+        """The engine's retry of a failed model call: one dim line, the status line goes on."""
+        text = data.get("text") or (
+            f"model call failed ({data.get('reason', 'error')}); retry {data.get('attempt', '')}"
+        )
+        self.console.print(Text(f"  ↻ {terminal_safe(str(text))}", style="dim"))
 
     def _on_turn_finished(self, data: dict[str, Any]) -> None:
         self.end_block()

@@ -67,14 +67,22 @@ def _is_chat(session: Session) -> bool:
     return views.session_kind(session.checkpoint()) == "chat"
 
 
-def _chat_engine(state: ServerState, session: Session, *, dry_run: bool) -> ChatEngine | None:
-    """The chat engine a go-back goes through; a dry run never opens one.
+@contextmanager
+def _chat_engine(
+    state: ServerState, session: Session, *, dry_run: bool
+) -> Iterator[ChatEngine | None]:
+    """The chat engine a go-back goes through, open only while it runs; a dry run never
+    opens one.
 
     Opening an engine resumes the chat (status ``running``, a ``session_resume`` event),
     which a dry run must not do: without an open engine it plans through the controller,
     which gives the same plan.
     """
-    return state.chats.opened(session.id) if dry_run else state.chats.get(session)
+    if dry_run or not _is_chat(session):
+        yield None
+        return
+    with state.chats.borrowed(session) as engine:
+        yield engine
 
 
 async def _blocking(fn: Callable[[], T]) -> T:
@@ -167,12 +175,12 @@ async def rewind(request: Request) -> Response:
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
-        engine = _chat_engine(state, session, dry_run=dry_run) if _is_chat(session) else None
-        if engine is not None:
-            # A chat's turns go back through its engine (prompt back, watcher re-based).
-            via_engine = chat_api.rewind(engine, to, scope, dry_run=dry_run, force=force)
-            if via_engine is not None:
-                return via_engine
+        with _chat_engine(state, session, dry_run=dry_run) as engine:
+            if engine is not None:
+                # A chat's turns go back through its engine (prompt back, watcher re-based).
+                via_engine = chat_api.rewind(engine, to, scope, dry_run=dry_run, force=force)
+                if via_engine is not None:
+                    return via_engine
         return _go_back(
             controller,
             # A preview is read by a person: it lists every edit made since (one walk).
@@ -241,9 +249,9 @@ async def undo(request: Request) -> Response:
     controller = TimelineController(session, state.settings)
 
     def work() -> dict[str, Any]:
-        engine = _chat_engine(state, session, dry_run=dry_run) if _is_chat(session) else None
-        if engine is not None:
-            return chat_api.undo(engine, dry_run=dry_run)
+        with _chat_engine(state, session, dry_run=dry_run) as engine:
+            if engine is not None:
+                return chat_api.undo(engine, dry_run=dry_run)
         return _go_back(
             controller, lambda: controller.plan_undo(survey=dry_run), dry_run=dry_run, notes=[]
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 import traceback
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -59,8 +60,20 @@ def status_for(exc: TilthError) -> int:
     return 409
 
 
+_FLAG = re.compile(r"(?<![\w-])--(from|to|direction|scope|at|task)\b")
+
+
+def api_words(text: str | None) -> str | None:
+    """A library message in the API's words: a command-line flag becomes its JSON field
+    (``valid --from stages`` → ``valid "from" stages``); a quoted command stays as written."""
+    if not text:
+        return text
+    parts = text.split("`")
+    return "`".join(p if i % 2 else _FLAG.sub(r'"\1"', p) for i, p in enumerate(parts))
+
+
 def error_json(status: int, message: str, hint: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": message, "hint": hint}, status_code=status)
+    return JSONResponse({"error": api_words(message), "hint": api_words(hint)}, status_code=status)
 
 
 async def on_tilth_error(request: Request, exc: Exception) -> Response:

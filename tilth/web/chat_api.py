@@ -26,6 +26,7 @@ from tilth.errors import TilthError, UsageError
 from tilth.session.store import Session
 from tilth.web import views
 from tilth.web.bodies import BadRequest, plan_json, read_body
+from tilth.web.markdown import to_tree
 from tilth.web.state import ServerState, state_of
 
 """The chat's conversation thread (``tilth.chat.THREAD_KEY``)."""
@@ -55,6 +56,9 @@ def history(session: Session, settings: Any) -> dict[str, Any]:
     from tilth.timeline.controller import TimelineController
 
     shown = transcript(session.threads.get(CHAT_THREAD))
+    for message in shown:
+        if message["role"] == "assistant" and message["text"]:
+            message["markdown"] = to_tree(message["text"])
     found = TimelineController(session, settings).checkpoints().checkpoints
     chat_turns = [cp for cp in found if cp.kind == "turn" and cp.actor == "chat"]
     turns = [
@@ -81,20 +85,17 @@ async def messages(request: Request) -> Response:
     state, session = _chat_session(request)
     if request.method == "GET":
         return JSONResponse(await run_in_threadpool(history, session, state.settings))
-    engine = await run_in_threadpool(state.chats.get, session)
-
+    # Checked before the chat is opened: a refused message never holds it.
     body = await read_body(request)
     text = body.get("text")
     if text is not None and not isinstance(text, str):
         raise BadRequest("'text' must be a string: the message to send", hint='{"text": "..."}')
     if not text or not text.strip():
         raise BadRequest("'text' is required: the message to send", hint='{"text": "..."}')
-    return await _stream_turn(state, session, engine, text)
+    return await _stream_turn(state, session, text)
 
 
-async def _stream_turn(
-    state: ServerState, session: Session, engine: ChatEngine, text: str
-) -> Response:
+async def _stream_turn(state: ServerState, session: Session, text: str) -> Response:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
@@ -109,15 +110,17 @@ async def _stream_turn(
             if not owner.acquire(blocking=False):
                 raise UsageError("a turn is still running", hint="wait for it to finish")
             try:
-                cancel = state.chats.turn_started(session.id)  # the server's stop cancels it
-                engine.listener = listener
-                try:
-                    result: dict[str, Any] = engine.send(text, cancel)
-                finally:
-                    state.chats.turn_ended(session.id, cancel)
+                # The chat is held only while the turn runs: the terminal may take it after.
+                with state.chats.borrowed(session) as engine:
+                    cancel = state.chats.turn_started(session.id)  # the server's stop cancels it
+                    engine.listener = listener
+                    try:
+                        result: dict[str, Any] = engine.send(text, cancel)
+                    finally:
+                        state.chats.turn_ended(session.id, cancel)
+                        engine.listener = lambda event: None
                 return result
             finally:
-                engine.listener = lambda event: None
                 owner.release()
         finally:
             loop.call_soon_threadsafe(queue.put_nowait, None)

@@ -1,15 +1,19 @@
-"""The chat engines one ``tilth serve`` has open: one per chat session, closed at shutdown.
+"""The chat engines one ``tilth serve`` has open: one per chat session, only while in use.
 
-A chat the server opened ends as ``tilth chat`` ends when the person leaves it: status
-``all_done`` and a ``stop`` event. At shutdown (Ctrl-C, SIGTERM) a turn still running is
-cancelled first, as Ctrl-C cancels it in a terminal, so the chat can be closed.
+The page holds a chat only while one of its turns (or go-backs) runs: the engine is
+opened for it and closed after, so ``tilth chat --resume`` can take the chat back between
+turns (and is told plainly while a turn runs). A chat the server closes ends as ``tilth
+chat`` ends when the person leaves it: status ``all_done`` and a ``stop`` event. At
+shutdown (Ctrl-C, SIGTERM) a turn still running is cancelled first, as Ctrl-C cancels it
+in a terminal, so the chat can be closed.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from tilth.chat.events import CancelToken
@@ -34,19 +38,38 @@ class ChatEngines:
         self._lock = threading.Lock()
         self._turns: dict[str, threading.Lock] = {}
         self._cancels: dict[str, CancelToken] = {}
+        self._users: dict[str, int] = {}
         self._closing = False
 
-    def get(self, session: Session) -> ChatEngine:
-        """The open engine of ``session``, opening it on first use (blocking: call in a thread)."""
+    @contextmanager
+    def borrowed(self, session: Session) -> Iterator[ChatEngine]:
+        """The engine of ``session``, open while the block runs (blocking: call in a thread).
+
+        Opened on entry (refused while a terminal holds the chat), closed when the last
+        block using it ends, so the chat is free again between turns.
+        """
         with self._lock:
+            if self._closing:
+                raise UsageError("the server is stopping; nothing was done")
             engine = self._engines.get(session.id)
             if engine is None:
                 from tilth.chat import ChatEngine
 
-                model = self._model()
-                engine = ChatEngine.resume(self.settings, session.id, model)
+                engine = ChatEngine.resume(self.settings, session.id, self._model())
                 self._engines[session.id] = engine
-            return engine
+            self._users[session.id] = self._users.get(session.id, 0) + 1
+        try:
+            yield engine
+        finally:
+            with self._lock:
+                left = self._users.get(session.id, 1) - 1
+                self._users[session.id] = left
+                last = left == 0 and self._engines.get(session.id) is engine
+                if last:
+                    del self._engines[session.id]
+                    del self._users[session.id]
+            if last:
+                engine.close(status="all_done")
 
     def turn_lock(self, session_id: str) -> threading.Lock:
         """Held by the request whose turn is running (it owns the engine's listener)."""

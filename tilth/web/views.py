@@ -12,7 +12,7 @@ from typing import Any
 
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
-from tilth.session.discovery import describe, session_ids
+from tilth.session.discovery import describe, session_ids, state_of
 from tilth.session.files import read_json
 from tilth.session.lock import pid_alive
 from tilth.session.store import Session, is_session_id
@@ -62,7 +62,14 @@ def _title(session: Session, record: dict[str, Any]) -> str | None:
 
         return first_prompt(session)
     tldr = session.seed_meta().get("tldr")
-    return str(tldr) if tldr else None
+    if not tldr:
+        return None
+    # The tl;dr is Markdown: its first line, without a list bullet.
+    for line in str(tldr).splitlines():
+        line = line.strip()
+        if line:
+            return line[2:].strip() if line[:2] in ("- ", "* ") else line
+    return None
 
 
 def checkpoints(controller: TimelineController) -> dict[str, Any]:
@@ -126,6 +133,7 @@ def session_detail(session: Session, settings: Settings) -> dict[str, Any]:
         "kind": kind,
         "checkpoint": record,
         "status": record.get("status"),
+        "state": state_of(session, str(record.get("status") or "")),
         "title": _title(session, record),
         "tasks": tasks(session, settings, record) if kind == "run" else [],
         "seed_meta": session.seed_meta(),

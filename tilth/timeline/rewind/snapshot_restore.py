@@ -20,6 +20,7 @@ never followed (``blob_store.write_entry``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tilth.errors import SessionCorrupt
@@ -147,6 +148,7 @@ def apply_snapshot_files(
     for rel in sorted(r for r, e in writes.items() if e is None):
         if _inside(rel):
             write_entry(store, root, rel, None)
+    _remove_emptied(root, [r for r, e in writes.items() if e is None and _inside(r)])
     for rel in sorted(r for r, e in writes.items() if e is not None):
         if _inside(rel):
             write_entry(store, root, rel, writes[rel])
@@ -161,6 +163,27 @@ def apply_snapshot_files(
         else:
             overlay[rel] = entry
     write_code_state(session, head, overlay)
+
+
+def _remove_emptied(root: Path, deleted: list[str]) -> None:
+    """Remove the directories the deletions left empty, deepest first, never ``root``.
+
+    Snapshots hold files, not directories: a directory a later turn made (and filled)
+    goes with its files. ``rmdir`` removes only an empty directory, and never follows a link.
+    """
+    parents: set[str] = set()
+    for rel in deleted:
+        parent = rel.rpartition("/")[0]
+        while parent:
+            parents.add(parent)
+            parent = parent.rpartition("/")[0]
+    for rel in sorted(parents, key=lambda p: p.count("/"), reverse=True):
+        if link_parent(root, f"{rel}/-") is not None:
+            continue  # below a link: what it points at is not this directory's to change
+        try:
+            os.rmdir(root / rel)
+        except OSError:
+            pass  # not empty, not a directory, or gone already
 
 
 def materialize(session: Session, head: str, overlay: Overlay, target_dir: Path) -> int:

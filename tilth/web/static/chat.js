@@ -18,15 +18,35 @@ const Chat = (() => {
     const node = el("div", { class: "msg user", "data-test": "chat-user", "data-turn": turn || "" },
       el("span", { class: "text" }, text));
     if (turn) {
-      node.append(el("button", { type: "button", class: "rewind menu-button", "data-test": "chat-rewind", title: "rewind or fork from this message", onclick: (e) => menu(e, turn) }, "⟲"));
+      node.append(el("button", { type: "button", id: "rewind-turn-" + turn, class: "rewind menu-button", "data-test": "chat-rewind", title: "rewind or fork from this message", "aria-haspopup": "menu", "aria-label": "rewind or fork from turn " + turn, onclick: (e) => menu(e, turn) }, "⟲"));
     }
     return node;
   }
 
-  function assistantMessage(text) {
+  function assistantMessage(text, tree) {
     const node = el("div", { class: "msg assistant", "data-test": "chat-assistant" }, el("div", { class: "text" }));
-    setReply(node, text || "");
+    if (tree) {
+      node.replyText = text;
+      node.classList.add("markdown");
+      node.firstChild.append(...tree.map(markdownNode));
+    } else setReply(node, text || "");
     return node;
+  }
+
+  // The server's Markdown tree (tilth/web/markdown.py): known tags, text set as text.
+  const TAGS = new Set("p h1 h2 h3 h4 h5 h6 strong em s code pre ul ol li blockquote table thead tbody tr th td hr br a".split(" "));
+  function markdownNode(item) {
+    if (typeof item === "string") return document.createTextNode(item);
+    const tag = TAGS.has(item.t) ? item.t : "span";
+    const attrs = {};
+    if (tag === "a" && typeof item.href === "string" && /^(https?:|mailto:)/i.test(item.href)) {
+      attrs.href = item.href;
+      attrs.rel = "noopener noreferrer";
+      attrs.target = "_blank";
+    }
+    const made = el(tag, attrs);
+    for (const child of item.c || []) made.append(markdownNode(child));
+    return made;
   }
 
   // A reply's fenced code blocks (``` or ~~~) are set as code, in monospace with their
@@ -73,23 +93,32 @@ const Chat = (() => {
 
   function render(history) {
     const follow = !view.shown || atEnd();
+    const active = document.activeElement;  // kept across the redraw (the keyboard's place)
     view.shown = true;
     const list = clear(view.list);
     // a turn's model error goes after the turn's last message
     const errors = new Map();
     for (const e of history.errors || []) errors.set(e.turn, (errors.get(e.turn) || []).concat(e.error));
     let current = null;
-    const flush = () => { for (const text of errors.get(current) || []) list.append(errorLine(text)); errors.delete(current); };
+    let calls = [];  // calls of the last reply whose results have not come yet
+    const pending = () => { for (const call of calls) list.append(toolLine("→ " + call)); calls = []; };
+    const flush = () => { pending(); for (const text of errors.get(current) || []) list.append(errorLine(text)); errors.delete(current); };
     for (const m of history.messages) {
       if (m.turn !== undefined && m.turn !== current) { flush(); current = m.turn; }
+      if (m.role !== "tool") pending();
       if (m.role === "user" && !m.kind) list.append(userMessage(m.text, m.turn));
       else if (m.role === "user") list.append(toolLine(m.text, "chat-note"));
       else if (m.role === "assistant") {
-        if (m.text) list.append(assistantMessage(m.text));
-        for (const call of m.calls || m.tools || []) list.append(toolLine("→ " + call));
-      } else if (m.role === "tool") list.append(toolLine("  " + T.short(m.text, 300), "chat-tool-result"));
+        if (m.text) list.append(assistantMessage(m.text, m.markdown));
+        calls = (m.calls || m.tools || []).slice();
+      } else if (m.role === "tool") {
+        // each result right under its own call
+        if (calls.length) list.append(toolLine("→ " + calls.shift()));
+        list.append(toolLine("  " + T.short(m.text, 300), "chat-tool-result"));
+      }
     }
     flush();
+    if (active && active.id && !document.contains(active)) T.refocus(active);
     if (follow) toEnd();
   }
 
@@ -103,6 +132,7 @@ const Chat = (() => {
     view.status.textContent = "sending…";
     toEnd();
     let reply = null;
+    let taken = false;
     try {
       const response = await fetch(apiPath("messages"), {
         method: "POST",
@@ -114,7 +144,6 @@ const Chat = (() => {
         try { data = await response.json(); } catch (err) { data = null; }
         throw new T.ApiError(response.status, data && data.error, data && data.hint);
       }
-      view.input.value = "";
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
@@ -128,12 +157,19 @@ const Chat = (() => {
           buffer = buffer.slice(cut + 2);
           const data = frame.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
           if (!data) continue;
-          reply = onChatEvent(JSON.parse(data), reply);
+          const event = JSON.parse(data);
+          if (event.type === "turn_started" && !taken) {
+            taken = true;  // the server has the prompt now: the composer is free
+            if (view.input.value === text) view.input.value = "";
+          }
+          reply = onChatEvent(event, reply);
         }
       }
     } catch (err) {
       showError(err);
     } finally {
+      // A message the server refused stays in the composer, to fix and send again.
+      if (!taken && !view.input.value) view.input.value = text;
       const follow = atEnd();
       sending = false;
       view.send.disabled = false;
@@ -197,24 +233,12 @@ const Chat = (() => {
   function menu(e, turn) {
     const info = turns.get(turn);
     if (!info) return;
-    const box = document.getElementById("popover");
-    clear(box);
-    const items = [
-      ["Rewind code to before this message", "chat-rewind-code", () => rewind(info, "code")],
-      ["Rewind conversation to before this message", "chat-rewind-conversation", () => rewind(info, "conversation")],
-      ["Rewind both", "chat-rewind-both", () => rewind(info, "both")],
-      ["Fork from here", "chat-fork", () => fork(info)],
-    ];
-    for (const [label, test, run] of items) {
-      box.append(el("button", { type: "button", "data-test": test, onclick: () => { box.hidden = true; run(); } }, label));
-    }
-    const rect = e.currentTarget.getBoundingClientRect();
-    box.style.top = (window.scrollY + rect.bottom + 4) + "px";
-    box.style.left = Math.max(8, window.scrollX + rect.right - 300) + "px";
-    box.hidden = false;
-    setTimeout(() => document.addEventListener("click", function close(ev) {
-      if (!box.contains(ev.target)) { box.hidden = true; document.removeEventListener("click", close); }
-    }), 0);
+    T.popover(e.currentTarget, [
+      { label: "Rewind code to before this message", test: "chat-rewind-code", run: () => rewind(info, "code") },
+      { label: "Rewind conversation to before this message", test: "chat-rewind-conversation", run: () => rewind(info, "conversation") },
+      { label: "Rewind both", test: "chat-rewind-both", run: () => rewind(info, "both") },
+      { label: "Fork from here", test: "chat-fork", run: () => fork(info) },
+    ], 300);
   }
 
   async function rewind(info, scope) {
@@ -288,7 +312,7 @@ const Chat = (() => {
     const stopButton = el("button", { type: "button", "data-test": "stop-turn", title: "interrupt the running turn", disabled: true, onclick: stopTurn }, "Stop");
     const status = el("span", { class: "muted", "data-test": "chat-status" });
     const header = el("section", { class: "summary", "data-test": "summary" },
-      el("h1", {}, el("span", { class: "mono" }, session.id), " ", el("span", { class: "status status-" + session.status, "data-test": "session-status" }, session.status), " ", el("span", { class: "muted" }, "chat")),
+      el("h1", {}, el("span", { class: "mono" }, session.id), " ", el("span", { class: "status status-" + (session.state || session.status), "data-test": "session-status" }, session.state || session.status), " ", el("span", { class: "muted" }, "chat")),
       session.title ? el("p", { class: "about", "data-test": "session-title" }, session.title) : null,
       el("dl", {}, el("dt", {}, "directory"), el("dd", { class: "mono" }, cp.workspace || ""), el("dt", {}, "tokens"), el("dd", { "data-test": "tokens" }, String(cp.tokens_used || 0))),
       el("div", { class: "actions" }, el("button", { type: "button", "data-test": "undo", onclick: undo }, "Undo"), status));
@@ -302,8 +326,8 @@ const Chat = (() => {
     // the header's texts can change height; a page at its end stays there
     const follow = view.shown && atEnd();
     const status = app.root.querySelector("[data-test=session-status]");
-    status.textContent = session.status;
-    status.className = "status status-" + session.status;
+    status.textContent = session.state || session.status;
+    status.className = "status status-" + (session.state || session.status);
     app.root.querySelector("[data-test=tokens]").textContent = String((session.checkpoint || {}).tokens_used || 0);
     if (!sending) {
       // a turn another page sent (or one left running by a reload) can be stopped from here

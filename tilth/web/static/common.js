@@ -115,5 +115,57 @@ const T = (() => {
     return s.length > limit ? s.slice(0, limit - 1) + "…" : s;
   }
 
-  return { token, api, ApiError, el, clear, toast, showError, time, sessionHref, short, stale };
+  // A menu under ``anchor``: items [{label, test, stage?, run}]. The first item takes the
+  // focus; ↑/↓ (and Home/End) move, Enter or Space chooses, Escape or Tab closes it, and
+  // the focus goes back to the button that opened it.
+  let closeMenu = null;
+
+  // Focus ``node``, or the node that replaced it (same id) when the page was redrawn.
+  function refocus(node) {
+    if (!node || !node.focus) return;
+    const now = document.contains(node) ? node : (node.id ? document.getElementById(node.id) : null);
+    if (now) now.focus();
+  }
+
+  function popover(anchor, items, width) {
+    if (closeMenu) closeMenu(false);
+    const box = document.getElementById("popover");
+    clear(box);
+    box.setAttribute("role", "menu");
+    const buttons = items.map((item) => el("button", {
+      type: "button", role: "menuitem", "data-test": item.test, "data-stage": item.stage,
+      onclick: () => { close(true); item.run(); },
+    }, item.label));
+    box.append(...buttons);
+    const rect = anchor.getBoundingClientRect();
+    box.style.top = (window.scrollY + rect.bottom + 4) + "px";
+    box.style.left = Math.max(8, window.scrollX + rect.right - (width || 240)) + "px";
+    box.hidden = false;
+    anchor.setAttribute("aria-expanded", "true");
+    function onKey(e) {
+      const at = buttons.indexOf(document.activeElement);
+      if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); close(false); }
+      else if (e.key === "Tab") close(false);
+      else if (e.key === "ArrowDown") { e.preventDefault(); buttons[(at + 1) % buttons.length].focus(); }
+      else if (e.key === "ArrowUp") { e.preventDefault(); buttons[(at - 1 + buttons.length) % buttons.length].focus(); }
+      else if (e.key === "Home") { e.preventDefault(); buttons[0].focus(); }
+      else if (e.key === "End") { e.preventDefault(); buttons[buttons.length - 1].focus(); }
+    }
+    function onClick(e) { if (!box.contains(e.target) && e.target !== anchor) close(false); }
+    function close(chosen) {
+      box.hidden = true;
+      anchor.setAttribute("aria-expanded", "false");
+      document.removeEventListener("keydown", onKey, true);
+      document.removeEventListener("click", onClick, true);
+      closeMenu = null;
+      // back to the button that opened it (a dialog the choice opens returns there too)
+      refocus(anchor);
+    }
+    closeMenu = close;
+    document.addEventListener("keydown", onKey, true);
+    setTimeout(() => document.addEventListener("click", onClick, true), 0);
+    if (buttons.length) buttons[0].focus();
+  }
+
+  return { token, api, ApiError, el, clear, toast, showError, time, sessionHref, short, stale, popover, refocus };
 })();

@@ -32,6 +32,8 @@ const Dialog = (() => {
         || el("p", { class: "muted", "data-test": "plan-files" }, "files: unchanged"));
       parts.push(section("commits rolled back", (plan.commits_dropped || []).map(([s, m]) => s.slice(0, 10) + " " + m), "plan-commits"));
       parts.push(section("commits restored", (plan.commits_restored || []).map(([s, m]) => s.slice(0, 10) + " " + m), "plan-commits-restored"));
+    } else if (plan.op === "fork") {
+      parts.push(el("p", { class: "muted" }, "code: this session's files are not touched; the fork gets a copy of its own"));
     } else if (plan.op) {
       parts.push(el("p", { class: "muted" }, "code: files are kept as they are"));
     }
@@ -51,7 +53,19 @@ const Dialog = (() => {
         opts.liveText || ("a run (pid " + response.live_run + ") is driving this session: stop it first")));
     }
     parts.push(section("notes", response.notes || [], "plan-notes"));
+    parts.push(undoLine(response));
     return parts.filter(Boolean);
+  }
+
+  // How to take it back, in every dialog and never folded away.
+  function undoLine(response) {
+    const plan = response.plan || {};
+    const said = (response.text || "").split("\n").find((line) => line.startsWith("undo: "));
+    if (said) return el("p", { class: "undo-line", "data-test": "plan-undo" }, said);
+    if (plan.op === "reset_to_seed") return el("p", { class: "warning", "data-test": "plan-undo" }, "undo: none — this cannot be undone");
+    if (plan.op === "fork") return el("p", { class: "undo-line", "data-test": "plan-undo" }, "undo: nothing to undo here — this session is left as it is; delete the fork to be rid of it");
+    if (!plan.op) return null;
+    return el("p", { class: "undo-line", "data-test": "plan-undo" }, "undo: the Undo button returns to the state before this");
   }
 
   // open({title, response?, lines?, warning?, confirmLabel?, danger?}) → Promise<boolean>
@@ -72,8 +86,13 @@ const Dialog = (() => {
     const confirm = document.getElementById("dialog-confirm");
     confirm.textContent = opts.confirmLabel || "Confirm";
     confirm.className = opts.danger ? "danger" : "primary";
+    const opener = document.activeElement;
     return new Promise((resolve) => {
-      dialog.addEventListener("close", () => resolve(dialog.returnValue === "confirm"), { once: true });
+      dialog.addEventListener("close", () => {
+        // Escape, Cancel or Confirm: the focus goes back where it was
+        T.refocus(opener);
+        resolve(dialog.returnValue === "confirm");
+      }, { once: true });
       dialog.returnValue = "";
       dialog.showModal();
       // Open at the top (title, warning, headline), not scrolled to where the browser's

@@ -12,7 +12,7 @@
       { "data-test": "session-row", "data-session": s.id },
       el("td", {}, el("a", { href: sessionHref(s.id), class: "mono", "data-test": "session-link" }, s.id)),
       el("td", {}, s.kind),
-      el("td", {}, el("span", { class: "status status-" + s.status }, s.status + run)),
+      el("td", {}, el("span", { class: "status status-" + (s.state || s.status), "data-test": "session-state" }, (s.state || s.status) + run)),
       el("td", {}, tasks),
       el("td", { class: "about" }, s.title || "", s.parent ? el("span", { class: "muted" }, " (fork of " + s.parent + ")") : null),
       el("td", { class: "mono muted" }, s.source || ""),

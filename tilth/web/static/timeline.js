@@ -195,18 +195,7 @@ const Timeline = (() => {
 
   // ---- menus --------------------------------------------------------------------------
   function popover(anchor, items) {
-    const box = document.getElementById("popover");
-    clear(box);
-    for (const item of items) {
-      box.append(el("button", { type: "button", "data-test": item.test, "data-stage": item.stage, onclick: () => { box.hidden = true; item.run(); } }, item.label));
-    }
-    const rect = anchor.getBoundingClientRect();
-    box.style.top = (window.scrollY + rect.bottom + 4) + "px";
-    box.style.left = Math.max(8, window.scrollX + rect.right - 240) + "px";
-    box.hidden = false;
-    setTimeout(() => document.addEventListener("click", function close(e) {
-      if (!box.contains(e.target)) { box.hidden = true; document.removeEventListener("click", close); }
-    }), 0);
+    T.popover(anchor, items, 240);
   }
 
   function turnMenu(cp) {
@@ -324,7 +313,7 @@ const Timeline = (() => {
     else if (run && run.exit_code !== null && run.exit_code !== undefined) runText = "last background run exited " + run.exit_code;
     const live = Boolean(s.locked_by) || Boolean(run && run.running);
     return el("section", { class: "summary", "data-test": "summary" },
-      el("h1", {}, el("span", { class: "mono" }, s.id), " ", el("span", { class: "status status-" + s.status, "data-test": "session-status" }, s.status)),
+      el("h1", {}, el("span", { class: "mono" }, s.id), " ", el("span", { class: "status status-" + (s.state || s.status), "data-test": "session-status" }, s.state || s.status)),
       s.title ? el("p", { class: "about", "data-test": "session-title" }, s.title) : null,
       el("dl", {},
         el("dt", {}, "source"), el("dd", { class: "mono" }, cp.source || ""),
