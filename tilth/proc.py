@@ -8,10 +8,17 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
+
+
+class Launch(Protocol):
+    """How a child starts: the function run in it between fork and exec
+    (``tilth.tools.launcher.Launcher``: contained, maybe confined)."""
+
+    def child(self, argv: Sequence[str], env: Mapping[str, str] | None) -> Callable[[], None]: ...
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,51 @@ def kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` right now."""
+    found: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as handle:
+                found += [int(word) for word in handle.read().split()]
+        return found
+    except (OSError, ValueError):
+        pass
+    try:  # a kernel without CONFIG_PROC_CHILDREN: every process's parent, one by one
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
+                        fields = handle.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if len(fields) > 1 and fields[1] == str(pid):
+                    found.append(int(name))
+    except OSError:
+        pass
+    return found
+
+
+def kill_tree(pid: int, rounds: int = 50) -> None:
+    """SIGKILL every descendant of ``pid`` (not ``pid`` itself), those that left its
+    process group included; a subreaper ``pid`` adopts the orphans of each round."""
+    for _ in range(rounds):
+        found: list[int] = []
+        todo = [pid]
+        while todo:
+            below = children(todo.pop())
+            found += below
+            todo += below
+        if not found:
+            return
+        for child in found:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
 
 
 _YEAR = 365 * 24 * 3600.0
@@ -190,6 +242,7 @@ def run_capped(
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
     keep: int = CAPPED_CHARS,
+    launch: Launch | None = None,
 ) -> ProcResult:
     """``run`` for a child whose output the worker controls (its code, its tests).
 
@@ -198,7 +251,9 @@ def run_capped(
     Whatever the child left in its process group is killed when it exits.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        code, timed_out = run_into(cmd, stdout=out, stderr=err, cwd=cwd, timeout=timeout, env=env)
+        code, timed_out = run_into(
+            cmd, stdout=out, stderr=err, cwd=cwd, timeout=timeout, env=env, launch=launch
+        )
         return ProcResult(code, read_ends(out, keep), read_ends(err, keep), timed_out)
 
 
@@ -210,10 +265,12 @@ def run_into(
     cwd: Path | str | None = None,
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
+    launch: Launch | None = None,
 ) -> tuple[int, bool]:
     """Run ``cmd`` with its output going to files (never pipes: a grandchild left in the
     background holding one open cannot keep the caller waiting); ``(exit code, timed
-    out)``. Its whole process group is killed when it exits or times out."""
+    out)``. Its whole process group is killed when it exits or times out; with
+    ``launch``, every process it started, wherever it went."""
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
@@ -222,11 +279,16 @@ def run_into(
         stdout=stdout,
         stderr=stderr,
         start_new_session=True,
+        preexec_fn=launch.child(cmd, env) if launch is not None else None,
     )
     timed_out = True
     try:
         timed_out = not wait_exit(proc, timeout)
     finally:
+        if launch is not None and proc.poll() is None:
+            # The launcher is a subreaper: what left the group is still below it.
+            kill_tree(proc.pid)
+            wait_exit(proc, DRAIN_SECONDS)
         kill_group(proc)
         proc.wait()
     return proc.returncode, timed_out
