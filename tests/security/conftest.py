@@ -62,19 +62,23 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 def path_without_bwrap(where: Path) -> str:
-    """A ``PATH`` that finds every program the current one does, except ``bwrap``."""
+    """A ``PATH`` that finds every program the current one does, except ``bwrap``: each
+    directory holding a ``bwrap`` is replaced by links to everything else in it."""
     where.mkdir(parents=True, exist_ok=True)
+    entries: list[str] = []
     for directory in os.environ.get("PATH", "").split(os.pathsep):
-        try:
-            names = os.listdir(directory)
-        except OSError:
+        if not os.path.exists(os.path.join(directory, "bwrap")):
+            entries.append(directory)
             continue
-        for name in names:
+        if str(where) not in entries:
+            entries.append(str(where))
+        for name in os.listdir(directory):
             link = where / name
             if name != "bwrap" and not os.path.lexists(link):
                 link.symlink_to(Path(directory) / name)
-    assert shutil.which("bwrap", path=str(where)) is None
-    return str(where)
+    path = os.pathsep.join(entries)
+    assert shutil.which("bwrap", path=path) is None
+    return path
 
 
 def backend_env(backend: str, where: Path) -> dict[str, str]:
