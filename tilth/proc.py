@@ -8,17 +8,28 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 
 class Launch(Protocol):
-    """How a child starts: the function run in it between fork and exec
-    (``tilth.tools.launcher.Launcher``: contained, maybe confined)."""
+    """How a child starts when not by ``Popen`` itself (``tilth.tools.launcher.Launcher``:
+    through a launcher that ends what the command leaves, and may confine it)."""
 
-    def child(self, argv: Sequence[str], env: Mapping[str, str] | None) -> Callable[[], None]: ...
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | str | None,
+        env: Mapping[str, str] | None,
+        stdout: BinaryIO | int,
+        stderr: BinaryIO | int,
+    ) -> subprocess.Popen[bytes]: ...
+
+    def finish(self, proc: subprocess.Popen[bytes]) -> None:
+        """After ``proc`` (from ``start``) was waited for: remove what the call was lent."""
 
 
 @dataclass(frozen=True)
@@ -271,16 +282,18 @@ def run_into(
     background holding one open cannot keep the caller waiting); ``(exit code, timed
     out)``. Its whole process group is killed when it exits or times out; with
     ``launch``, every process it started, wherever it went."""
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        start_new_session=True,
-        preexec_fn=launch.child(cmd, env) if launch is not None else None,
-    )
+    if launch is not None:
+        proc = launch.start(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+    else:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
     timed_out = True
     try:
         timed_out = not wait_exit(proc, timeout)
@@ -291,6 +304,8 @@ def run_into(
             wait_exit(proc, DRAIN_SECONDS)
         kill_group(proc)
         proc.wait()
+        if launch is not None:
+            launch.finish(proc)
     return proc.returncode, timed_out
 
 

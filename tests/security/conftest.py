@@ -32,6 +32,8 @@ def require_backend(backend: str) -> None:
     """Skip (visibly) or, under CI=true, fail when ``backend`` cannot confine a command here."""
     if backend == "off":
         return
+    if backend not in BACKENDS:  # a pass for the other backend (.ci/run runs both)
+        pytest.skip(f"{backend} not under test here (TILTH_TEST_SANDBOXES={','.join(BACKENDS)})")
     if backend == "bwrap":
         usable, detail = probe()
     else:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
 
-from security.conftest import backend_env, require_backend, require_sandbox
+from security.conftest import backend_env, require_backend
 from tilth.demo.script import Team
 
 NO_LANDLOCK = Path(__file__).with_name("no_landlock.py")
@@ -46,7 +46,7 @@ def _row(stdout: str) -> dict[str, object]:
 
 
 def test_doctor_shows_the_sandbox(repo: Path, tilth_home: Path) -> None:
-    require_sandbox()
+    require_backend("bwrap")
     done = tilth("doctor", str(repo), "--json", env=model_env("http://127.0.0.1:9/v1"))
     row = _row(done.stdout)
     assert row["ok"] is True and "bubblewrap" in str(row["detail"])

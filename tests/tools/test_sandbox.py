@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from security.conftest import BACKENDS, require_backend, require_sandbox
+from security.conftest import BACKENDS, require_backend
 
 from tilth.config import load_settings
 from tilth.tools import ToolBox, landlock
@@ -184,7 +184,8 @@ def test_network_off_cuts_it(world: dict[str, Path]) -> None:
 
 
 def test_settings_choose_the_sandbox(tmp_path: Path) -> None:
-    require_sandbox()
+    require_backend("bwrap")
+    require_backend("landlock")
     world = {"home": tmp_path / "home", "ws": tmp_path / "ws", "session": tmp_path / "s"}
     world["ws"].mkdir()
     world["source"] = tmp_path / "src"

@@ -15,9 +15,13 @@ import errno
 import os
 import stat
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+# The launcher loads this module before each call: it imports nothing slow (no pathlib,
+# no dataclasses), so a spare launcher is ready soon after the previous call.
 
 # Filesystem rights, by the ABI that introduced them.
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -113,7 +117,8 @@ def fs_rights(abi: int) -> int:
 
 def _last_capability() -> int:
     try:
-        return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
+            return int(handle.read())
     except (OSError, ValueError):
         return 63
 
@@ -121,25 +126,42 @@ def _last_capability() -> int:
 LAST_CAP = _last_capability()
 
 
-@dataclass(frozen=True)
 class Grant:
     """One rule: ``rights`` on ``path`` and everything beneath it."""
 
-    path: str
-    rights: int
-    follow: bool = True
-    """Open through a symbolic link (system places such as ``/lib``); the rules found
-    inside a writable directory never follow one."""
+    __slots__ = ("follow", "path", "rights")
+
+    def __init__(self, path: str, rights: int, follow: bool = True) -> None:
+        self.path = path
+        self.rights = rights
+        self.follow = follow
+        """Open through a symbolic link (system places such as ``/lib``); the rules found
+        inside a writable directory never follow one."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Grant) and (self.path, self.rights, self.follow) == (
+            other.path,
+            other.rights,
+            other.follow,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.rights, self.follow))
+
+    def __repr__(self) -> str:
+        return f"Grant({self.path!r}, {self.rights:#x}, follow={self.follow})"
 
 
-@dataclass(frozen=True)
 class Ruleset:
     """What a confined process may reach, ready to apply (no filesystem work left)."""
 
-    grants: tuple[Grant, ...]
-    abi: int
-    network: bool = True
-    """False: TCP bind and connect refused (ABI 4+)."""
+    __slots__ = ("abi", "grants", "network")
+
+    def __init__(self, grants: tuple[Grant, ...], abi: int, network: bool = True) -> None:
+        self.grants = grants
+        self.abi = abi
+        self.network = network
+        """False: TCP bind and connect refused (ABI 4+)."""
 
     def handled(self) -> tuple[int, int, int]:
         """``(fs, net, scoped)`` access the ruleset takes charge of."""
@@ -229,8 +251,3 @@ def promises(abi: int, network: bool) -> tuple[list[str], list[str]]:
         missing.append("truncate not controlled (ABI < 3)")
     missing.append("connect() to unix sockets bound at a path")
     return held, missing
-
-
-def known_grants(paths: Sequence[Path], rights: int) -> list[Grant]:
-    """``paths`` (that exist) as grants of ``rights``."""
-    return [Grant(str(p), rights) for p in paths if os.path.lexists(p)]

@@ -1,36 +1,37 @@
 """The launcher every worker command starts through: nothing it starts outlives the call.
 
-``Launcher.child`` gives the function ``Popen`` runs in its forked child (``preexec_fn``)
-in place of the exec. That child — the launcher — never returns: it becomes a *child
-subreaper* (``PR_SET_CHILD_SUBREAPER``), so every process the command leaves behind,
-``setsid``, ``nohup`` and double forks included, is re-parented to it rather than to
-init; it forks the command, which confines itself (Landlock, when the ruleset says so)
-and execs; when the command exits the launcher kills whatever is left, empties the
-call's private temporary directory, puts back the files the command may not change,
-and exits with the command's status.
+``Launcher.start`` hands the command to a launcher process (``launcher_main.py``), which
+becomes a *child subreaper* (``PR_SET_CHILD_SUBREAPER``) — every process the command
+leaves behind, ``setsid``, ``nohup`` and double forks included, is re-parented to it
+rather than to init — confines itself (Landlock, when the ruleset says so) and spawns the
+command; when that exits it kills whatever is left, puts back the files the command may
+not change and exits with the command's status; ``finish`` then removes the call's
+private temporary directory. To the caller it is the command's process: wait for it,
+time it out, kill its tree (``tilth.proc.kill_tree``).
 
-No second interpreter starts: one would cost tens of milliseconds per call. The
-launcher runs already-loaded code only (no import, no logging, no lock another thread
-could hold), and closes every inherited descriptor first — ``Popen``'s error pipe
-among them, so the caller is not kept waiting.
+Launchers are started one call ahead, with an empty environment, so a call pays neither
+an interpreter's start nor a fork of Tilth's own (large) process: on a busy virtual
+machine either costs tens of milliseconds.
 """
 
 from __future__ import annotations
 
-import ctypes
+import marshal
 import os
 import shutil
-import signal
+import socket
+import subprocess
+import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
-from tilth.proc import children
 from tilth.tools import landlock
 
-_PR_SET_CHILD_SUBREAPER = 36
-_LIBC = ctypes.CDLL(None, use_errno=True) if os.name == "posix" else None
+MAIN = Path(__file__).with_name("launcher_main.py")
 
 
 @dataclass(frozen=True)
@@ -45,17 +46,56 @@ class Launcher:
     """Small regular files put back as they were if the command changed them (a
     worktree's ``.git`` file, which names the repository Tilth commits to)."""
 
-    def child(self, argv: Sequence[str], env: Mapping[str, str] | None) -> Callable[[], None]:
-        """The ``preexec_fn`` that runs ``argv`` with ``env`` under this launcher."""
-        args = [str(a) for a in argv]
-        environ = dict(os.environ if env is None else env)
-        kept = tuple((str(p), data) for p, data in _snapshots(self.keep))
-        ruleset, private = self.ruleset, self.private_tmp
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | str | None,
+        env: Mapping[str, str] | None,
+        stdout: BinaryIO | int,
+        stderr: BinaryIO | int,
+    ) -> subprocess.Popen[bytes]:
+        """The launcher process running ``argv``; its exit status is the command's."""
+        tmp = tempfile.mkdtemp(prefix="tilth-call-") if self.private_tmp else None
+        job = {
+            "argv": [str(a) for a in argv],
+            "env": dict(os.environ if env is None else env),
+            "cwd": str(cwd if cwd is not None else os.getcwd()),
+            "tmp": tmp,
+            "keep": [(str(p), data.hex()) for p, data in _snapshots(self.keep)],
+            "ruleset": _ruleset_job(self.ruleset),
+        }
+        out = stdout if isinstance(stdout, int) else stdout.fileno()
+        err = out if stderr == subprocess.STDOUT else _fileno(stderr)
+        proc, channel = _take()
+        try:
+            socket.send_fds(channel, [marshal.dumps(job)], [out, err])
+        finally:
+            channel.close()
+        if tmp is not None:
+            _lent[proc.pid] = tmp
+        return proc
 
-        def launch() -> None:
-            _launch(args, environ, ruleset, private, kept)
+    def finish(self, proc: subprocess.Popen[bytes]) -> None:
+        """Remove the call's private temporary directory (its processes are gone)."""
+        tmp = _lent.pop(proc.pid, None)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
-        return launch
+
+_lent: dict[int, str] = {}
+"""Private temporary directories by launcher pid, until the call is finished."""
+
+
+def _fileno(stream: BinaryIO | int) -> int:
+    return stream if isinstance(stream, int) else stream.fileno()
+
+
+def _ruleset_job(ruleset: landlock.Ruleset | None) -> dict[str, Any] | None:
+    if ruleset is None:
+        return None
+    grants = [(g.path, g.rights, g.follow) for g in ruleset.grants]
+    return {"grants": grants, "abi": ruleset.abi, "network": ruleset.network}
 
 
 def _snapshots(paths: Sequence[Path]) -> list[tuple[Path, bytes]]:
@@ -69,97 +109,47 @@ def _snapshots(paths: Sequence[Path]) -> list[tuple[Path, bytes]]:
     return found
 
 
-def _launch(
-    argv: list[str],
-    env: dict[str, str],
-    ruleset: landlock.Ruleset | None,
-    private_tmp: bool,
-    kept: tuple[tuple[str, bytes], ...],
-) -> None:
-    """The launcher's life (in Popen's child): never returns."""
-    code = 126
+_lock = threading.Lock()
+_spare: tuple[subprocess.Popen[bytes], socket.socket] | None = None
+
+
+def _spawn() -> tuple[subprocess.Popen[bytes], socket.socket]:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        os.closerange(3, _max_fd())
-        if _LIBC is not None:
-            _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        tmp = tempfile.mkdtemp(prefix="tilth-call-") if private_tmp else None
-        if tmp is not None:
-            cache = os.path.join(tmp, ".cache")
-            env.update(TMPDIR=tmp, HOME=tmp, XDG_CACHE_HOME=cache, XDG_CONFIG_HOME=tmp)
-        pid = os.fork()
-        if pid == 0:
-            _command(argv, env, ruleset, tmp)
-        code = _reap(pid)
-        _restore(kept)
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(MAIN)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            env={"TILTH_LAUNCHER_FD": str(theirs.fileno())},
+            start_new_session=True,
+            close_fds=True,
+        )
     finally:
-        os._exit(code)
+        theirs.close()
+    ours.set_inheritable(False)
+    return proc, ours
 
 
-def _command(
-    argv: list[str], env: dict[str, str], ruleset: landlock.Ruleset | None, tmp: str | None
-) -> None:
-    """The command's side of the fork: confine, then exec (never returns)."""
-    try:
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        if ruleset is not None:
-            landlock.confine(ruleset, [tmp] if tmp else [])
-        os.execvpe(argv[0], argv, env)
-    except BaseException as exc:  # report in the command's output: there is no one else
-        try:
-            os.write(2, f"tilth: could not start {argv[0]}: {exc}\n".encode())
-        finally:
-            os._exit(127)
+def _take() -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """The spare launcher (a fresh one if it died); the next spare starts meanwhile."""
+    global _spare
+    with _lock:
+        taken = _spare if _spare is not None and _spare[0].poll() is None else None
+        if taken is None and _spare is not None:
+            _spare[1].close()
+        _spare = None
+    threading.Thread(target=prestart, name="tilth-launcher", daemon=True).start()
+    return taken if taken is not None else _spawn()
 
 
-def _reap(main: int) -> int:
-    """Wait for the command; then kill and reap every process left; the command's status."""
-    status: int | None = None
-    while True:
-        try:
-            pid, raw = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        if pid == main:
-            status = raw
-        if status is not None:
-            for child in children(os.getpid()):
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-    if status is None:
-        return 126
-    code = os.waitstatus_to_exitcode(status)
-    return code if code >= 0 else 128 - code
-
-
-def _restore(kept: tuple[tuple[str, bytes], ...]) -> None:
-    for path, data in kept:
-        try:
-            with open(path, "rb") as handle:
-                if handle.read(65537) == data and not os.path.islink(path):
-                    continue
-        except OSError:
-            pass
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            elif os.path.lexists(path):
-                os.unlink(path)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-        except OSError:
-            continue
-
-
-def _max_fd() -> int:
-    try:
-        return min(os.sysconf("SC_OPEN_MAX"), 1 << 20)
-    except (OSError, ValueError):
-        return 65536
+def prestart() -> None:
+    """Start the spare launcher now, so the first call does not wait for it."""
+    global _spare
+    with _lock:
+        if _spare is None or _spare[0].poll() is not None:
+            _spare = _spawn()
 
 
 CONTAINED = Launcher()
