@@ -1,9 +1,9 @@
 """The sandbox tests run once per backend (bubblewrap, Landlock): in CI each must work and
 they fail loudly without it; elsewhere they skip with the reason shown (``-ra`` prints it).
 
-``TILTH_TEST_SANDBOXES`` (comma-separated, default ``bwrap,landlock``) names the backends
-to test: ``.ci/run`` runs the suite a second time with bubblewrap hidden from ``PATH`` and
-``landlock`` alone.
+``TEST_SANDBOXES`` (comma-separated, default ``bwrap,landlock``; not a ``TILTH_*`` name,
+which the test set-up clears) names the backends to test: ``.ci/run`` runs the suite a
+second time with bubblewrap hidden from ``PATH`` and ``landlock`` alone.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tilth.tools.sandbox import probe
 
 BACKENDS = tuple(
     name.strip()
-    for name in os.environ.get("TILTH_TEST_SANDBOXES", "bwrap,landlock").split(",")
+    for name in os.environ.get("TEST_SANDBOXES", "bwrap,landlock").split(",")
     if name.strip()
 )
 
@@ -33,7 +33,7 @@ def require_backend(backend: str) -> None:
     if backend == "off":
         return
     if backend not in BACKENDS:  # a pass for the other backend (.ci/run runs both)
-        pytest.skip(f"{backend} not under test here (TILTH_TEST_SANDBOXES={','.join(BACKENDS)})")
+        pytest.skip(f"{backend} not under test here (TEST_SANDBOXES={','.join(BACKENDS)})")
     if backend == "bwrap":
         usable, detail = probe()
     else:

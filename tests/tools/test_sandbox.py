@@ -266,3 +266,17 @@ def test_state_inside_the_writable_directory_stays_hidden(tmp_path: Path, backen
     assert "sk-inside-dir" not in out
     assert "No such file" in out or "Permission denied" in out
     assert "venv-writable" in out and (venv / "bin" / "new").exists()
+
+
+def test_the_worktree_git_file_cannot_be_repointed(tmp_path: Path, backend: str) -> None:
+    """A worktree's ``.git`` names the repository Tilth commits to: read-only (bubblewrap)
+    or put back after the call (Landlock)."""
+    work = tmp_path / "wt"
+    work.mkdir()
+    pointer = "gitdir: /somewhere/.git/worktrees/wt\n"
+    (work / ".git").write_text(pointer)
+    box = ToolBox(work, sandbox=make_sandbox(work, backend=backend))
+    _run(box, "echo 'gitdir: /tmp/evil' > .git; rm -f .git; echo 'gitdir: /tmp/evil' > .git")
+    assert (work / ".git").read_text() == pointer
+    _run(box, "rm -f .git && mkdir .git && echo '[core]' > .git/config")
+    assert (work / ".git").is_file() and (work / ".git").read_text() == pointer
