@@ -152,5 +152,17 @@ def prestart() -> None:
             _spare = _spawn()
 
 
+def _forget() -> None:
+    """In a forked child: the parent's spare is not this process's to use."""
+    global _spare, _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+    if _spare is not None:
+        _spare[1].close()
+    _spare = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
+
 CONTAINED = Launcher()
 """No confinement: only containment (``TILTH_SANDBOX=off``, and around bubblewrap)."""
