@@ -20,7 +20,7 @@ from tilth.errors import ConfigError
 Role = Literal["worker", "evaluator", "prep"]
 ROLES: tuple[Role, ...] = ("worker", "evaluator", "prep")
 TIERS = ("L1", "L2")
-SANDBOX_MODES = ("auto", "required", "off")
+SANDBOX_MODES = ("auto", "bwrap", "landlock", "required", "off")
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,9 @@ class Settings:
     setup_timeout_seconds: float = 900.0
     """Time limit for ``TILTH_SETUP_COMMAND`` (``TILTH_SETUP_TIMEOUT_SECONDS``)."""
     sandbox: str = "auto"
-    """The worker's ``bash`` sandbox (``TILTH_SANDBOX``): ``auto`` uses bubblewrap when it works
-    and warns loudly when not, ``required`` refuses to run without it, ``off`` never uses it."""
+    """The worker's ``bash`` sandbox (``TILTH_SANDBOX``): ``auto`` uses bubblewrap when it works,
+    else Landlock, and warns loudly when neither does; ``required`` refuses to run without
+    one; ``bwrap`` and ``landlock`` name the one backend to use; ``off`` uses none."""
     sandbox_network: bool = True
     """Whether sandboxed ``bash`` keeps the network (``TILTH_SANDBOX_NETWORK=on|off``)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)

@@ -343,7 +343,7 @@ def check_sandbox(ctx: DoctorContext) -> Iterable[Check]:
             False,
             f"the worker's bash would run WITHOUT a sandbox: {detail}  [TILTH_SANDBOX={mode}]",
             INSTALL_HINT,
-            required=mode == "required",
+            required=mode != "auto",  # required, bwrap and landlock refuse to run
         )
 
 

@@ -11,7 +11,25 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
+
+
+class Launch(Protocol):
+    """How a child starts when not by ``Popen`` itself (``tilth.tools.launcher.Launcher``:
+    through a launcher that ends what the command leaves, and may confine it)."""
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | str | None,
+        env: Mapping[str, str] | None,
+        stdout: BinaryIO | int,
+        stderr: BinaryIO | int,
+    ) -> subprocess.Popen[bytes]: ...
+
+    def finish(self, proc: subprocess.Popen[bytes]) -> None:
+        """After ``proc`` (from ``start``) was waited for: remove what the call was lent."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,51 @@ def kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` right now."""
+    found: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as handle:
+                found += [int(word) for word in handle.read().split()]
+        return found
+    except (OSError, ValueError):
+        pass
+    try:  # a kernel without CONFIG_PROC_CHILDREN: every process's parent, one by one
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
+                        fields = handle.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if len(fields) > 1 and fields[1] == str(pid):
+                    found.append(int(name))
+    except OSError:
+        pass
+    return found
+
+
+def kill_tree(pid: int, rounds: int = 50) -> None:
+    """SIGKILL every descendant of ``pid`` (not ``pid`` itself), those that left its
+    process group included; a subreaper ``pid`` adopts the orphans of each round."""
+    for _ in range(rounds):
+        found: list[int] = []
+        todo = [pid]
+        while todo:
+            below = children(todo.pop())
+            found += below
+            todo += below
+        if not found:
+            return
+        for child in found:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
 
 
 _YEAR = 365 * 24 * 3600.0
@@ -190,6 +253,7 @@ def run_capped(
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
     keep: int = CAPPED_CHARS,
+    launch: Launch | None = None,
 ) -> ProcResult:
     """``run`` for a child whose output the worker controls (its code, its tests).
 
@@ -198,7 +262,9 @@ def run_capped(
     Whatever the child left in its process group is killed when it exits.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        code, timed_out = run_into(cmd, stdout=out, stderr=err, cwd=cwd, timeout=timeout, env=env)
+        code, timed_out = run_into(
+            cmd, stdout=out, stderr=err, cwd=cwd, timeout=timeout, env=env, launch=launch
+        )
         return ProcResult(code, read_ends(out, keep), read_ends(err, keep), timed_out)
 
 
@@ -210,25 +276,36 @@ def run_into(
     cwd: Path | str | None = None,
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
+    launch: Launch | None = None,
 ) -> tuple[int, bool]:
     """Run ``cmd`` with its output going to files (never pipes: a grandchild left in the
     background holding one open cannot keep the caller waiting); ``(exit code, timed
-    out)``. Its whole process group is killed when it exits or times out."""
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        start_new_session=True,
-    )
+    out)``. Its whole process group is killed when it exits or times out; with
+    ``launch``, every process it started, wherever it went."""
+    if launch is not None:
+        proc = launch.start(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+    else:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
     timed_out = True
     try:
         timed_out = not wait_exit(proc, timeout)
     finally:
+        if launch is not None and proc.poll() is None:
+            # The launcher is a subreaper: what left the group is still below it.
+            kill_tree(proc.pid)
+            wait_exit(proc, DRAIN_SECONDS)
         kill_group(proc)
         proc.wait()
+        if launch is not None:
+            launch.finish(proc)
     return proc.returncode, timed_out
 
 

@@ -126,7 +126,10 @@ class ProjectEnv:
         """Where this environment lives, for the sandbox to show read-only."""
         places = [self.venv, self.prefix, self.bin_dir]
         if self.python is not None:
-            places.append(self.python.parent)
+            # and where a linked interpreter really is (Landlock checks the real place)
+            places += [self.python.parent, self.python.resolve().parent]
+            if (self.python.parent.parent / "pyvenv.cfg").is_file():
+                places.append(self.python.parent.parent)  # a virtualenv's python reads it
         return tuple(p for p in places if p is not None)
 
     def to_dict(self) -> dict[str, object]:

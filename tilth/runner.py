@@ -26,7 +26,12 @@ from tilth.errors import SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
 from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
-from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
+from tilth.tools.sandbox import (
+    sandbox_for,
+    sandbox_limits,
+    sandbox_status,
+    unsandboxed_warning,
+)
 from tilth.ui.io import IO
 from tilth.ui.progress import TerminalProgress
 from tilth.worktree_env import trusted_worktree_env
@@ -247,6 +252,9 @@ def check_sandbox(settings: Settings, out: IO) -> dict[str, Any]:
         sandbox_for(settings, Path("/"))  # raises SandboxUnavailable with the hint
     if not usable and settings.sandbox == "auto":
         out.warn(unsandboxed_warning(detail))
+    limits = sandbox_limits(settings) if usable else []
+    if limits:
+        out.warn(f"the worker's bash sandbox cannot hold here: {'; '.join(limits)}")
     return {"sandboxed": usable, "detail": detail}
 
 

@@ -122,6 +122,7 @@ def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str)
     env.pop("VIRTUAL_ENV", None)  # Tilth's own venv must not leak into the project's set-up
     started = time.monotonic()
     args = ["/bin/sh", "-c", command]
+    launch: proc.Launch | None = None
     if why != "prep":
         # A forked or re-created worktree holds the worker's files (a Makefile, a setup.py
         # the command runs): then the set-up runs in the worker's sandbox too.
@@ -129,8 +130,10 @@ def run_setup(session: Session, worktree: Path, settings: Settings, *, why: str)
 
         sandbox = sandbox_for(settings, worktree, session_dir=session.dir, source=session.source)
         if sandbox is not None:
-            args = sandbox.wrap(args)
-    result = proc.run_capped(args, cwd=worktree, timeout=settings.setup_timeout_seconds, env=env)
+            args, launch = sandbox.wrap(args), sandbox.launcher()
+    result = proc.run_capped(
+        args, cwd=worktree, timeout=settings.setup_timeout_seconds, env=env, launch=launch
+    )
     if why != "prep":
         remove_named_pipes(worktree)  # the worker's files ran: git must not block on a FIFO
     output = _tail(result.stdout + ("\n" + result.stderr if result.stderr.strip() else ""))

@@ -1,25 +1,90 @@
-"""The sandbox tests need bubblewrap: in CI they fail loudly without it, elsewhere they skip
-with the reason shown (``-ra`` prints it)."""
+"""The sandbox tests run once per backend (bubblewrap, Landlock): in CI each must work and
+they fail loudly without it; elsewhere they skip with the reason shown (``-ra`` prints it).
+
+``TEST_SANDBOXES`` (comma-separated, default ``bwrap,landlock``; not a ``TILTH_*`` name,
+which the test set-up clears) names the backends to test: ``.ci/run`` runs the suite a
+second time with bubblewrap hidden from ``PATH`` and ``landlock`` alone.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
+from tilth.tools import sandbox_landlock
 from tilth.tools.sandbox import probe
+
+BACKENDS = tuple(
+    name.strip()
+    for name in os.environ.get("TEST_SANDBOXES", "bwrap,landlock").split(",")
+    if name.strip()
+)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require_backend(backend: str) -> None:
+    """Skip (visibly) or, under CI=true, fail when ``backend`` cannot confine a command here."""
+    if backend == "off":
+        return
+    if backend not in BACKENDS:  # a pass for the other backend (.ci/run runs both)
+        pytest.skip(f"{backend} not under test here (TEST_SANDBOXES={','.join(BACKENDS)})")
+    if backend == "bwrap":
+        usable, detail = probe()
+    else:
+        usable, detail, _ = sandbox_landlock.probe()
+    if usable:
+        return
+    if _in_ci():
+        pytest.fail(f"CI must run the {backend} sandbox tests, but it is unavailable: {detail}")
+    pytest.skip(f"{backend} sandbox unavailable on this machine: {detail}")
 
 
 def require_sandbox() -> None:
-    """Skip (visibly) or, under CI=true, fail when bubblewrap cannot make a sandbox here."""
-    usable, detail = probe()
-    if usable:
-        return
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"CI must run the sandbox tests, but the sandbox is unavailable: {detail}")
-    pytest.skip(f"bubblewrap sandbox unavailable on this machine: {detail}")
+    """The first backend under test must work (the tests that name none use ``auto``)."""
+    require_backend(BACKENDS[0] if BACKENDS else "bwrap")
 
 
 @pytest.fixture
 def sandbox_usable() -> None:
     require_sandbox()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each sandbox backend under test, usable here (or the test skips / fails in CI)."""
+    name = str(request.param)
+    require_backend(name)
+    return name
+
+
+def path_without_bwrap(where: Path) -> str:
+    """A ``PATH`` that finds every program the current one does, except ``bwrap``: each
+    directory holding a ``bwrap`` is replaced by links to everything else in it."""
+    where.mkdir(parents=True, exist_ok=True)
+    entries: list[str] = []
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.exists(os.path.join(directory, "bwrap")):
+            entries.append(directory)
+            continue
+        if str(where) not in entries:
+            entries.append(str(where))
+        for name in os.listdir(directory):
+            link = where / name
+            if name != "bwrap" and not os.path.lexists(link):
+                link.symlink_to(Path(directory) / name)
+    path = os.pathsep.join(entries)
+    assert shutil.which("bwrap", path=path) is None
+    return path
+
+
+def backend_env(backend: str, where: Path) -> dict[str, str]:
+    """Settings under which ``auto`` picks ``backend``: Landlock when bwrap is not on PATH."""
+    if backend == "landlock":
+        return {"PATH": path_without_bwrap(where), "TILTH_SANDBOX": "auto"}
+    return {"TILTH_SANDBOX": backend}

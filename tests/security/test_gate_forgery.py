@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from _pytest.assertion import rewrite
 
-from security.conftest import require_sandbox
+from security.conftest import BACKENDS, require_sandbox
 from tests.conftest import git, make_repo
 from tilth.agent.seed_tests import run_gate
 from tilth.project_env import ProjectEnv
@@ -93,7 +93,8 @@ def _gate(repo: Path, sha: str, env: ProjectEnv, *, sandboxed: bool = False) -> 
     sandbox = None
     if sandboxed:
         require_sandbox()
-        sandbox = make_sandbox(repo, readable=[*env.readable_paths(), Path(sys.prefix)])
+        readable = [*env.readable_paths(), Path(sys.prefix), Path(sys.base_prefix)]
+        sandbox = make_sandbox(repo, readable=readable, backend=BACKENDS[0])
     gate = run_gate(repo, ["T-001"], environment=env, timeout=60, seed_sha=sha, sandbox=sandbox)
     return gate.passed, gate.report()
 

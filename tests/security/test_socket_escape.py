@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from security.conftest import require_sandbox
+from security.conftest import require_backend
 from tilth.config import load_settings
 from tilth.tools import ToolBox
 from tilth.tools.sandbox import make_sandbox, sandbox_for
@@ -31,7 +31,7 @@ CONNECT = (
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[tuple[Path, list[bytes]]]:
     """A unix socket listening in a directory the sandbox shows read-only."""
-    require_sandbox()
+    require_backend("bwrap")  # Landlock cannot refuse connect(): docs/security.md
     shown = tmp_path / "src"
     shown.mkdir()
     path = shown / "svc.sock"
@@ -75,7 +75,7 @@ def test_a_service_socket_outside_is_not_reachable(
 
 
 def test_the_workers_own_sockets_still_work(tmp_path: Path) -> None:
-    require_sandbox()
+    require_backend("bwrap")  # Landlock cannot refuse connect(): docs/security.md
     work = tmp_path / "ws"
     work.mkdir()
     box = ToolBox(work, sandbox=make_sandbox(work), bash_timeout=20)
@@ -91,7 +91,7 @@ def test_the_users_runtime_directory_is_hidden(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``$XDG_RUNTIME_DIR`` holds sockets made after a command starts (a bus, an agent)."""
-    require_sandbox()
+    require_backend("bwrap")  # Landlock cannot refuse connect(): docs/security.md
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tilth.errors import ToolError
 from tilth.tools import ToolBox
 
 SECRET = "TOP-SECRET-OUTSIDE"
@@ -116,3 +117,63 @@ def test_search_skips_tool_and_vcs_directories(tmp_path: Path) -> None:
     box = ToolBox(tmp_path)
     assert box.dispatch("glob", {"pattern": "**/hit.txt"}).result == "src/hit.txt"
     assert box.dispatch("grep", {"pattern": "needle"}).result == "src/hit.txt:1: needle"
+
+
+# ---- without a sandbox: hard links and paths swapped after the check --------------------------
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("read_file", {"path": "linked.txt"}),
+        ("write_file", {"path": "linked.txt", "content": "overwritten"}),
+        ("edit_file", {"path": "linked.txt", "old_string": "TOP", "new_string": "x"}),
+    ],
+)
+def test_a_hard_link_to_a_file_outside_is_refused(
+    layout: Path, tool: str, args: dict[str, str]
+) -> None:
+    outside = layout.parent / "outside" / "secret.txt"
+    os.link(outside, layout / "linked.txt")
+    outcome = ToolBox(layout).dispatch(tool, args)
+    assert outcome.is_error and "hard link" in outcome.result
+    assert SECRET not in outcome.result
+    assert outside.read_text() == f"{SECRET}\n"
+
+
+def test_search_leaves_hard_links_out(layout: Path) -> None:
+    os.link(layout.parent / "outside" / "secret.txt", layout / "linked.txt")
+    box = ToolBox(layout)
+    assert "linked.txt" not in box.dispatch("glob", {"pattern": "*"}).result
+    assert SECRET not in box.dispatch("grep", {"pattern": "SECRET"}).result
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_a_directory_swapped_for_a_link_after_the_check_is_refused(layout: Path, mode: str) -> None:
+    """resolve() saw a real directory; by the time the file is opened it is a link out."""
+    box = ToolBox(layout)
+    (layout / "d").mkdir()
+    (layout / "d" / "secret.txt").write_text("inside\n")
+    checked = box.workspace.resolve("d/secret.txt")
+    (layout / "d" / "secret.txt").unlink()
+    (layout / "d").rmdir()
+    os.symlink(layout.parent / "outside", layout / "d")
+    flags = os.O_RDONLY if mode == "read" else os.O_WRONLY
+    with pytest.raises(ToolError, match="path escapes the workspace"):
+        box.workspace.open(checked, flags, create=mode == "write")
+    assert (layout.parent / "outside" / "secret.txt").read_text() == f"{SECRET}\n"
+
+
+def test_a_file_swapped_for_a_link_after_the_check_is_refused(layout: Path) -> None:
+    box = ToolBox(layout)
+    (layout / "f.txt").write_text("inside\n")
+    checked = box.workspace.resolve("f.txt")
+    (layout / "f.txt").unlink()
+    os.symlink(layout.parent / "outside" / "secret.txt", layout / "f.txt")
+    with pytest.raises(ToolError, match="path escapes the workspace"):
+        box.workspace.open(checked, os.O_WRONLY, create=True)
+    assert (layout.parent / "outside" / "secret.txt").read_text() == f"{SECRET}\n"
+
+
+def test_devices_and_pipes_are_not_files(layout: Path) -> None:
+    os.mkfifo(layout / "pipe")
+    outcome = ToolBox(layout).dispatch("read_file", {"path": "pipe"})
+    assert outcome.is_error and "not a regular file" in outcome.result

@@ -1,23 +1,28 @@
-"""``bash`` inside the bubblewrap sandbox: one writable directory, hidden state, no escape."""
+"""``bash`` inside the sandbox, each backend: one writable directory, hidden state, no escape."""
 
 from __future__ import annotations
 
 import os
+import socket
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from security.conftest import require_sandbox
+from security.conftest import BACKENDS, require_backend
 
 from tilth.config import load_settings
-from tilth.tools import ToolBox
+from tilth.tools import ToolBox, landlock
 from tilth.tools.sandbox import SandboxUnavailable, make_sandbox, sandbox_for, sandbox_status
 
+DENIED = ("Read-only file system", "Permission denied", "No such file")
+"""How each backend says no: bubblewrap hides or mounts read-only, Landlock refuses."""
 
-@pytest.fixture
-def world(tmp_path: Path) -> dict[str, Path]:
+
+@pytest.fixture(params=BACKENDS)
+def world(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Path]:
     """A home with a session dir holding the workspace, and a source repo with a .git dir."""
-    require_sandbox()
+    require_backend(str(request.param))
     home = tmp_path / "home"
     session = home / "sessions" / "s1"
     ws = session / "workspace"
@@ -28,15 +33,22 @@ def world(tmp_path: Path) -> dict[str, Path]:
     (source / ".git").mkdir(parents=True)
     (source / ".git" / "config").write_text("[core]\n")
     (source / "venv-marker.txt").write_text("project env\n")
-    return {"home": home, "session": session, "ws": ws, "source": source}
+    return {
+        "home": home,
+        "session": session,
+        "ws": ws,
+        "source": source,
+        "backend": Path(str(request.param)),
+    }
 
 
 def _box(world: dict[str, Path], *, network: bool = True, timeout: float = 20) -> ToolBox:
     sandbox = make_sandbox(
         world["ws"],
         hidden=[world["home"], world["session"]],
-        readable=[world["source"], world["source"] / ".git"],
+        readable=[world["source"], world["source"] / ".git", Path(sys.prefix)],
         network=network,
+        backend=str(world["backend"]),
     )
     return ToolBox(world["ws"], sandbox=sandbox, bash_timeout=timeout)
 
@@ -48,14 +60,15 @@ def _run(box: ToolBox, command: str) -> str:
 def test_the_workspace_is_writable_and_nothing_else(world: dict[str, Path]) -> None:
     box = _run(_box(world), "echo made > made.txt && cat made.txt; touch /etc/x 2>&1; pwd")
     assert "made\n" in box
-    assert "Read-only file system" in box
+    assert "Read-only file system" in box or "Permission denied" in box
     assert (world["ws"] / "made.txt").read_text() == "made\n"
+    assert not Path("/etc/x").exists()
     assert str(world["ws"].resolve()) in box
 
 
 def test_session_state_and_tilth_home_are_invisible(world: dict[str, Path]) -> None:
     out = _run(_box(world), "cat ../prd.json; ls -a ..; cat " + str(world["home"] / ".env"))
-    assert "No such file" in out
+    assert "No such file" in out or "Permission denied" in out
     assert "T-001" not in out and "sk-hidden-in-home" not in out
     assert (world["session"] / "prd.json").read_text().startswith("[")
 
@@ -69,6 +82,8 @@ def test_the_source_git_dir_is_read_only_but_readable(world: dict[str, Path]) ->
 
 
 def test_tmp_is_private(world: dict[str, Path], tmp_path: Path) -> None:
+    if str(world["backend"]) == "landlock":
+        return _landlock_tmp_is_private(world)
     host = Path("/tmp") / f"tilth-host-{os.getpid()}.txt"
     made = Path("/tmp") / f"tilth-made-in-sandbox-{os.getpid()}.txt"
     host.write_text("host tmp\n")
@@ -81,9 +96,30 @@ def test_tmp_is_private(world: dict[str, Path], tmp_path: Path) -> None:
     assert not made.exists()  # ...and gone with the command
 
 
+def _landlock_tmp_is_private(world: dict[str, Path]) -> None:
+    """Landlock: /tmp unreadable; TMPDIR (and HOME) a fresh directory, removed after the call."""
+    host = Path("/tmp") / f"tilth-host-{os.getpid()}.txt"
+    host.write_text("host tmp\n")
+    try:
+        out = _run(
+            _box(world),
+            f'cat {host}; echo inside > "$TMPDIR/x"; cat "$TMPDIR/x"; '
+            'echo "tmp=$TMPDIR home=$HOME"',
+        )
+    finally:
+        host.unlink()
+    assert "host tmp" not in out and "Permission denied" in out
+    assert "inside" in out
+    tmp = out.split("tmp=")[1].split()[0]
+    assert tmp.startswith("/") and f"home={tmp}" in out
+    assert not Path(tmp).exists()  # gone with the command
+
+
 def test_own_pid_namespace_hides_the_parent_environment(
     world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if str(world["backend"]) == "landlock":
+        return _landlock_refuses_the_parents_proc(world)
     monkeypatch.setenv("TILTH_API_KEY", "sk-parent-key-123456")
     out = _run(
         _box(world),
@@ -93,6 +129,20 @@ def test_own_pid_namespace_hides_the_parent_environment(
     assert "ppid=1" in out
     assert "sk-parent-key" not in out and "654321-yek-tnerap-ks" not in out
     assert str(os.getpid()) not in out.split("[exit")[0].splitlines()[0]
+
+
+def _landlock_refuses_the_parents_proc(world: dict[str, Path]) -> None:
+    """Landlock: no capability left (root included), so no ``/proc/<outside>/environ``."""
+    out = _run(
+        _box(world),
+        f"grep -E '^Cap(Eff|Bnd)' /proc/self/status; cat /proc/$PPID/environ; "
+        f"cat /proc/{os.getpid()}/environ; cat /proc/{os.getpid()}/mem; kill -0 {os.getpid()}",
+    )
+    assert out.count("0000000000000000") == 2, out
+    assert out.count("Permission denied") >= 3, out
+    if landlock.abi_version() >= 6:
+        assert "Operation not permitted" in out  # signals scoped
+    assert "TILTH" not in out and "PATH=" not in out
 
 
 def test_timeout_kills_everything_in_the_sandbox(world: dict[str, Path]) -> None:
@@ -119,11 +169,26 @@ def _sleepers(marker: str) -> list[str]:
 
 
 def test_network_off_cuts_it(world: dict[str, Path]) -> None:
-    out = _run(_box(world, network=False), "cat /proc/net/dev | wc -l; ls /sys/class/net")
-    assert out.split("\n")[0].strip() == "3"  # header lines + loopback only
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    try:
+        connect = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>&1 && echo CONNECTED"
+        cut = _run(_box(world, network=False), connect)
+        kept = _run(_box(world, network=True), connect)
+    finally:
+        listener.close()
+    assert "CONNECTED" not in cut and "CONNECTED" in kept
+    if str(world["backend"]) == "bwrap":
+        out = _run(_box(world, network=False), "cat /proc/net/dev | wc -l; ls /sys/class/net")
+        assert out.split("\n")[0].strip() == "3"  # header lines + loopback only
 
 
-def test_settings_choose_the_sandbox(tmp_path: Path, world: dict[str, Path]) -> None:
+def test_settings_choose_the_sandbox(tmp_path: Path) -> None:
+    require_backend("bwrap")
+    require_backend("landlock")
+    world = {"home": tmp_path / "home", "ws": tmp_path / "ws", "session": tmp_path / "s"}
+    world["ws"].mkdir()
+    world["source"] = tmp_path / "src"
     env = {"TILTH_HOME": str(world["home"])}
     assert sandbox_for(load_settings({**env, "TILTH_SANDBOX": "off"}), world["ws"]) is None
     auto = sandbox_for(
@@ -136,21 +201,27 @@ def test_settings_choose_the_sandbox(tmp_path: Path, world: dict[str, Path]) -> 
     assert not sandbox_for(off, world["ws"]).network  # type: ignore[union-attr]
     usable, detail = sandbox_status(load_settings(env))
     assert usable and "bubblewrap" in detail
+    chosen = sandbox_for(load_settings({**env, "TILTH_SANDBOX": "landlock"}), world["ws"])
+    assert chosen is not None and chosen.backend == "landlock" and chosen.abi >= 1
 
 
-def test_chat_style_directory_keeps_its_git_read_only(tmp_path: Path) -> None:
-    require_sandbox()
+def test_chat_style_directory_keeps_its_git_read_only(tmp_path: Path, backend: str) -> None:
     work = tmp_path / "dir"
     (work / ".git").mkdir(parents=True)
     (work / ".git" / "config").write_text("[core]\n")
-    box = ToolBox(work, sandbox=make_sandbox(work))
-    out = _run(box, "echo a > a.txt; echo x >> .git/config; rm -rf .git; echo rc=$?")
+    (work / "src").mkdir()
+    (work / "a.txt").write_text("old\n")
+    box = ToolBox(work, sandbox=make_sandbox(work, backend=backend))
+    out = _run(
+        box, "echo a > a.txt; echo b > src/b.txt; echo x >> .git/config; rm -rf .git; echo rc=$?"
+    )
     assert "rc=1" in out
     assert (work / "a.txt").read_text() == "a\n"
+    assert (work / "src" / "b.txt").read_text() == "b\n"
     assert (work / ".git" / "config").read_text() == "[core]\n"
 
 
-def test_required_without_bubblewrap_refuses(
+def test_required_without_bubblewrap_takes_landlock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = tmp_path / "bin"
@@ -158,34 +229,54 @@ def test_required_without_bubblewrap_refuses(
     (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: no user namespaces here' >&2\nexit 1\n")
     (fake / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    require_backend("landlock")
     settings = load_settings({"TILTH_HOME": str(tmp_path), "TILTH_SANDBOX": "required"})
     usable, detail = sandbox_status(settings)
-    assert not usable and "no user namespaces here" in detail
-    with pytest.raises(SandboxUnavailable, match="TILTH_SANDBOX=required"):
-        sandbox_for(settings, tmp_path)
-    auto = load_settings({"TILTH_HOME": str(tmp_path)})
-    assert sandbox_for(auto, tmp_path) is None
+    assert usable and detail.startswith("Landlock ABI")
+    # Landlock takes over where bubblewrap cannot start; naming bubblewrap refuses.
+    auto = sandbox_for(load_settings({"TILTH_HOME": str(tmp_path)}), tmp_path)
+    assert auto is not None and auto.backend == "landlock"
+    named = load_settings({"TILTH_HOME": str(tmp_path), "TILTH_SANDBOX": "bwrap"})
+    with pytest.raises(SandboxUnavailable, match="TILTH_SANDBOX=bwrap"):
+        sandbox_for(named, tmp_path)
 
 
 def test_bad_settings_are_one_line_errors() -> None:
     from tilth.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="TILTH_SANDBOX must be one of auto, required, off"):
+    with pytest.raises(
+        ConfigError, match="TILTH_SANDBOX must be one of auto, bwrap, landlock, required, off"
+    ):
         load_settings({"TILTH_HOME": "/tmp/x", "TILTH_SANDBOX": "maybe"})
     with pytest.raises(ConfigError, match="TILTH_SANDBOX_NETWORK must be one of on, off"):
         load_settings({"TILTH_HOME": "/tmp/x", "TILTH_SANDBOX_NETWORK": "yes"})
 
 
-def test_state_inside_the_writable_directory_stays_hidden(tmp_path: Path) -> None:
+def test_state_inside_the_writable_directory_stays_hidden(tmp_path: Path, backend: str) -> None:
     """``tilth chat ~`` with TILTH_HOME=~/.tilth: the home is inside the writable DIR."""
-    require_sandbox()
     work = tmp_path / "me"
     home = work / ".tilth"
     (home / "sessions").mkdir(parents=True)
     (home / ".env").write_text("TILTH_API_KEY=sk-inside-dir\n")
     venv = work / ".venv"
     (venv / "bin").mkdir(parents=True)
-    box = ToolBox(work, sandbox=make_sandbox(work, hidden=[home], readable=[venv]))
+    sandbox = make_sandbox(work, hidden=[home], readable=[venv], backend=backend)
+    box = ToolBox(work, sandbox=sandbox)
     out = _run(box, "cat .tilth/.env; ls -a .tilth; touch .venv/bin/new && echo venv-writable")
-    assert "sk-inside-dir" not in out and "No such file" in out
+    assert "sk-inside-dir" not in out
+    assert "No such file" in out or "Permission denied" in out
     assert "venv-writable" in out and (venv / "bin" / "new").exists()
+
+
+def test_the_worktree_git_file_cannot_be_repointed(tmp_path: Path, backend: str) -> None:
+    """A worktree's ``.git`` names the repository Tilth commits to: read-only (bubblewrap)
+    or put back after the call (Landlock)."""
+    work = tmp_path / "wt"
+    work.mkdir()
+    pointer = "gitdir: /somewhere/.git/worktrees/wt\n"
+    (work / ".git").write_text(pointer)
+    box = ToolBox(work, sandbox=make_sandbox(work, backend=backend))
+    _run(box, "echo 'gitdir: /tmp/evil' > .git; rm -f .git; echo 'gitdir: /tmp/evil' > .git")
+    assert (work / ".git").read_text() == pointer
+    _run(box, "rm -f .git && mkdir .git && echo '[core]' > .git/config")
+    assert (work / ".git").is_file() and (work / ".git").read_text() == pointer

@@ -36,6 +36,7 @@ from tilth.agent.seed_copies import (
 )
 from tilth.proc import scrubbed_env
 from tilth.project_env import ProjectEnv
+from tilth.tools.launcher import CONTAINED, Launcher
 from tilth.tools.pipes import remove_named_pipes
 from tilth.tools.sandbox import Sandbox
 
@@ -131,10 +132,12 @@ def _output_paths(text: str, worktree: Path, *others: Path) -> str:
 
 def _confined(
     cmd: list[str], sandbox: Sandbox | None, *readable: Path, scratch: tuple[Path, ...] = ()
-) -> list[str]:
+) -> tuple[list[str], Launcher]:
+    """The command as the sandbox runs it, and how it starts (contained even without one)."""
     if sandbox is None:
-        return cmd
-    return replace(sandbox, readable=(*sandbox.readable, *readable), scratch=scratch).wrap(cmd)
+        return cmd, CONTAINED
+    confined = replace(sandbox, readable=(*sandbox.readable, *readable), scratch=scratch)
+    return confined.wrap(cmd), confined.launcher()
 
 
 def run_pytest(
@@ -185,7 +188,7 @@ def run_pytest(
             )
         run = environment.pytest_invocation(args, options, launcher)
         argv = ["/bin/sh", "-c", run.args] if isinstance(run.args, str) else run.args
-        cmd = _confined(argv, sandbox, *others, scratch=(scratch,) if scratch else ())
+        cmd, launch = _confined(argv, sandbox, *others, scratch=(scratch,) if scratch else ())
         # Through the launcher, never PYTHONPATH: a worktree directory importable at start-up
         # would let a file the worker left there (``pytest.py``, ``sitecustomize.py``) run
         # before pytest. A TILTH_TEST_COMMAND has no launcher, and gets them on PYTHONPATH.
@@ -193,7 +196,7 @@ def run_pytest(
         if scratch is None and configured:
             rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
             env["PYTHONPATH"] = os.pathsep.join([*map(str, configured), *rest])
-        result = proc.run_capped(cmd, cwd=worktree, timeout=timeout, env=env)
+        result = proc.run_capped(cmd, cwd=worktree, timeout=timeout, env=env, launch=launch)
         output = _output(result, worktree, *others)
         missing = (
             shortfall(scratch, result.returncode) if scratch and result.returncode == 0 else None
@@ -217,9 +220,9 @@ def run_lint(
     sandbox: Sandbox | None = None,
 ) -> Check:
     """The configured lint command (a shell line) in the worktree, in the project's env."""
-    cmd = _confined(["/bin/sh", "-c", command], sandbox)
+    cmd, launch = _confined(["/bin/sh", "-c", command], sandbox)
     env = child_env(secrets, environment)
-    result = proc.run_capped(cmd, cwd=worktree, timeout=timeout, env=env)
+    result = proc.run_capped(cmd, cwd=worktree, timeout=timeout, env=env, launch=launch)
     output = _output(result, worktree)
     if result.timed_out:
         return Check("lint", False, f"timed out after {timeout:.0f}s: {command}\n{output}", command)

@@ -23,24 +23,31 @@ READ_BYTES = 10_000_000
 can be any size); ``edit_file`` refuses bigger files."""
 
 
-def _read_text(path: Path, shown: str) -> tuple[str, int]:
+def _read_text(workspace: Workspace, path: Path) -> tuple[str, int]:
     """The text of (the first ``READ_BYTES`` of) the file, and its size in bytes."""
-    if not path.exists():
-        raise ToolError(f"no such file: {shown}")
-    if not path.is_file():
-        raise ToolError(f"not a file: {shown} (use glob to list a directory)")
-    with open(path, "rb") as handle:
+    fd = workspace.open(path)
+    with open(fd, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         data = handle.read(READ_BYTES)
     if b"\x00" in data[:8192]:
-        raise ToolError(f"{shown} looks like a binary file ({size} bytes); not shown")
+        raise ToolError(
+            f"{workspace.relative(path)} looks like a binary file ({size} bytes); not shown"
+        )
     return data.decode("utf-8", errors="replace"), size
+
+
+def _write_text(workspace: Workspace, path: Path, text: str) -> None:
+    """Replace the file's content, through a descriptor checked to lie inside."""
+    fd = workspace.open(path, os.O_WRONLY, create=True)
+    with open(fd, "wb") as handle:
+        handle.truncate(0)
+        handle.write(text.encode("utf-8"))
 
 
 def read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     """The file's text, capped at ``READ_CAP`` characters."""
     path = ctx.workspace.resolve(args["path"])
-    text, size = _read_text(path, ctx.workspace.relative(path))
+    text, size = _read_text(ctx.workspace, path)
     if size > READ_BYTES:
         return text[:READ_CAP] + f"\n... [truncated: the file is {size} bytes]"
     if len(text) > READ_CAP:
@@ -60,8 +67,7 @@ def write_file(ctx: ToolContext, args: dict[str, Any]) -> str:
         )
     if path.is_dir():
         raise ToolError(f"{shown} is a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
+    _write_text(ctx.workspace, path, content)
     return f"wrote {len(content)} chars to {shown}"
 
 
@@ -75,7 +81,7 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> str:
         raise ToolError("'old_string' must not be empty; use write_file to create a file")
     if old == new:
         raise ToolError("'old_string' and 'new_string' are identical; nothing would change")
-    text, size = _read_text(path, shown)
+    text, size = _read_text(ctx.workspace, path)
     if size > READ_BYTES:
         raise ToolError(
             f"{shown} is {size} bytes, too large for edit_file (the limit is {READ_BYTES}); "
@@ -92,7 +98,7 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> str:
             f"old_string matches {count} places in {shown}; include more surrounding lines "
             "so it matches exactly one"
         )
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    _write_text(ctx.workspace, path, text.replace(old, new, 1))
     return f"edited {shown} (-{len(old)} +{len(new)} chars)"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -42,6 +43,66 @@ class Workspace:
             )
         return resolved
 
+    def open(self, path: Path, flags: int = os.O_RDONLY, *, create: bool = False) -> int:
+        """A descriptor of ``path`` (resolved, inside the root) opened without following
+        any link on the way, so a path swapped for a link after ``resolve`` fails here.
+
+        Refuses what is not a regular file and a file with other hard links (its other
+        names may lie outside). ``create`` makes missing directories and the file.
+        """
+        rel = path.relative_to(self.root).parts
+        if not rel:
+            raise ToolError(f"{self.relative(path)} is a directory")
+        shown = self.relative(path)
+        walk = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.root, walk)
+        try:
+            for part in rel[:-1]:
+                if create:
+                    try:
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                try:
+                    inner = os.open(part, walk, dir_fd=fd)
+                except OSError as exc:
+                    raise _moved(shown, exc, part, fd) from None
+                os.close(fd)
+                fd = inner
+            extra = os.O_CREAT if create else 0
+            last = flags | extra | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            try:
+                opened = os.open(rel[-1], last, 0o666, dir_fd=fd)
+            except FileNotFoundError:
+                raise ToolError(f"no such file: {shown}") from None
+            except IsADirectoryError:
+                raise ToolError(f"{shown} is a directory") from None
+            except OSError as exc:
+                raise _moved(shown, exc, rel[-1], fd) from None
+        finally:
+            os.close(fd)
+        try:
+            self._check_opened(opened, shown)
+        except BaseException:
+            os.close(opened)
+            raise
+        return opened
+
+    def _check_opened(self, fd: int, shown: str) -> None:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"not a file: {shown} (use glob to list a directory)")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"not a regular file: {shown} (a device, pipe or socket)")
+        if info.st_nlink > 1:
+            raise ToolError(
+                f"refusing {shown}: it is a hard link ({info.st_nlink} names), and another "
+                "name may lie outside the workspace; copy it instead"
+            )
+        real = Path(os.readlink(f"/proc/self/fd/{fd}")) if os.path.isdir("/proc/self/fd") else None
+        if real is not None and not real.is_relative_to(self.root):
+            raise ToolError(f"path escapes the workspace: {shown} (it is really {real})")
+
     def relative(self, path: Path) -> str:
         """``path`` as shown to the model: relative to the root, POSIX separators."""
         try:
@@ -61,7 +122,7 @@ class Workspace:
         """Every regular file under the root as ``(relative posix path, path)``, sorted.
 
         Skips ``SKIP_DIRS``, never descends into directory links, and leaves out
-        file links whose target is outside the root.
+        file links whose target is outside the root and files with other hard links.
         """
         for current, dirs, names in os.walk(self.root, followlinks=False):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
@@ -70,8 +131,12 @@ class Workspace:
                 path = base / name
                 if path.is_symlink() and not self.contains(path):
                     continue
-                if not path.is_file():
+                try:
+                    info = path.stat()
+                except OSError:
                     continue
+                if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                    continue  # a hard link's other name may lie outside: never listed
                 yield path.relative_to(self.root).as_posix(), path
 
     def pattern(self, raw: object, *, field: str = "pattern") -> Glob:
@@ -90,6 +155,21 @@ class Workspace:
         if ".." in parts:
             raise ToolError(f"path escapes the workspace: {raw} ('..' is not allowed in patterns)")
         return compile_glob("/".join(p for p in parts if p != ".") or "*")
+
+
+def _moved(shown: str, exc: OSError, name: str, dir_fd: int) -> Exception:
+    """A component of the path turned into a link after it was checked: an escape;
+    any other failure is the filesystem's own error."""
+    try:
+        link = stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        link = False
+    if not link:
+        return exc
+    return ToolError(
+        f"path escapes the workspace: {shown} (a part of it became a link after it was "
+        f"checked: {exc.strerror})"
+    )
 
 
 class Glob:

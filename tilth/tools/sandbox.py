@@ -1,6 +1,6 @@
-"""The worker's ``bash`` inside a bubblewrap sandbox (Linux).
+"""The worker's ``bash`` inside a sandbox (Linux): bubblewrap, else Landlock.
 
-A ``Sandbox`` turns the command's argv into a ``bwrap`` argv: the whole filesystem
+With bubblewrap, a ``Sandbox`` turns the command's argv into a ``bwrap`` argv: the whole filesystem
 read-only, one directory writable (the worktree, or ``tilth chat``'s DIR), the
 session directory and ``$TILTH_HOME`` invisible (an empty tmpfs over each), a
 private ``/tmp``, its own PID namespace with a fresh ``/proc`` (no parent
@@ -9,8 +9,13 @@ private ``/tmp``, its own PID namespace with a fresh ``/proc`` (no parent
 its parent. The environment is whatever the caller passes to ``Popen`` — the
 ``bash`` tool's scrubbed one — so the sandbox adds no secret and removes none.
 
-``sandbox_status`` probes once per process whether bubblewrap works here;
-``sandbox_for`` applies ``TILTH_SANDBOX=auto|required|off`` to that answer.
+With Landlock (``backend="landlock"``: no package, no user namespace) the command
+starts through ``launcher()``: capabilities dropped, ``no_new_privs``, a Landlock
+ruleset (``tilth.tools.sandbox_landlock``) and a private ``TMPDIR``; the same places are
+writable, readable and hidden, with the home directory and ``/tmp`` unreadable besides.
+
+``sandbox_status`` probes once per process which backend works here; ``sandbox_for``
+applies ``TILTH_SANDBOX=auto|bwrap|landlock|required|off`` to that answer.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from pathlib import Path
 
 from tilth.config import Settings
 from tilth.errors import ConfigError
+from tilth.tools import sandbox_landlock
+from tilth.tools.launcher import CONTAINED, Launcher
 
 PROBE_TIMEOUT = 15.0
 INSTALL_HINT = (
@@ -37,7 +44,7 @@ _probed: dict[str, tuple[bool, str]] = {}
 
 
 class SandboxUnavailable(ConfigError):
-    """``TILTH_SANDBOX=required`` but bubblewrap cannot make a sandbox on this machine."""
+    """``TILTH_SANDBOX=required`` (or a named backend) but none it accepts works here."""
 
 
 def _real(path: Path) -> Path:
@@ -66,6 +73,27 @@ class Sandbox:
     scratch: tuple[Path, ...] = ()
     """Private directories outside the writable one the command may also write (the gate's
     report), each bound at its own path."""
+    backend: str = "bwrap"
+    """``bwrap`` (``wrap`` gives the bubblewrap argv) or ``landlock`` (``launcher`` confines)."""
+    abi: int = 0
+    """The kernel's Landlock ABI (``landlock`` only)."""
+
+    def launcher(self) -> Launcher:
+        """How the wrapped command starts: contained always, confined with Landlock."""
+        if self.backend != "landlock":
+            return CONTAINED  # bubblewrap's PID namespace ends the rest with the call
+        pointer = self.writable / ".git"
+        ruleset = sandbox_landlock.ruleset(
+            writable=self.writable,
+            readable=self.readable,
+            hidden=self.hidden,
+            protected=self.protected(),
+            scratch=self.scratch,
+            network=self.network,
+            abi=self.abi,
+        )
+        keep = (pointer,) if pointer.is_file() and not pointer.is_symlink() else ()
+        return Launcher(ruleset, private_tmp=True, keep=keep)
 
     def protected(self) -> list[Path]:
         """Paths inside the writable directory that stay read-only: its ``.git``, and
@@ -76,7 +104,10 @@ class Sandbox:
         return [p for p in paths if _inside(p, self.writable) and p.exists()]
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` run inside the sandbox, its working directory the writable root."""
+        """``argv`` run inside the sandbox, its working directory the writable root
+        (Landlock: ``argv`` itself; ``launcher()`` confines it)."""
+        if self.backend == "landlock":
+            return list(argv)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
         args += ["--unshare-pid", "--unshare-ipc", "--proc", "/proc", "--tmpfs", "/tmp"]
         for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):
@@ -147,8 +178,10 @@ def make_sandbox(
     readable: Iterable[Path] = (),
     network: bool = True,
     read_only: Iterable[Path] = (),
+    backend: str = "bwrap",
 ) -> Sandbox:
-    """A ``Sandbox`` with every path resolved (bubblewrap mounts real paths, not symlinks)."""
+    """A ``Sandbox`` with every path resolved (bubblewrap mounts real paths, not symlinks;
+    Landlock rules hold real places)."""
     bwrap = shutil.which("bwrap") or "bwrap"
     return Sandbox(
         _real(writable),
@@ -157,6 +190,8 @@ def make_sandbox(
         network,
         bwrap,
         tuple(_real(p) for p in read_only),
+        backend=backend,
+        abi=sandbox_landlock.probe(network)[2] if backend == "landlock" else 0,
     )
 
 
@@ -195,13 +230,45 @@ def probe(bwrap: str | None = None) -> tuple[bool, str]:
     return result
 
 
+def choose_backend(settings: Settings) -> tuple[str | None, str]:
+    """``(backend, detail)`` under ``TILTH_SANDBOX``: ``bwrap``, ``landlock``, or None and why.
+
+    ``auto`` and ``required`` take bubblewrap where it can make a sandbox, else Landlock;
+    ``bwrap`` and ``landlock`` take only that one. Each backend is probed once per process.
+    """
+    mode = settings.sandbox
+    if mode == "off":
+        return None, "off (TILTH_SANDBOX=off): the worker's bash runs unsandboxed"
+    reasons: list[str] = []
+    if mode in ("auto", "required", "bwrap"):
+        usable, detail = probe()
+        if usable:
+            network = "network on" if settings.sandbox_network else "network off"
+            return "bwrap", f"bubblewrap: {detail}, {network}"
+        reasons.append(detail)
+    if mode in ("auto", "required", "landlock"):
+        usable, detail, _ = sandbox_landlock.probe(settings.sandbox_network)
+        if usable:
+            return "landlock", detail
+        reasons.append(detail)
+    return None, "; ".join(reasons)
+
+
 def sandbox_status(settings: Settings) -> tuple[bool, str]:
     """``(usable, detail)``: will the worker's ``bash`` run sandboxed under these settings?"""
-    if settings.sandbox == "off":
-        return False, "off (TILTH_SANDBOX=off): the worker's bash runs unsandboxed"
-    usable, detail = probe()
-    network = "network on" if settings.sandbox_network else "network off"
-    return (True, f"{detail}, {network}") if usable else (False, detail)
+    backend, detail = choose_backend(settings)
+    return backend is not None, detail
+
+
+def sandbox_limits(settings: Settings) -> list[str]:
+    """The promises the chosen sandbox cannot hold on this kernel (Landlock below ABI 6)."""
+    backend, _ = choose_backend(settings)
+    if backend != "landlock":
+        return []
+    abi = sandbox_landlock.probe(settings.sandbox_network)[2]
+    from tilth.tools.landlock import promises
+
+    return [m for m in promises(abi, settings.sandbox_network)[1] if "ABI" in m]
 
 
 def unsandboxed_warning(detail: str) -> str:
@@ -233,16 +300,16 @@ def sandbox_for(
 
     ``session_dir`` (hidden) and ``source`` (its ``.git`` and files shown read-only)
     are optional: ``tilth chat`` has neither. ``read_only`` are paths inside ``writable``
-    kept read-only. ``required`` raises ``SandboxUnavailable`` when bubblewrap cannot be
-    used; ``auto`` returns None and the caller warns.
+    kept read-only. ``required``, ``bwrap`` and ``landlock`` raise ``SandboxUnavailable``
+    when no backend they accept works here; ``auto`` returns None and the caller warns.
     """
     if settings.sandbox == "off":
         return None
-    usable, detail = sandbox_status(settings)
-    if not usable:
-        if settings.sandbox == "required":
+    backend, detail = choose_backend(settings)
+    if backend is None:
+        if settings.sandbox != "auto":
             raise SandboxUnavailable(
-                f"TILTH_SANDBOX=required but the sandbox is unavailable: {detail}",
+                f"TILTH_SANDBOX={settings.sandbox} but the sandbox is unavailable: {detail}",
                 hint=f"{INSTALL_HINT}, or set TILTH_SANDBOX=auto to run unsandboxed",
             )
         return None
@@ -251,6 +318,8 @@ def sandbox_for(
         hidden.append(session_dir)
     # Tilth's own interpreter may run the gate; it stays reachable wherever it is installed.
     shown = [*readable, Path(sys.prefix)]
+    if backend == "landlock":
+        shown.append(Path(sys.base_prefix))  # bubblewrap shows it with the whole system
     if source is not None:
         shown += [source, source / ".git"]
     return make_sandbox(
@@ -259,4 +328,5 @@ def sandbox_for(
         readable=shown,
         network=settings.sandbox_network,
         read_only=read_only,
+        backend=backend,
     )

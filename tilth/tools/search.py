@@ -39,15 +39,21 @@ short line, and Python's regular expressions cannot be interrupted: the matching
 a child process that is killed at this limit."""
 
 _MATCHER = """
-import json, re, sys
+import json, os, re, stat, sys
 job = json.load(sys.stdin)
-regex, hits = re.compile(job["pattern"]), []
+regex, hits, root = re.compile(job["pattern"]), [], job["root"].rstrip("/") + "/"
 for rel, path in job["files"]:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         continue
+    with open(fd, "rb") as handle:
+        # Checked on the open file: a name swapped for a link or a hard link is skipped.
+        info = os.fstat(fd)
+        real = os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else root
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1 or not real.startswith(root):
+            continue
+        data = handle.read()
     if b"\\0" in data[:8192]:
         continue
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
@@ -93,7 +99,13 @@ def grep(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 def _match(pattern: str, files: list[tuple[str, str]], cwd: Path) -> list[str]:
     """The matching lines, found by a child process (see ``GREP_SECONDS``)."""
-    job = {"pattern": pattern, "files": files, "cap": RESULT_CAP, "line_cap": LINE_CAP}
+    job = {
+        "pattern": pattern,
+        "files": files,
+        "cap": RESULT_CAP,
+        "line_cap": LINE_CAP,
+        "root": str(cwd),
+    }
     # -I -S: the standard library only, nothing from the workspace or site-packages.
     result = proc.run(
         [sys.executable, "-I", "-S", "-c", _MATCHER],

@@ -12,6 +12,7 @@ from typing import Any
 from tilth.errors import ToolError
 from tilth.proc import run_into, scrubbed_env
 from tilth.tools.base import Param, Tool, ToolContext
+from tilth.tools.launcher import CONTAINED
 from tilth.tools.pipes import removal_note, remove_named_pipes
 
 OUTPUT_CAP = 8_000
@@ -60,8 +61,9 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
     if ctx.environment is not None:
         env = ctx.environment.activate(env)
     argv = ["/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh", "-c", command]
+    launch = CONTAINED  # with or without a sandbox, nothing started outlives the call
     if ctx.sandbox is not None:
-        argv = ctx.sandbox.wrap(argv)
+        argv, launch = ctx.sandbox.wrap(argv), ctx.sandbox.launcher()
     with tempfile.TemporaryFile() as out:
         code, timed_out = run_into(
             argv,
@@ -70,6 +72,7 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
             cwd=ctx.workspace.root,
             timeout=ctx.bash_timeout,
             env=env,
+            launch=launch,
         )
         text = _redact(_read_capped(out), ctx.secrets)
     text = cap_output(text)

@@ -1,0 +1,81 @@
+"""Nothing a tool call starts outlives it, with or without a sandbox, whatever it tries."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from security.conftest import BACKENDS, require_backend
+
+from tilth.tools import ToolBox
+from tilth.tools.sandbox import make_sandbox
+
+ESCAPES = {
+    "background": "sleep {m} &",
+    "setsid": "setsid sleep {m} &",
+    "nohup": "nohup sleep {m} >/dev/null 2>&1 &",
+    "double fork": "(setsid sh -c 'sleep {m} &' &)",
+    "disowned": "sleep {m} & disown",
+}
+
+
+def _sleepers(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmdline[:2] == [b"sleep", marker.encode()]:
+            found.append(int(entry.name))
+    return found
+
+
+def _box(tmp_path: Path, backend: str, timeout: float = 20) -> ToolBox:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    sandbox = None if backend == "off" else make_sandbox(ws, backend=backend)
+    return ToolBox(ws, sandbox=sandbox, bash_timeout=timeout)
+
+
+@pytest.mark.parametrize("how", sorted(ESCAPES))
+@pytest.mark.parametrize("backend", ["off", *BACKENDS])
+def test_no_process_outlives_its_call(tmp_path: Path, backend: str, how: str) -> None:
+    require_backend(backend)
+    marker = f"{400 + os.getpid() % 500}.{len(how)}{len(backend)}7"
+    command = ESCAPES[how].format(m=marker) + "; sleep 0.3; echo started"
+    try:
+        outcome = _box(tmp_path, backend).dispatch("bash", {"command": command})
+        assert "started" in outcome.result and not outcome.is_error, outcome.result
+        assert _sleepers(marker) == [], f"{how} survived the call ({backend})"
+    finally:
+        for pid in _sleepers(marker):
+            os.kill(pid, 9)
+
+
+@pytest.mark.parametrize("backend", ["off", *BACKENDS])
+def test_a_timed_out_call_takes_its_escaped_processes_with_it(tmp_path: Path, backend: str) -> None:
+    require_backend(backend)
+    marker = f"{400 + os.getpid() % 500}.{len(backend)}9"
+    command = f"setsid sleep {marker} & (setsid sh -c 'sleep {marker} &' &); sleep {marker}"
+    try:
+        outcome = _box(tmp_path, backend, timeout=1.5).dispatch("bash", {"command": command})
+        assert outcome.is_error and "timed out" in outcome.result
+        deadline = time.monotonic() + 5
+        while _sleepers(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _sleepers(marker) == []
+    finally:
+        for pid in _sleepers(marker):
+            os.kill(pid, 9)
+
+
+def test_the_exit_status_is_the_commands(tmp_path: Path) -> None:
+    box = _box(tmp_path, "off")
+    assert box.dispatch("bash", {"command": "exit 7"}).result.endswith("[exit 7]")
+    killed = box.dispatch("bash", {"command": "kill -9 $$"}).result
+    assert killed.endswith("[exit 137]")
+    missing = box.dispatch("bash", {"command": "no-such-program-xyz"}).result
+    assert "[exit 127]" in missing
