@@ -120,6 +120,9 @@ class ChatEngine(ChatTimeline):
         """The checkpoint of the turn in flight."""
         self._streamed = False
         """The reply in flight streamed text (else it is shown whole when it ends)."""
+        self._outcomes: list[str] = []
+        """How each turn sent through this engine ended (``done``, ``cancelled``, ``error``)."""
+        self._last_error: str | None = None
         self._open: SessionLock | None = None
         """The open-lock ``start``/``resume`` took (``hold_open``); ``close`` gives it back."""
 
@@ -166,13 +169,20 @@ class ChatEngine(ChatTimeline):
         return engine
 
     def close(self, *, status: Literal["all_done", "failed"] = "all_done") -> None:
-        """Stop watching the directory, record how the chat ended, let another front end open it."""
+        """Stop watching the directory, record how the chat ended, let another front end open it.
+
+        A chat whose every turn failed ends ``failed``, whatever the front end says.
+        """
         self.capture.close()
+        details: dict[str, Any] = {}
+        if self._outcomes and all(outcome == "error" for outcome in self._outcomes):
+            status = "failed"
+            details["detail"] = f"every turn failed; the last: {self._last_error}"
         reason: StopReason = "all_done" if status == "all_done" else "error"
         try:
             with self.session.lock():
                 self.session.update_checkpoint(status=status)
-                self.session.log("stop", reason=reason)
+                self.session.log("stop", reason=reason, **details)
         except SessionLocked:
             pass  # another front end holds it; it records its own ending
         except (OSError, TilthError):
@@ -258,6 +268,8 @@ class ChatEngine(ChatTimeline):
             self.session.log("chat_error", actor="chat", turn=number, error=error)
         finally:
             checkpoint = self.recorder.turn_end(checkpoint)
+        self._outcomes.append(outcome)
+        self._last_error = error or self._last_error
         result = {
             "turn": number,
             "checkpoint": checkpoint.id,

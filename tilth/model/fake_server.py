@@ -59,10 +59,12 @@ class LlamaManners:
     """``usage.prompt_tokens`` counted from the request's size, not taken from the script."""
     unlisted: tuple[str, ...] = ()
     """Models ``/models`` leaves out (they are still served)."""
+    props: bool = True
+    """Serve ``/props`` (False: a server that refuses long prompts but never says its window)."""
 
     @property
     def has_props(self) -> bool:
-        return self.n_ctx is not None or self.supports_tools is not None
+        return self.props and (self.n_ctx is not None or self.supports_tools is not None)
 
 
 class FakeServer:
