@@ -290,7 +290,7 @@ class ChatEngine(ChatTimeline):
         gc.register_root(self.store, self.session.dir.parent)
         gc.collect_in_background(self.settings)
 
-    def _actor(self, number: int, cancel: CancelToken) -> Actor:
+    def _actor(self, cancel: CancelToken) -> Actor:
         def run_tool(call: ToolCall) -> ToolOutcome:
             return self._tool(call)
 
@@ -324,7 +324,7 @@ class ChatEngine(ChatTimeline):
 
     def _steps(self, number: int, cancel: CancelToken) -> None:
         """The turn loop (``tilth.agent.turn``) until the model stops calling tools."""
-        actor = self._actor(number, cancel)
+        actor = self._actor(cancel)
         for step in range(1, MAX_STEPS_PER_TURN + 1):
             if cancel.cancelled:
                 raise TurnCancelled
