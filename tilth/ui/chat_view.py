@@ -73,10 +73,17 @@ class ChatView:
     """
 
     def __init__(
-        self, console: Console, *, live: bool, tokens: Callable[[], int] | None = None
+        self,
+        console: Console,
+        *,
+        live: bool,
+        tokens: Callable[[], int] | None = None,
+        errors: Console | None = None,
     ) -> None:
         self.console = console
         self.live = live
+        self.errors = errors or console
+        """Where a failed turn's ``error:`` line goes (stderr, so piped output stays clean)."""
         self.tokens: Callable[[], int] = tokens or (lambda: 0)
         self._text = ""
         self._display: Any = None
@@ -335,7 +342,7 @@ class ChatView:
         self.end_block()
         outcome = data.get("outcome")
         if outcome == "error":
-            self.console.print(
+            self.errors.print(
                 Text(
                     f"error: {terminal_safe(str(data.get('error')))} "
                     "(the turn stopped; the chat goes on)",
