@@ -6,10 +6,11 @@ them (see ``tilth.__all__`` and docs/library.md); the CLI is a client of the sam
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tilth.agent.run_context import Progress
+from tilth.agent.run_context import Notices, Progress
 from tilth.agent.stops import Stop
 from tilth.config import Role, Settings, load_settings
 from tilth.errors import ConfigError, SessionNotFound, UsageError, WorkspaceError
@@ -20,15 +21,17 @@ from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.retention import GcReport
 from tilth.timeline.rewind.plan import RewindPlan
-from tilth.ui.io import IO
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from tilth.chat import ChatEngine
     from tilth.doctor import Check as Check
     from tilth.health.repair import Problem as Problem
     from tilth.model import RetryHook
     from tilth.seed.prepare import Prepared
     from tilth.seed.terminal import TerminalFrontend as TerminalFrontend
+    from tilth.ui.io import IO
 
 
 def list_sessions(settings: Settings | None = None) -> list[SessionInfo]:
@@ -328,16 +331,20 @@ def run(
     progress: Progress | None = None,
     settings: Settings | None = None,
     on_notice: Callable[[str], Any] | None = None,
-    out: IO | None = None,
+    out: Notices | None = None,
+    progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
 ) -> Stop:
     """Run a prepared ``session`` to a stop.
 
     ``worker`` and ``evaluator`` are the models (by default the ones the settings name);
-    ``progress`` watches the run (``SilentProgress`` by default); ``on_notice`` gets each
-    line the CLI would have printed (warnings, the summary). Nothing touches a terminal
-    unless ``out`` is one (the CLI passes its ``IO``: then progress is drawn there).
+    ``progress`` watches the run (nothing by default; ``progress_for(label)`` makes one
+    once the models are known); ``on_notice`` gets each line the CLI would have printed
+    (warnings, the summary), unless ``out`` takes them (the CLI passes its ``IO``). No
+    terminal is needed: nothing here draws on one unless a sink given does.
     """
-    return _drive(session, worker, evaluator, progress, settings, on_notice, out, resume=False)
+    return _drive(
+        session, worker, evaluator, settings, _Sinks(progress, progress_for, on_notice, out), False
+    )
 
 
 def resume(
@@ -348,7 +355,8 @@ def resume(
     progress: Progress | None = None,
     settings: Settings | None = None,
     on_notice: Callable[[str], Any] | None = None,
-    out: IO | None = None,
+    out: Notices | None = None,
+    progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
 ) -> Stop:
     """Continue a stopped ``session`` (a prepared one is simply run); as ``run``."""
     if not session.dir.is_dir():
@@ -356,33 +364,38 @@ def resume(
     if session.status == "all_done" and all(t.get("status") == "done" for t in session.load_prd()):
         return Stop("all_done", "all tasks complete")
     again = session.status != "prepared"
-    return _drive(session, worker, evaluator, progress, settings, on_notice, out, resume=again)
+    sinks = _Sinks(progress, progress_for, on_notice, out)
+    return _drive(session, worker, evaluator, settings, sinks, again)
+
+
+@dataclass
+class _Sinks:
+    progress: Progress | None
+    progress_for: Callable[[str], AbstractContextManager[Progress]] | None
+    on_notice: Callable[[str], Any] | None
+    out: Notices | None
 
 
 def _drive(
     session: Session,
     worker: Model | None,
     evaluator: Model | None,
-    progress: Progress | None,
     settings: Settings | None,
-    on_notice: Callable[[str], Any] | None,
-    out: IO | None,
-    *,
+    sinks: _Sinks,
     resume: bool,
 ) -> Stop:
-    from tilth.agent.progress_sinks import SilentProgress
+    from tilth.agent.progress_sinks import LineNotices
     from tilth.runner import drive
 
     if (worker is None) != (evaluator is None):
         raise UsageError("pass both worker and evaluator, or neither (the settings' models)")
     models = (worker, evaluator) if worker is not None and evaluator is not None else None
-    if progress is None and out is None:
-        progress = SilentProgress()
     return drive(
         session,
         settings or load_settings(),
-        out or IO.to_lines(on_notice),
+        sinks.out or LineNotices(sinks.on_notice),
         resume=resume,
         models=models,
-        progress=progress,
+        progress=sinks.progress,
+        progress_for=sinks.progress_for,
     )

@@ -203,8 +203,9 @@ def worker_brief(
     seed_meta: dict[str, Any],
     test_files: list[str],
     closing: str,
+    attempt_note: str | None = None,
 ) -> str:
-    """The first user message of a worker stage."""
+    """The first user message of a worker stage (``attempt_note``: which attempt this is)."""
     context_text, loaded = context
     body = sections(
         (f"## Project context ({', '.join(loaded)})", context_text),
@@ -216,6 +217,7 @@ def worker_brief(
         ),
         ("## Seed context (why this feature was scoped this way)", seed_context(seed_meta)),
         ("## Your task", task_section(task, test_files)),
+        ("## This attempt", attempt_note or ""),
         ("## Earlier stages of this task", stage_outputs(outputs, stages, stage)),
         (
             "## Prior iterations on this task (from the evaluator)",

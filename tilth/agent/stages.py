@@ -160,6 +160,7 @@ def worker_spec(
             seed_meta=session.seed_meta(),
             test_files=seed_test_files(ctx.worktree, [str(task["id"])]),
             closing=closing,
+            attempt_note=ctx.attempt_note,
         )
 
     return StageSpec(stage, tool, schema, handler, lambda: prompts.worker_system(stage), brief)

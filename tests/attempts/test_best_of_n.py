@@ -1,0 +1,45 @@
+"""Best of N (SPEC §11): attempts forked from the task's start, the winner chosen by checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.agent.support import model_env, team_server
+from tests.attempts.support import RIGHT, differing_team, seed_add
+from tests.conftest import run_cli
+from tilth import git
+from tilth.session.pipelines import L1_STAGES
+
+
+def test_three_attempts_keep_the_one_that_passes(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    seeded = seed_add(sessions_dir, repo)
+    env = model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")
+    with team_server(differing_team(right=2)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        result = run_cli("run", str(repo), "--attempts", "3", env=env, cwd=tmp_path, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert seeded.session.status == "all_done"
+    assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
+    expected = [f"task/T-001: complete {stage} stage" for stage in L1_STAGES]
+    assert seeded.subjects() == expected
+
+    selected = [e.payload for e in seeded.events() if e.type == "attempt_selected"]
+    assert len(selected) == 1
+    figures = selected[0]["attempts"]
+    assert len(figures) == 3
+    assert [f["passed"] for f in figures] == [False, True, False]
+    assert selected[0]["winner"] == figures[1]["session"]
+    assert all(f["reason"] for f in figures)
+    # The winner's stage checkpoints and events are the parent's own now.
+    stages = [e.payload for e in seeded.events() if e.type == "stage_completed"]
+    assert [s["stage"] for s in stages] == list(L1_STAGES)
+    log = git.git("log", "--format=%H", f"{seeded.seed_sha}..HEAD", cwd=seeded.worktree)
+    assert [s["sha"] for s in stages] == list(reversed(log.split()))
+
+    listed = json.loads(run_cli("sessions", "--json").stdout)
+    children = [s for s in listed if s.get("parent") == seeded.session.id]
+    assert sorted(s["id"] for s in children) == sorted(f["session"] for f in figures)
+    assert {s["kind"] for s in children} == {"attempt"}
