@@ -25,6 +25,7 @@ from tilth.timeline.rewind.plan import RewindPlan
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from tilth.attempts.pick import PickPlan
     from tilth.chat import ChatEngine
     from tilth.doctor import Check as Check
     from tilth.health.repair import Problem as Problem
@@ -283,6 +284,48 @@ def recover_torn_seed(session: Session) -> bool:
     from tilth.seed.sink import recover
 
     return recover(session.dir)
+
+
+# Attempts and the durable queue (SPEC §11).
+
+
+def list_attempts(session: Session, task_id: str | None = None) -> list[dict[str, Any]]:
+    """Every attempt ``session`` made (at ``task_id``): its figures, winner or not, and why."""
+    from tilth.attempts.listing import list_attempts as rows
+
+    return [row.as_dict() for row in rows(session, task_id)]
+
+
+def plan_pick(timeline: TimelineController, attempt: str) -> PickPlan:
+    """What putting ``attempt`` in its task's winner's place would do (``render()``)."""
+    from tilth.attempts.pick import plan_pick as planned
+
+    return planned(timeline, attempt)
+
+
+def execute_pick(timeline: TimelineController, plan: PickPlan) -> None:
+    """Carry out a ``plan_pick`` plan (inside ``timeline.writing()``); undo with
+    ``timeline.plan_undo()``."""
+    from tilth.attempts.pick import execute_pick as execute
+
+    execute(timeline, plan)
+
+
+def enqueue_sessions(sessions: list[Session], settings: Settings | None = None) -> list[str]:
+    """Put ``sessions`` on the durable queue for ``tilth worker`` processes; workflow ids."""
+    from tilth.attempts import engine
+
+    return engine.enqueue_from_outside(settings or load_settings(), sessions)
+
+
+def run_worker(settings: Settings, parallel: int, stop: Any) -> None:
+    """Take sessions and attempts from the durable queue, ``parallel`` at a time, until the
+    ``threading.Event`` ``stop`` is set (``tilth worker``)."""
+    from tilth.attempts import engine
+    from tilth.attempts.parallel import default_driver
+    from tilth.runner import drive
+
+    engine.work(settings, default_driver(drive), parallel=parallel, stop=stop)
 
 
 # The front ends the CLI starts: chat, the web UI, the demo.

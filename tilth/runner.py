@@ -388,6 +388,10 @@ def print_run_summary(
         f"{started}{counts['pending']} pending"
     )
     out.say(f"status    {session.status}")
+    from tilth.attempts.listing import summary_lines
+
+    for line in summary_lines(session):
+        out.say(line)
     if chat is not None:
         out.say(f"chat      {chat}")
     else:

@@ -43,3 +43,36 @@ def test_three_attempts_keep_the_one_that_passes(
     children = [s for s in listed if s.get("parent") == seeded.session.id]
     assert sorted(s["id"] for s in children) == sorted(f["session"] for f in figures)
     assert {s["kind"] for s in children} == {"attempt"}
+
+    shown = json.loads(run_cli("attempts", seeded.session.id, "T-001", "--json").stdout)
+    assert [(a["session"], a["state"]) for a in shown] == [
+        (f["session"], "winner" if f["passed"] else "lost") for f in figures
+    ]
+    assert all(a["task_id"] == "T-001" and "diff_lines" in a for a in shown)
+
+    # The won task restarts from code_review as one run in place does.
+    restarted = run_cli("restart", seeded.session.id, "T-001", "--from", "code_review", "-y")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    assert seeded.subjects() == expected[:2]
+    with team_server(differing_team(right=2)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        again = run_cli("resume", seeded.session.id, env=env, cwd=tmp_path, timeout=240)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert seeded.subjects() == expected
+    assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
+
+    # --pick puts a losing attempt in the winner's place, planned and undoable.
+    loser = figures[0]["session"]
+    plan = run_cli("attempts", seeded.session.id, "--pick", loser, "--dry-run")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "rewind" in plan.stdout.lower() and loser in plan.stdout
+    assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
+    picked = run_cli("attempts", seeded.session.id, "--pick", loser, "-y")
+    assert picked.returncode == 0, picked.stdout + picked.stderr
+    assert (seeded.worktree / "calc.py").read_text() != RIGHT["calc.py"]
+    states = json.loads(run_cli("attempts", seeded.session.id, "--json").stdout)
+    assert [a["session"] for a in states if a["state"] == "winner"] == [loser]
+    undone = run_cli("rewind", seeded.session.id, "--undo", "-y")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
+    assert seeded.subjects() == expected

@@ -49,7 +49,10 @@ class QueueError(TilthError):
     """The durable queue cannot be used as asked."""
 
 
-@DBOS.workflow(name="tilth.drive_session")
+WORKFLOW = "tilth.drive_session"
+
+
+@DBOS.workflow(name=WORKFLOW)
 def drive_session(session_id: str, sessions_dir: str) -> dict[str, Any]:
     """Drive one session to a stop (a recovered workflow resumes it)."""
     with _local_lock:
@@ -118,11 +121,26 @@ def shutdown() -> None:
         _state["launched"] = False
 
 
-def enqueue(session: Session, *, local: Callable[[], dict[str, Any]] | None = None) -> str:
-    """Put ``session`` on the queue; its workflow id. ``local`` drives it when this process
-    runs it (injected models); another process uses its own driver."""
-    workflow_id = f"session-{session.id}-{utc_now().replace(':', '').replace('.', '')}"
-    return _enqueue(session, workflow_id, local)
+def enqueue_from_outside(settings: Settings, sessions: list[Session]) -> list[str]:
+    """Put ``sessions`` on the queue from a process that takes no work (``tilth enqueue``):
+    a DBOS client, so nothing here starts running them. Their workflow ids."""
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=database_url(settings))
+    try:
+        ids = []
+        for session in sessions:
+            stamp = utc_now().replace(":", "").replace(".", "").replace("-", "")
+            workflow_id = f"session-{session.id}-{stamp}"
+            client.enqueue(
+                {"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": workflow_id},
+                session.id,
+                str(session.dir.parent),
+            )
+            ids.append(workflow_id)
+        return ids
+    finally:
+        client.destroy()
 
 
 def enqueue_attempt(session: Session, *, local: Callable[[], dict[str, Any]] | None) -> str:

@@ -179,7 +179,7 @@ def _select(
             f"{item.diff_lines} diff line(s), {item.tokens} token(s) — {item.reason}"
         )
     head = git.head(winner.workspace_dir)
-    placeholder = _placeholder(winner, task_id)
+    placeholder = placeholder_of(winner, task_id)
     if placeholder is not None:
         head = git.rev_parse(f"{placeholder}^", winner.workspace_dir) or start.head
     graft(ctx.session, winner, task_id, start.seq, head)
@@ -196,7 +196,8 @@ def _select(
     )
 
 
-def _placeholder(child: Session, task_id: str) -> str | None:
+def placeholder_of(child: Session, task_id: str) -> str | None:
+    """The FAILED placeholder commit an attempt made for ``task_id`` (None: it passed)."""
     found = None
     for payload in payloads_of(child.events.path, "task_failed"):
         if payload.get("task_id") == task_id and isinstance(payload.get("placeholder_sha"), str):
