@@ -126,8 +126,11 @@ def enqueue_from_outside(settings: Settings, sessions: list[Session]) -> list[st
     a DBOS client, so nothing here starts running them. Their workflow ids."""
     from dbos import DBOSClient
 
+    settings.home.mkdir(parents=True, exist_ok=True)
     client = DBOSClient(system_database_url=database_url(settings))
     try:
+        # A client does not create the tables; the first enqueue may come before any worker.
+        client._sys_db.run_migrations()
         ids = []
         for session in sessions:
             stamp = utc_now().replace(":", "").replace(".", "").replace("-", "")
