@@ -90,7 +90,7 @@ def postgres_url() -> Iterator[str]:
             "fsync=off",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=open(root / "server.log", "w"),  # noqa: SIM115 - lives as long as the server
+        stderr=open(root / "server.log", "w"),
         start_new_session=True,
     )
     try:
