@@ -61,8 +61,11 @@ def test_three_attempts_keep_the_one_that_passes(
     assert seeded.subjects() == expected
     assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
 
-    # --pick puts a losing attempt in the winner's place, planned and undoable.
+    # The web UI shows them under the task and plans a pick without changing anything.
     loser = figures[0]["session"]
+    _web_shows_attempts(seeded.session.id, loser, figures)
+
+    # --pick puts a losing attempt in the winner's place, planned and undoable.
     plan = run_cli("attempts", seeded.session.id, "--pick", loser, "--dry-run")
     assert plan.returncode == 0, plan.stdout + plan.stderr
     assert "rewind" in plan.stdout.lower() and loser in plan.stdout
@@ -76,3 +79,24 @@ def test_three_attempts_keep_the_one_that_passes(
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
     assert seeded.subjects() == expected
+
+
+def _web_shows_attempts(session_id: str, loser: str, figures: list[dict[str, object]]) -> None:
+    from tests.web.conftest import TOKEN, app_client
+
+    with app_client(Authorization=f"Bearer {TOKEN}") as client:
+        detail = client.get(f"/api/sessions/{session_id}").json()
+        shown = [(a["session"], a["state"], a["reason"]) for a in detail["attempts"]]
+        assert shown == [
+            (f["session"], "winner" if f["passed"] else "lost", f["reason"]) for f in figures
+        ]
+        planned = client.post(
+            f"/api/sessions/{session_id}/attempts/pick", json={"session": loser, "dry_run": True}
+        )
+        assert planned.status_code == 200, planned.text
+        assert planned.json()["plan"]["attempt"] == loser
+        assert "the Undo button" in planned.json()["text"]
+        refused = client.post(
+            f"/api/sessions/{session_id}/attempts/pick", json={"session": "nope", "dry_run": True}
+        )
+        assert refused.status_code == 400 and "not an attempt" in refused.json()["error"]

@@ -34,14 +34,25 @@ class PickPlan:
     rewind: RewindPlan
     figures: list[dict[str, Any]]
 
-    def render(self) -> str:
+    def render(self, undo: str | None = None) -> str:
         """The plan a person confirms (the rewind's own plan, then the graft)."""
+        how = undo or f"`tilth rewind {self.parent.id} --undo`"
         return (
             f"pick attempt {self.child.id} for {self.task_id} in session {self.parent.id}:\n"
-            f"{self.rewind.render()}\n"
+            f"{self.rewind.render(how)}\n"
             f"then: {self.child.id}'s commits, task state, ledger, threads and checkpoints "
-            f"for {self.task_id} are brought in (undo: `tilth rewind {self.parent.id} --undo`)"
+            f"for {self.task_id} are brought in (undo: {how})"
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as data (the web API)."""
+        return {
+            "op": "pick",
+            "task_id": self.task_id,
+            "attempt": self.child.id,
+            "start": self.start.id,
+            "rewind": self.rewind.to_dict(),
+        }
 
 
 def plan_pick(controller: TimelineController, picked: str) -> PickPlan:
