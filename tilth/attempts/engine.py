@@ -75,10 +75,11 @@ def database_url(settings: Settings) -> str:
 def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
     """Start DBOS in this process (once) with the queue taking ``parallel`` at a time."""
     _state["driver"] = driver
-    if _state["launched"]:
-        return
-    settings.home.mkdir(parents=True, exist_ok=True)
     url = database_url(settings)
+    if _state["launched"] and _state["url"] == url:
+        return
+    shutdown()  # another database (a library user's second TILTH_HOME): start afresh
+    settings.home.mkdir(parents=True, exist_ok=True)
     try:
         DBOS(
             config={
