@@ -33,6 +33,9 @@ def test_three_attempts_keep_the_one_that_passes(
     assert [f["passed"] for f in figures] == [False, True, False]
     assert selected[0]["winner"] == figures[1]["session"]
     assert all(f["reason"] for f in figures)
+    # Every attempt's tokens count toward the session's caps, the losers' too.
+    assert seeded.session.tokens_used == sum(f["tokens"] for f in figures)
+    assert all(f["tokens"] > 0 for f in figures)
     # The winner's stage checkpoints and events are the parent's own now.
     stages = [e.payload for e in seeded.events() if e.type == "stage_completed"]
     assert [s["stage"] for s in stages] == list(L1_STAGES)
