@@ -147,9 +147,21 @@ def enqueue_from_outside(settings: Settings, sessions: list[Session]) -> list[st
         client.destroy()
 
 
-def enqueue_attempt(session: Session, *, local: Callable[[], dict[str, Any]] | None) -> str:
-    """The attempt ``session``'s workflow (the same one when it was queued before)."""
-    return _enqueue(session, f"attempt-{session.id}", local)
+def enqueue_attempt(
+    session: Session, *, local: Callable[[], dict[str, Any]] | None, again: bool
+) -> str:
+    """The attempt ``session``'s workflow: the one queued before while it is pending (a
+    parent that crashed waits for it, never runs it twice) or when it ended and ``again``
+    is False; a new one when it ended and ``again`` (it was interrupted mid-task)."""
+    base = f"attempt-{session.id}"
+    found = DBOS.list_workflows(workflow_id_prefix=base, load_input=False, load_output=False)
+    workflow_id = base
+    if found:
+        latest = max(found, key=lambda status: status.created_at or 0)
+        workflow_id = latest.workflow_id
+        if again and latest.status not in ("PENDING", "ENQUEUED"):
+            workflow_id = f"{base}-{len(found)}"
+    return _enqueue(session, workflow_id, local)
 
 
 def _enqueue(session: Session, workflow_id: str, local: Callable[[], dict[str, Any]] | None) -> str:
@@ -164,9 +176,10 @@ def _enqueue(session: Session, workflow_id: str, local: Callable[[], dict[str, A
     return workflow_id
 
 
-def wait(workflow_ids: list[str], *, until: Callable[[], bool] | None = None) -> list[Any]:
-    """Wait for every workflow to end (handing a dead worker's back meanwhile); their
-    results, or the exception each raised."""
+def wait(workflow_ids: list[str], *, seconds: float | None = None) -> list[Any]:
+    """Wait for every workflow to end, at most ``seconds`` (handing a dead worker's back
+    meanwhile); their results, the exception each raised, or None for one still going."""
+    deadline = None if seconds is None else time.monotonic() + seconds
     handles: dict[str, Any] = {wid: DBOS.retrieve_workflow(wid) for wid in workflow_ids}
     done: dict[str, Any] = {}
     last_check = 0.0
@@ -183,7 +196,7 @@ def wait(workflow_ids: list[str], *, until: Callable[[], bool] | None = None) ->
         if time.monotonic() - last_check > TAKEOVER_SECONDS:
             take_over_dead()
             last_check = time.monotonic()
-        if until is not None and until():
+        if deadline is not None and time.monotonic() > deadline:
             break
         time.sleep(POLL_SECONDS)
     return [done.get(wid) for wid in workflow_ids]

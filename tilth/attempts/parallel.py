@@ -14,10 +14,13 @@ from typing import Any, Protocol
 from tilth.agent.progress_sinks import LineNotices
 from tilth.agent.run_context import Notices, Progress
 from tilth.agent.stops import Stop
-from tilth.attempts.task import KIND, AttemptsRunner, attempt_record
+from tilth.attempts.task import KIND, AttemptsRunner, attempt_record, task_over
 from tilth.config import Settings, load_settings
 from tilth.model.base import Delta, Model
 from tilth.session.store import Session
+
+STOP_SECONDS = 60.0
+"""How long an interrupted run waits for its attempts to save their state and stop."""
 
 
 class Drive(Protocol):
@@ -38,10 +41,14 @@ class Drive(Protocol):
 class AttemptLine:
     """One attempt's live line: its stage changes and notes, prefixed, to the run's sink."""
 
-    def __init__(self, shown: Progress, label: str, lock: threading.Lock) -> None:
+    def __init__(
+        self, shown: Progress, label: str, lock: threading.Lock, cancel: threading.Event
+    ) -> None:
         self.shown = shown
         self.label = label
         self.lock = lock
+        self.cancel = cancel
+        """Set when the run is interrupted: the attempt stops at its next step, as on Ctrl-C."""
         self.where: tuple[str | None, str | None] = (None, None)
 
     def status(
@@ -52,7 +59,9 @@ class AttemptLine:
         turn: int | None = None,
         tokens: int | None = None,
     ) -> None:
-        """Show the attempt's stage when it changes."""
+        """Show the attempt's stage when it changes (or stop the attempt: see ``cancel``)."""
+        if self.cancel.is_set():
+            raise KeyboardInterrupt("the run was interrupted")
         where = (task or self.where[0], stage or self.where[1])
         if where != self.where and where[1]:
             self.where = where
@@ -95,6 +104,7 @@ def attempts_runner(
 ) -> AttemptsRunner:
     """The task runner of a best-of-``settings.attempts`` run of ``session``."""
     lock = threading.Lock()
+    cancel = threading.Event()
 
     def run_all(children: list[Session]) -> list[Any]:
         from tilth.attempts import engine
@@ -104,7 +114,7 @@ def attempts_runner(
         ids = []
         for child in children:
             number = attempt_record(child).get("number") or "?"
-            line = AttemptLine(shown, f"attempt {number}/{len(children)} {child.id}", lock)
+            line = AttemptLine(shown, f"attempt {number}/{len(children)} {child.id}", lock, cancel)
 
             def local(child: Session = child, line: AttemptLine = line) -> dict[str, Any]:
                 out = LineNotices(None)
@@ -112,8 +122,15 @@ def attempts_runner(
                     drive(child, settings, out, resume=True, models=models, progress=line)
                 )
 
-            ids.append(engine.enqueue_attempt(child, local=local))
-        return engine.wait(ids)
+            again = not task_over(child)
+            ids.append(engine.enqueue_attempt(child, local=local, again=again))
+        try:
+            return engine.wait(ids)
+        except KeyboardInterrupt:
+            # Each attempt stops at its next step with its state saved (resume continues it).
+            cancel.set()
+            engine.wait(ids, seconds=STOP_SECONDS)
+            raise
 
     return AttemptsRunner(settings.attempts, run_all)
 

@@ -19,7 +19,7 @@ from typing import Any
 from tilth import git
 from tilth.agent.pipeline import TaskOutcome, run_task, set_task_status
 from tilth.agent.run_context import RunContext
-from tilth.agent.stops import FailureReason
+from tilth.agent.stops import FailureReason, StopRun
 from tilth.agent.task_state import TaskState
 from tilth.attempts.figures import AttemptFigures, choose, measure
 from tilth.attempts.graft import graft, placeholder_files
@@ -68,6 +68,14 @@ class AttemptsRunner:
             )
         ctx.progress.note(f"  {task_id}: {len(children)} attempts from {start.id}")
         self.run_all(children)
+        cut_short = [c.id for c in children if not task_over(c)]
+        if cut_short:
+            # Not decided on half a race: resume runs them on from where they stopped.
+            raise StopRun(
+                "error",
+                f"attempt(s) {', '.join(cut_short)} stopped before {task_id} was over; "
+                f"`tilth resume {ctx.session.id}` continues them",
+            )
         base = state.base_commit or start.head
         figures = [measure(c, task_id, base, tokens_at_start) for c in children]
         return _select(ctx, task_id, start, children, figures)
@@ -123,6 +131,13 @@ def _task_start(ctx: RunContext, task: dict[str, Any], state: TaskState) -> Chec
             hint=f"`tilth restart {ctx.session.id} {task_id}` starts it afresh",
         )
     return starts[-1]
+
+
+def task_over(child: Session) -> bool:
+    """True when the attempt ``child``'s task ended (done or failed), not cut short."""
+    task_id = attempt_record(child).get("task_id")
+    status = next((t.get("status") for t in child.load_prd() if t.get("id") == task_id), None)
+    return status in ("done", "failed")
 
 
 def attempt_record(session: Session) -> dict[str, Any]:
