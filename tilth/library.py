@@ -143,10 +143,20 @@ def session_source(session: Session) -> Path | None:
 
 def delete_session(session: Session) -> list[str]:
     """Delete ``session``: its worktree, branch ``session/<id>`` and directory (a chat: its
-    directory only). Hold ``session.lock()``. Returns notes on what could not be removed."""
+    directory only), and the attempts it made (best of N). Hold ``session.lock()``.
+    Returns notes on what could not be removed."""
+    from tilth.attempts.listing import attempt_sessions
+    from tilth.errors import SessionLocked
     from tilth.session.teardown import teardown
 
-    return teardown(session)
+    notes: list[str] = []
+    for child in attempt_sessions(session):
+        try:
+            with child.lock():
+                notes += teardown(child)
+        except SessionLocked:
+            notes.append(f"attempt {child.id} is in use; it was kept")
+    return teardown(session) + notes
 
 
 def seed_reset_warning() -> str:

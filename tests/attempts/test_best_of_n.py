@@ -103,3 +103,21 @@ def _web_shows_attempts(session_id: str, loser: str, figures: list[dict[str, obj
             f"/api/sessions/{session_id}/attempts/pick", json={"session": "nope", "dry_run": True}
         )
         assert refused.status_code == 400 and "not an attempt" in refused.json()["error"]
+
+
+def test_resetting_the_parent_deletes_its_attempts(repo: Path, sessions_dir: Path) -> None:
+    """The attempts stay until the parent is reset: then they go with it."""
+    from tilth.session.files import atomic_write_json
+    from tilth.session.store import Session
+
+    seeded = seed_add(sessions_dir, repo)
+    child = Session.create(sessions_dir, repo)
+    record = {"parent": seeded.session.id, "task_id": "T-001", "number": 1, "of": 1}
+    atomic_write_json(child.checkpoint_path, {**child.checkpoint(), "kind": "attempt"})
+    child.update_checkpoint(attempt=record, parent_session=seeded.session.id)
+    other = Session.create(sessions_dir, repo)
+    done = run_cli("reset", seeded.session.id, "-y")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 attempt session(s) it made go too" in done.stdout
+    assert not seeded.session.dir.exists() and not child.dir.exists()
+    assert other.dir.exists()

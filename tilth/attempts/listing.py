@@ -52,6 +52,11 @@ def _children(parent: Session) -> dict[str, dict[str, Any]]:
     return found
 
 
+def attempt_sessions(parent: Session) -> list[Session]:
+    """The attempt sessions ``parent`` made (deleted with it)."""
+    return [Session(i, parent.dir.parent / i) for i in _children(parent)]
+
+
 def list_attempts(parent: Session, task_id: str | None = None) -> list[AttemptRow]:
     """Every attempt ``parent`` made (at ``task_id``), task by task, in attempt order.
 

@@ -20,6 +20,7 @@ from tilth.errors import SessionCorrupt, SessionNotFound
 from tilth.library import (
     delete_session,
     is_chat,
+    list_attempts,
     open_session,
     seed_reset_warning,
     session_source,
@@ -81,6 +82,9 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
             out.say(f"  workspace  {source or '(unknown: only the session dir will be removed)'}")
             out.say(f"  worktree   {session.workspace_dir}")
             out.say(f"  branch     {session.branch}")
+            made = {row["session"] for row in list_attempts(session)}
+            if made:
+                out.say(f"  attempts   {len(made)} attempt session(s) it made go too")
             question = (
                 f"Delete session {session.id} of {workspace} (worktree, branch {session.branch} "
                 "and session dir)?"
