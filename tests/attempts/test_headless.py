@@ -47,3 +47,25 @@ def test_a_library_run_loads_no_front_end(repo: Path, sessions_dir: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "all_done"
     assert result.stdout.strip().endswith("[]"), result.stdout
+
+
+def test_the_durable_queue_is_imported_only_when_used() -> None:
+    """``tilth --help`` and a plain run's modules never import DBOS (its import is slow)."""
+    root = Path(__file__).resolve().parents[2]
+    probe = (
+        "import sys, tilth, tilth.library, tilth.runner, tilth.cli, tilth.attempts.parallel; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dbos', 'sqlalchemy')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=root
+    )
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+    helped = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tilth", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=root,
+    )
+    assert helped.returncode == 0
+    assert "dbos" not in helped.stderr
