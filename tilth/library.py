@@ -306,6 +306,13 @@ def list_attempts(session: Session, task_id: str | None = None) -> list[dict[str
     return [row.as_dict() for row in rows(session, task_id)]
 
 
+def attempts_made(session: Session) -> list[str]:
+    """The ids of the attempt sessions ``session`` made (``delete_session`` deletes them)."""
+    from tilth.attempts.listing import attempt_sessions
+
+    return [child.id for child in attempt_sessions(session)]
+
+
 def plan_pick(timeline: TimelineController, attempt: str) -> PickPlan:
     """What putting ``attempt`` in its task's winner's place would do (``render()``)."""
     from tilth.attempts.pick import plan_pick as planned

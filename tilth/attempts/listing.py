@@ -60,43 +60,34 @@ def attempt_sessions(parent: Session) -> list[Session]:
 def list_attempts(parent: Session, task_id: str | None = None) -> list[AttemptRow]:
     """Every attempt ``parent`` made (at ``task_id``), task by task, in attempt order.
 
-    A later decision for the same task (a ``--pick``, a second round) wins over an
-    earlier one."""
-    children = _children(parent)
-    decided: dict[str, dict[str, Any]] = {}
-    for payload in payloads_of(parent.events.path, "attempt_selected"):
-        for item in payload.get("attempts") or []:
-            if isinstance(item, dict) and item.get("session"):
-                decided[str(item["session"])] = {
-                    **item,
-                    "_winner": payload.get("winner"),
-                    "_task": payload.get("task_id"),
-                    "_checkpoint": payload.get("checkpoint"),
-                }
-    rows: list[AttemptRow] = []
-    for session_id, record in children.items():
-        task = str(record.get("task_id") or "")
-        if task_id is not None and task != task_id:
-            continue
-        figures = decided.get(session_id)
-        if figures is None:
-            state = RUNNING
-            shown: dict[str, Any] = {}
-        else:
-            state = WINNER if figures["_winner"] == session_id else LOST
-            shown = {k: v for k, v in figures.items() if not k.startswith("_")}
-        rows.append(
-            AttemptRow(
+    Read from the parent's own log (no other session is opened): ``attempts_started``
+    names them, ``attempt_selected`` decides them; a later decision for the same task (a
+    ``--pick``, a second round) wins over an earlier one."""
+    rows: dict[str, AttemptRow] = {}
+    for payload in payloads_of(parent.events.path, "attempts_started"):
+        task = str(payload.get("task_id") or "")
+        for number, session_id in enumerate(payload.get("attempts") or [], 1):
+            rows[str(session_id)] = AttemptRow(
                 task_id=task,
-                session=session_id,
-                number=int(record.get("number") or 0),
-                state=state,
-                figures=shown,
-                checkpoint=str(record.get("checkpoint") or "") or None,
+                session=str(session_id),
+                number=number,
+                state=RUNNING,
+                checkpoint=str(payload.get("checkpoint") or "") or None,
             )
-        )
-    rows.sort(key=lambda r: (r.task_id, r.checkpoint or "", r.number, r.session))
-    return rows
+    for payload in payloads_of(parent.events.path, "attempt_selected"):
+        task = str(payload.get("task_id") or "")
+        for number, item in enumerate(payload.get("attempts") or [], 1):
+            if not isinstance(item, dict) or not item.get("session"):
+                continue
+            session_id = str(item["session"])
+            row = rows.get(session_id) or AttemptRow(task, session_id, number, RUNNING)
+            row.state = WINNER if payload.get("winner") == session_id else LOST
+            row.figures = dict(item)
+            row.checkpoint = str(payload.get("checkpoint") or "") or row.checkpoint
+            rows[session_id] = row
+    found = [r for r in rows.values() if task_id is None or r.task_id == task_id]
+    found.sort(key=lambda r: (r.task_id, r.checkpoint or "", r.number, r.session))
+    return found
 
 
 def summary_lines(session: Session) -> list[str]:

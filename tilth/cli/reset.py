@@ -18,9 +18,9 @@ from tilth.cli.common import (
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound
 from tilth.library import (
+    attempts_made,
     delete_session,
     is_chat,
-    list_attempts,
     open_session,
     seed_reset_warning,
     session_source,
@@ -82,7 +82,7 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
             out.say(f"  workspace  {source or '(unknown: only the session dir will be removed)'}")
             out.say(f"  worktree   {session.workspace_dir}")
             out.say(f"  branch     {session.branch}")
-            made = {row["session"] for row in list_attempts(session)}
+            made = attempts_made(session)
             if made:
                 out.say(f"  attempts   {len(made)} attempt session(s) it made go too")
             question = (
