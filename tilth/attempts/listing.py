@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilth.errors import TilthError
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
 
@@ -44,9 +45,12 @@ def _children(parent: Session) -> dict[str, dict[str, Any]]:
         return found
     for path in sorted(parent.dir.parent.iterdir()):
         record_path = path / "checkpoint.json"
-        if not record_path.is_file():
+        if path.name == parent.id or not record_path.is_file():
             continue
-        record = Session(path.name, path).checkpoint().get("attempt")
+        try:
+            record = Session(path.name, path).checkpoint().get("attempt")
+        except TilthError:  # an unreadable record is no one's attempt
+            continue
         if isinstance(record, dict) and record.get("parent") == parent.id:
             found[path.name] = record
     return found
