@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tilth-installed
 
-.PHONY: test demo lint bench clean
+.PHONY: test test-postgres demo lint bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -23,6 +23,11 @@ test: lint
 	@$(BIN)/python -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; fi; \
 	exit $$rc
+
+# The durable queue against a real PostgreSQL server (initdb in a temporary directory, on
+# loopback; Debian's postgresql package). Under CI=true a missing server fails, never skips.
+test-postgres: $(STAMP)
+	$(BIN)/python -m pytest -q -n 0 -m postgres tests/postgres
 
 demo: $(STAMP)
 	$(BIN)/tilth demo

@@ -95,6 +95,12 @@ class Settings:
     one; ``bwrap`` and ``landlock`` name the one backend to use; ``off`` uses none."""
     sandbox_network: bool = True
     """Whether sandboxed ``bash`` keeps the network (``TILTH_SANDBOX_NETWORK=on|off``)."""
+    attempts: int = 1
+    """Attempts per task, each a fork of the task's start (``TILTH_ATTEMPTS``, SPEC §11)."""
+    parallel: int = 0
+    """How many attempts run at once on this machine (``TILTH_PARALLEL``; 0 = all of them)."""
+    database_url: str | None = None
+    """The durable queue's database (``TILTH_DATABASE_URL``); None = SQLite under the home."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
     warnings: tuple[str, ...] = ()
@@ -114,6 +120,8 @@ _INT_DEFAULTS = {
     "TILTH_CHECKPOINT_MAX_AGE_DAYS": 30,
     "TILTH_CHECKPOINT_MAX_BYTES": 1 << 30,
     "TILTH_MODEL_MAX_RETRIES": 4,
+    "TILTH_ATTEMPTS": 1,
+    "TILTH_PARALLEL": 0,
 }
 
 _FLOAT_DEFAULTS = {
@@ -334,6 +342,9 @@ def _settings(env: dict[str, str], warnings: list[str]) -> Settings:
         setup_timeout_seconds=_float(env, "TILTH_SETUP_TIMEOUT_SECONDS", positive=True),
         sandbox=sandbox,
         sandbox_network=network,
+        attempts=max(1, _int(env, "TILTH_ATTEMPTS")),
+        parallel=_int(env, "TILTH_PARALLEL"),
+        database_url=env.get("TILTH_DATABASE_URL") or None,
         env=env,
         warnings=tuple(warnings),
     )

@@ -6,10 +6,11 @@ them (see ``tilth.__all__`` and docs/library.md); the CLI is a client of the sam
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tilth.agent.run_context import Progress
+from tilth.agent.run_context import Notices, Progress
 from tilth.agent.stops import Stop
 from tilth.config import Role, Settings, load_settings
 from tilth.errors import ConfigError, SessionNotFound, UsageError, WorkspaceError
@@ -20,15 +21,18 @@ from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.retention import GcReport
 from tilth.timeline.rewind.plan import RewindPlan
-from tilth.ui.io import IO
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from tilth.attempts.pick import PickPlan
     from tilth.chat import ChatEngine
     from tilth.doctor import Check as Check
     from tilth.health.repair import Problem as Problem
     from tilth.model import RetryHook
     from tilth.seed.prepare import Prepared
     from tilth.seed.terminal import TerminalFrontend as TerminalFrontend
+    from tilth.ui.io import IO
 
 
 def list_sessions(settings: Settings | None = None) -> list[SessionInfo]:
@@ -139,10 +143,20 @@ def session_source(session: Session) -> Path | None:
 
 def delete_session(session: Session) -> list[str]:
     """Delete ``session``: its worktree, branch ``session/<id>`` and directory (a chat: its
-    directory only). Hold ``session.lock()``. Returns notes on what could not be removed."""
+    directory only), and the attempts it made (best of N). Hold ``session.lock()``.
+    Returns notes on what could not be removed."""
+    from tilth.attempts.listing import attempt_sessions
+    from tilth.errors import SessionLocked
     from tilth.session.teardown import teardown
 
-    return teardown(session)
+    notes: list[str] = []
+    for child in attempt_sessions(session):
+        try:
+            with child.lock():
+                notes += teardown(child)
+        except SessionLocked:
+            notes.append(f"attempt {child.id} is in use; it was kept")
+    return teardown(session) + notes
 
 
 def seed_reset_warning() -> str:
@@ -285,6 +299,55 @@ def recover_torn_seed(session: Session) -> bool:
     return recover(session.dir)
 
 
+# Attempts and the durable queue (SPEC §11).
+
+
+def list_attempts(session: Session, task_id: str | None = None) -> list[dict[str, Any]]:
+    """Every attempt ``session`` made (at ``task_id``): its figures, winner or not, and why."""
+    from tilth.attempts.listing import list_attempts as rows
+
+    return [row.as_dict() for row in rows(session, task_id)]
+
+
+def attempts_made(session: Session) -> list[str]:
+    """The ids of the attempt sessions ``session`` made (``delete_session`` deletes them)."""
+    from tilth.attempts.listing import attempt_sessions
+
+    return [child.id for child in attempt_sessions(session)]
+
+
+def plan_pick(timeline: TimelineController, attempt: str) -> PickPlan:
+    """What putting ``attempt`` in its task's winner's place would do (``render()``)."""
+    from tilth.attempts.pick import plan_pick as planned
+
+    return planned(timeline, attempt)
+
+
+def execute_pick(timeline: TimelineController, plan: PickPlan) -> None:
+    """Carry out a ``plan_pick`` plan (inside ``timeline.writing()``); undo with
+    ``timeline.plan_undo()``."""
+    from tilth.attempts.pick import execute_pick as execute
+
+    execute(timeline, plan)
+
+
+def enqueue_sessions(sessions: list[Session], settings: Settings | None = None) -> list[str]:
+    """Put ``sessions`` on the durable queue for ``tilth worker`` processes; workflow ids."""
+    from tilth.attempts import engine
+
+    return engine.enqueue_from_outside(settings or load_settings(), sessions)
+
+
+def run_worker(settings: Settings, parallel: int, stop: Any) -> None:
+    """Take sessions and attempts from the durable queue, ``parallel`` at a time, until the
+    ``threading.Event`` ``stop`` is set (``tilth worker``)."""
+    from tilth.attempts import engine
+    from tilth.attempts.parallel import default_driver
+    from tilth.runner import drive
+
+    engine.work(settings, default_driver(drive), parallel=parallel, stop=stop)
+
+
 # The front ends the CLI starts: chat, the web UI, the demo.
 
 
@@ -331,16 +394,20 @@ def run(
     progress: Progress | None = None,
     settings: Settings | None = None,
     on_notice: Callable[[str], Any] | None = None,
-    out: IO | None = None,
+    out: Notices | None = None,
+    progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
 ) -> Stop:
     """Run a prepared ``session`` to a stop.
 
     ``worker`` and ``evaluator`` are the models (by default the ones the settings name);
-    ``progress`` watches the run (``SilentProgress`` by default); ``on_notice`` gets each
-    line the CLI would have printed (warnings, the summary). Nothing touches a terminal
-    unless ``out`` is one (the CLI passes its ``IO``: then progress is drawn there).
+    ``progress`` watches the run (nothing by default; ``progress_for(label)`` makes one
+    once the models are known); ``on_notice`` gets each line the CLI would have printed
+    (warnings, the summary), unless ``out`` takes them (the CLI passes its ``IO``). No
+    terminal is needed: nothing here draws on one unless a sink given does.
     """
-    return _drive(session, worker, evaluator, progress, settings, on_notice, out, resume=False)
+    return _drive(
+        session, worker, evaluator, settings, _Sinks(progress, progress_for, on_notice, out), False
+    )
 
 
 def resume(
@@ -351,7 +418,8 @@ def resume(
     progress: Progress | None = None,
     settings: Settings | None = None,
     on_notice: Callable[[str], Any] | None = None,
-    out: IO | None = None,
+    out: Notices | None = None,
+    progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
 ) -> Stop:
     """Continue a stopped ``session`` (a prepared one is simply run); as ``run``."""
     if not session.dir.is_dir():
@@ -361,33 +429,38 @@ def resume(
 
         return Stop("all_done", log_finished_resume(session).text)
     again = session.status != "prepared"
-    return _drive(session, worker, evaluator, progress, settings, on_notice, out, resume=again)
+    sinks = _Sinks(progress, progress_for, on_notice, out)
+    return _drive(session, worker, evaluator, settings, sinks, again)
+
+
+@dataclass
+class _Sinks:
+    progress: Progress | None
+    progress_for: Callable[[str], AbstractContextManager[Progress]] | None
+    on_notice: Callable[[str], Any] | None
+    out: Notices | None
 
 
 def _drive(
     session: Session,
     worker: Model | None,
     evaluator: Model | None,
-    progress: Progress | None,
     settings: Settings | None,
-    on_notice: Callable[[str], Any] | None,
-    out: IO | None,
-    *,
+    sinks: _Sinks,
     resume: bool,
 ) -> Stop:
-    from tilth.agent.progress_sinks import SilentProgress
+    from tilth.agent.progress_sinks import LineNotices
     from tilth.runner import drive
 
     if (worker is None) != (evaluator is None):
         raise UsageError("pass both worker and evaluator, or neither (the settings' models)")
     models = (worker, evaluator) if worker is not None and evaluator is not None else None
-    if progress is None and out is None:
-        progress = SilentProgress()
     return drive(
         session,
         settings or load_settings(),
-        out or IO.to_lines(on_notice),
+        sinks.out or LineNotices(sinks.on_notice),
         resume=resume,
         models=models,
-        progress=progress,
+        progress=sinks.progress,
+        progress_for=sinks.progress_for,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -17,9 +17,10 @@ from typing import Any
 from tilth import git_worktrees
 from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.loop import run_loop
+from tilth.agent.progress_sinks import SilentProgress
 from tilth.agent.records import task_counts
 from tilth.agent.resume import prepare_resume
-from tilth.agent.run_context import CheckpointRecorder, Progress, RunContext, prep_tokens
+from tilth.agent.run_context import CheckpointRecorder, Notices, Progress, RunContext, prep_tokens
 from tilth.agent.stops import CAP_SETTINGS, Stop
 from tilth.config import Role, Settings
 from tilth.errors import ContextOverflow, SetupFailed, TilthError, WorkspaceError
@@ -32,13 +33,11 @@ from tilth.tools.sandbox import (
     sandbox_status,
     unsandboxed_warning,
 )
-from tilth.ui.io import IO
-from tilth.ui.progress import TerminalProgress
 from tilth.worktree_env import trusted_worktree_env
 from tilth.worktree_setup import prepare_worktree
 
 
-def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model, Model]:
+def models_for_run(settings: Settings, session: Session, out: Notices) -> tuple[Model, Model]:
     """Worker and evaluator models (the turn loop logs and shows each retry)."""
     from tilth.model import model_for  # imports the OpenAI SDK: slow, so only when running
 
@@ -60,7 +59,7 @@ def is_scripted(model: Model) -> bool:
 
 
 def ensure_session_worktree(
-    session: Session, settings: Settings | None = None, out: IO | None = None
+    session: Session, settings: Settings | None = None, out: Notices | None = None
 ) -> Path:
     """The session's worktree, re-created from its branch when it went missing.
 
@@ -114,7 +113,7 @@ def ignored_warning(environment: ProjectEnv) -> str:
 
 
 def _before_loop(
-    session: Session, settings: Settings, out: IO, *, resume: bool
+    session: Session, settings: Settings, out: Notices, *, resume: bool
 ) -> tuple[Path, ProjectEnv]:
     """Everything between taking the lock and the loop; no model call is made here."""
     from tilth.timeline import recover
@@ -145,17 +144,19 @@ def _before_loop(
 def drive(
     session: Session,
     settings: Settings,
-    out: IO,
+    out: Notices,
     *,
     resume: bool,
     models: tuple[Model, Model] | None = None,
     progress: Progress | None = None,
+    progress_for: ProgressFactory | None = None,
 ) -> Stop:
     """Run (or resume) ``session`` to a stop, holding its lock throughout.
 
     ``models`` (worker, evaluator) and ``progress`` are injected by library users
-    (``tilth.run``); by default the models come from settings and progress is drawn on
-    the terminal.
+    (``tilth.run``); by default the models come from settings. Progress goes to
+    ``progress``, else to what ``progress_for(label)`` makes (the CLI's terminal line,
+    ``label`` saying "scripted model" when it is one), else nowhere.
 
     Nothing before the loop calls a model: a missing setting, a worktree that cannot be
     made, a failing ``TILTH_SETUP_COMMAND`` or a test environment that does not start
@@ -184,7 +185,7 @@ def drive(
         label = "scripted model" if scripted else ""
         recorder = Recorder(session, worktree, settings)
         shown: AbstractContextManager[Progress] = (
-            nullcontext(progress) if progress is not None else TerminalProgress(out, label=label)
+            nullcontext(progress) if progress is not None else (progress_for or _silent)(label)
         )
         with shown as progress, _closing(recorder):
             ctx = RunContext(
@@ -211,11 +212,34 @@ def drive(
                     else [],
                 ),
             )
+            _attempts(ctx, models, drive)
             stop = run_loop(ctx)
         chat = _write_chat_html(session, out)
     out.stdout_to_stderr()  # when stdout's reader went away, the summary still shows
     print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
     return stop
+
+
+ProgressFactory = Callable[[str], AbstractContextManager[Progress]]
+"""Makes a run's progress sink from its label ("scripted model" or "")."""
+
+
+def _silent(label: str) -> AbstractContextManager[Progress]:
+    return nullcontext(SilentProgress())
+
+
+def _attempts(ctx: RunContext, models: tuple[Model, Model] | None, drive: Any) -> None:
+    """An attempt session runs its one task; a best-of-N run tries each task N times."""
+    from tilth.attempts.parallel import attempt_note, attempts_runner
+
+    note = attempt_note(ctx.session)
+    if note is not None:
+        ctx.attempt_note = note
+        ctx.only_task = str(ctx.session.checkpoint()["attempt"].get("task_id"))
+    elif ctx.settings.attempts > 1:
+        ctx.task_runner = attempts_runner(
+            ctx.session, ctx.settings, drive, models=models, shown=ctx.progress
+        )
 
 
 def _log_early_stop(session: Session, exc: TilthError, *, resume: bool) -> None:
@@ -234,7 +258,7 @@ def _log_early_stop(session: Session, exc: TilthError, *, resume: bool) -> None:
         pass
 
 
-def check_sandbox(settings: Settings, out: IO) -> dict[str, Any]:
+def check_sandbox(settings: Settings, out: Notices) -> dict[str, Any]:
     """Refuse (``required``) or warn once, loudly (``auto``), when bash cannot be sandboxed."""
     usable, detail = sandbox_status(settings)
     if not usable and settings.sandbox == "required":
@@ -283,7 +307,7 @@ def _closing(recorder: CheckpointRecorder) -> Iterator[None]:
 
 
 def _print_header(
-    out: IO,
+    out: Notices,
     session: Session,
     worktree: Path,
     worker: Model,
@@ -301,7 +325,7 @@ def _print_header(
         out.say("note      the model is SCRIPTED: canned replies, no real model involved", "yellow")
 
 
-def _write_chat_html(session: Session, out: IO) -> Path | None:
+def _write_chat_html(session: Session, out: Notices) -> Path | None:
     try:
         from tilth.ui.visualize import write_chat_html
     except ImportError:
@@ -327,7 +351,7 @@ def _share(value: float, cap: float) -> str:
 
 
 def print_run_summary(
-    out: IO,
+    out: Notices,
     session: Session,
     settings: Settings,
     stop: Stop,
@@ -361,6 +385,10 @@ def print_run_summary(
         f"{started}{counts['pending']} pending"
     )
     out.say(f"status    {session.status}")
+    from tilth.attempts.listing import summary_lines
+
+    for line in summary_lines(session):
+        out.say(line)
     if chat is not None:
         out.say(f"chat      {chat}")
     else:

@@ -36,6 +36,8 @@ def run_loop(ctx: RunContext) -> Stop:
         while True:
             ctx.check_caps()
             task = next_task(ctx.session.load_prd())
+            if ctx.only_task is not None and (task is None or task["id"] != ctx.only_task):
+                return finish(ctx, Stop("all_done", f"the attempt at {ctx.only_task} is over"))
             if task is None:
                 return finish(ctx, _no_open_task(ctx))
             outcome = _run_one(ctx, task)
@@ -56,7 +58,8 @@ def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
     task_id, title = str(task["id"]), str(task.get("title", ""))
     ctx.progress.note(f"▶ {task_id}: {title}", style="bold")
     ctx.progress.status(task=task_id, tokens=ctx.session.tokens_used)
-    outcome = run_task(ctx, task)  # marks the task in_progress, persists every step
+    # Marks the task in_progress, persists every step (attempts: ``tilth.attempts``).
+    outcome = (ctx.task_runner or run_task)(ctx, task)
     if outcome.status == "done":
         set_task_status(ctx.session, task_id, "done")
         append_progress(ctx.session, task_id, "done", title)

@@ -6,6 +6,7 @@ can watch a run; the terminal's is ``tilth.ui.progress.TerminalProgress``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,3 +60,26 @@ class ProgressLog:
     def on_delta(self, delta: Delta) -> None:
         """Remember a piece of a streamed reply."""
         self.deltas.append(delta)
+
+
+class LineNotices:
+    """A run's notices as plain lines to ``on_line`` (or nowhere): no terminal involved."""
+
+    def __init__(self, on_line: Callable[[str], Any] | None = None) -> None:
+        self.on_line = on_line
+
+    def say(self, text: str = "", style: str | None = None) -> None:
+        """Hand over a non-blank line."""
+        if self.on_line is not None and text.strip():
+            self.on_line(text)
+
+    def dim(self, text: str) -> None:
+        """Hand over a minor line."""
+        self.say(text)
+
+    def warn(self, text: str) -> None:
+        """Hand over a warning, marked as one."""
+        self.say(f"warning: {text}")
+
+    def stdout_to_stderr(self) -> None:
+        """Nothing to redirect."""

@@ -183,8 +183,9 @@ def worker_brief(
     progress: str,
     test_files: list[str],
     closing: str,
+    attempt_note: str | None = None,
 ) -> str:
-    """The first user message of a worker stage."""
+    """The first user message of a worker stage (``attempt_note``: which attempt this is)."""
     context_text, loaded = context
     body = sections(
         (f"## Project context ({', '.join(loaded)})", context_text),
@@ -195,6 +196,7 @@ def worker_brief(
             "do not pre-empt or break them.\n\n" + full_plan(prd, str(task.get("id"))),
         ),
         ("## Your task", task_section(task, test_files)),
+        ("## This attempt", attempt_note or ""),
         ("## Earlier stages of this task", stage_outputs(outputs, stages, stage)),
         (
             "## Prior iterations on this task (from the evaluator)",

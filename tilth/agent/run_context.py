@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,6 +59,19 @@ class Progress(Protocol):
     def on_delta(self, delta: Delta) -> None: ...
 
 
+class Notices(Protocol):
+    """Where a run's lines for a person go (warnings, its header, the summary): the
+    terminal's ``IO`` in the CLI, ``tilth.agent.progress_sinks.LineNotices`` elsewhere."""
+
+    def say(self, text: str = "", style: str | None = None) -> None: ...
+
+    def dim(self, text: str) -> None: ...
+
+    def warn(self, text: str) -> None: ...
+
+    def stdout_to_stderr(self) -> None: ...
+
+
 def prep_tokens(session: Session) -> int:
     """``tokens_used`` recorded by ``session_prepared`` (0 when the session was never prepped)."""
     for payload in payloads_of(session.events.path, "session_prepared"):
@@ -94,6 +108,12 @@ class RunContext:
     """Told about each piece of a streamed reply (the live token count), when set."""
     sandbox: Sandbox | None = None
     """Where the worker's ``bash`` and the gate run confined (None: unsandboxed)."""
+    task_runner: Callable[[RunContext, dict[str, Any]], Any] | None = None
+    """Runs one task instead of its pipeline in place (attempts, ``tilth.attempts``)."""
+    only_task: str | None = None
+    """An attempt session's one task: the run stops once it is no longer open."""
+    attempt_note: str | None = None
+    """Told to the worker of an attempt ("attempt 2 of 3"), so attempts may differ."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
     _seed_sha: str | None = field(default=None, init=False, repr=False)

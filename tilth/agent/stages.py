@@ -159,6 +159,7 @@ def worker_spec(
             progress=prompts.progress_tail(session.progress_path),
             test_files=seed_test_files(ctx.worktree, [str(task["id"])]),
             closing=closing,
+            attempt_note=ctx.attempt_note,
         )
 
     return StageSpec(stage, tool, schema, handler, lambda: prompts.worker_system(stage), brief)

@@ -18,6 +18,7 @@ from tilth.cli.common import (
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound
 from tilth.library import (
+    attempts_made,
     delete_session,
     is_chat,
     open_session,
@@ -81,6 +82,9 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
             out.say(f"  workspace  {source or '(unknown: only the session dir will be removed)'}")
             out.say(f"  worktree   {session.workspace_dir}")
             out.say(f"  branch     {session.branch}")
+            made = attempts_made(session)
+            if made:
+                out.say(f"  attempts   {len(made)} attempt session(s) it made go too")
             question = (
                 f"Delete session {session.id} of {workspace} (worktree, branch {session.branch} "
                 "and session dir)?"

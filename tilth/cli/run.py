@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,9 +18,36 @@ from tilth.ui.io import IO
 EXIT_USAGE = 2
 
 
+def _attempt_options(func: Any) -> Any:
+    func = click.option(
+        "--parallel",
+        type=click.IntRange(min=1),
+        default=None,
+        help="How many attempts run at once on this machine [TILTH_PARALLEL; all of them].",
+    )(func)
+    return click.option(
+        "--attempts",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Try each task N times from its start; the best by the checks is kept "
+        "[TILTH_ATTEMPTS; 1].",
+    )(func)
+
+
+def _with_attempts(cfg: Settings, attempts: int | None, parallel: int | None) -> Settings:
+    from dataclasses import replace
+
+    return replace(
+        cfg,
+        attempts=attempts if attempts is not None else cfg.attempts,
+        parallel=parallel if parallel is not None else cfg.parallel,
+    )
+
+
 @click.command()
 @workspace_argument
-def run(workspace: Path) -> int:
+@_attempt_options
+def run(workspace: Path, attempts: int | None, parallel: int | None) -> int:
     """Run the prepared session for WORKSPACE through its tasks.
 
     The session is the one `tilth prep-feature WORKSPACE` made. Task by task,
@@ -30,8 +58,15 @@ def run(workspace: Path) -> int:
     continues with `tilth resume`.
 
     \b
+    With --attempts N each task is tried N times from its start, K at a time
+    (--parallel), each attempt a session of its own; the best by the checks
+    (tests, review, failed gates, diff size, tokens) lands on the branch and
+    `tilth attempts` shows them all.
+
+    \b
     Example:
       tilth run ~/code/myrepo
+      tilth run ~/code/myrepo --attempts 3 --parallel 2
       git -C ~/code/myrepo log session/<id>    the work, to review and merge
 
     \b
@@ -39,7 +74,7 @@ def run(workspace: Path) -> int:
     130 interrupted (Ctrl-C); 1 error; 2 nothing ran: nothing to run, the
     session is in use, or the project's test environment cannot start.
     """
-    cfg = settings()
+    cfg = _with_attempts(settings(), attempts, parallel)
     out = io()
     source = ensure_repository(workspace)
     prepared = sessions_of(source, statuses=("prepared",), settings=cfg)
@@ -65,7 +100,10 @@ def run(workspace: Path) -> int:
 @click.option(
     "--dry-run", is_flag=True, help="Print what resuming would prepare and change nothing."
 )
-def resume(session_id: str | None, dry_run: bool) -> int:
+@_attempt_options
+def resume(
+    session_id: str | None, dry_run: bool, attempts: int | None, parallel: int | None
+) -> int:
     """Continue a stopped session where it left off (the latest one without SESSION_ID).
 
     Failed tasks go back to pending and the FAILED placeholder commit is
@@ -73,7 +111,7 @@ def resume(session_id: str | None, dry_run: bool) -> int:
     mid-way continues from its last completed turn. A prepared session that
     never ran is simply run, as `tilth run` would. Exit codes as for `tilth run`.
     """
-    cfg = settings()
+    cfg = _with_attempts(settings(), attempts, parallel)
     out = io()
     session = pick_session(cfg, session_id, out, "resume", kind="run")
     if dry_run:
@@ -108,9 +146,15 @@ def resume_session(session: Session, cfg: Settings, out: IO) -> int:
 
 def _drive(session: Session, cfg: Settings, out: IO, *, resume: bool) -> int:
     from tilth import library
+    from tilth.ui.progress import TerminalProgress
 
     run_or_resume = library.resume if resume else library.run
-    stop = run_or_resume(session, settings=cfg, out=out)
+    stop = run_or_resume(
+        session,
+        settings=cfg,
+        out=out,
+        progress_for=lambda label: TerminalProgress(out, label=label),
+    )
     return _report(stop, out)
 
 

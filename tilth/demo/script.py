@@ -22,6 +22,7 @@ INTERVIEWER = "scripted-interviewer"
 REJECTION_MARK = "rejected this work"
 _TASK_IN_BRIEF = re.compile(r"\*\*ID:\*\*\s*(T-\d{3,})")
 _TASK_UNDER_REVIEW = re.compile(r"# Task to evaluate:\s*(T-\d{3,})")
+_ATTEMPT_IN_BRIEF = re.compile(r"You are attempt (\d+) of \d+")
 
 
 @dataclass
@@ -42,6 +43,8 @@ class Recipe:
     """``normal``; ``stall`` (never submits), ``empty`` (empty replies), ``quiet`` (prose only)."""
     always_reject: bool = False
     test_command: str = "python -m pytest -q tests"
+    attempts: dict[int, dict[str, str]] = field(default_factory=dict)
+    """Written instead of ``files`` by attempt number N of a best-of-N run (1-based)."""
 
 
 @dataclass
@@ -114,6 +117,9 @@ class Team:
             return reply(None, tool_call("bash", command="echo still working"))
         rejected = any(REJECTION_MARK in _text(m) for m in messages)
         files = {**recipe.files, **recipe.fixed} if rejected and recipe.fixed else recipe.files
+        attempt = _find(_ATTEMPT_IN_BRIEF, messages)
+        if attempt is not None and int(attempt) in recipe.attempts:
+            files = recipe.attempts[int(attempt)]
         written = _last_write(messages, files)
         if written is None:
             calls = [tool_call("write_file", path=p, content=c) for p, c in files.items()]

@@ -207,8 +207,11 @@ class EventLog:
         keep = size - window + cut + 1 if cut >= 0 else 0
         self.truncate(keep)
 
-    def append(self, type_: str, payload: dict[str, Any] | None = None) -> Event:
-        """Append one event (flushed and fsynced) and return it with its offsets."""
+    def append(
+        self, type_: str, payload: dict[str, Any] | None = None, *, ts: str | None = None
+    ) -> Event:
+        """Append one event (flushed and fsynced) and return it with its offsets; ``ts``
+        keeps the time of an event copied from another log (an attempt's)."""
         if self._next_seq is None:
             self._repair_torn_tail()
             self._next_seq = self._seq_after_tail()
@@ -216,7 +219,7 @@ class EventLog:
         record: dict[str, Any] = {
             "v": EVENT_SCHEMA,
             "seq": seq,
-            "ts": utc_now(),
+            "ts": ts or utc_now(),
             "type": type_,
             "payload": payload or {},
         }

@@ -35,7 +35,7 @@ from tilth.errors import (
     UsageError,
 )
 from tilth.session.store import is_session_id
-from tilth.web import api, chat_api
+from tilth.web import api, attempts_api, chat_api
 from tilth.web.runs import Runs
 from tilth.web.security import Guard
 from tilth.web.state import ServerState, state_of
@@ -185,6 +185,7 @@ def create_app(
         Route(f"{sid}/reset-to-seed", api.reset_to_seed, methods=["POST"]),
         Route(f"{sid}/fork", api.fork, methods=["POST"]),
         Route(f"{sid}/undo", api.undo, methods=["POST"]),
+        Route(f"{sid}/attempts/pick", attempts_api.pick, methods=["POST"]),
         Route(f"{sid}/resume", api.resume, methods=["POST"]),
         Route(f"{sid}/stop", api.stop, methods=["POST"]),
         Route(f"{sid}/messages", chat_api.messages, methods=["GET", "POST"]),

@@ -139,7 +139,15 @@ def session_detail(session: Session, settings: Settings) -> dict[str, Any]:
         "seed_meta": session.seed_meta(),
         "last_stop": session.last_stop(),
         "locked_by": lock_holder(session),
+        "attempts": attempt_rows(session) if kind == "run" else [],
     }
+
+
+def attempt_rows(session: Session) -> list[dict[str, Any]]:
+    """Every attempt of a best-of-N run, task by task (``tilth attempts --json``)."""
+    from tilth.attempts.listing import list_attempts
+
+    return [row.as_dict() for row in list_attempts(session)]
 
 
 def lock_holder(session: Session) -> int | None:

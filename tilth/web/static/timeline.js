@@ -302,7 +302,8 @@ const Timeline = (() => {
           : el("button", { type: "button", class: "restart", "data-test": "restart-menu", disabled: true, title: "not started yet: nothing to restart" }, "Restart ▾")),
       task.description ? el("p", { class: "description" }, task.description) : null,
       (task.acceptance_criteria || []).length ? el("ul", { class: "criteria" }, task.acceptance_criteria.map((c) => el("li", {}, c))) : null,
-      el("ol", { class: "stages" }, task.stages.map((stage) => stageBlock(task, stage, cps))));
+      el("ol", { class: "stages" }, task.stages.map((stage) => stageBlock(task, stage, cps))),
+      Attempts.block(task, data.session.attempts || [], (path, body, dialog) => act(apiPath("attempts/" + path), body, dialog)));
   }
 
   function header(s) {

@@ -1,0 +1,204 @@
+"""Best of N: the throughput of parallel attempts, and the time to make one attempt.
+
+Run: ``python benchmarks/attempts.py`` (``TILTH_BENCH_SIZES`` sets the repository sizes
+for the second part, default ``10000,100000``; ``TILTH_BENCH_DELAYS`` the model's answer
+times for the first, default ``1,0.2``).
+
+1. Throughput. A one-task seed runs with a scripted model that answers every request
+   after a fixed delay (real models take seconds; the gates' pytest runs are CPU work
+   that two cores cap): once with one attempt, once with ``--attempts 4 --parallel 4``
+   (four forks on the durable queue, chosen by checks, the winner grafted back).
+   Throughput is attempts finished per second; goal: four attempts at K = 4 give at
+   least 3x the throughput of one at the 1 s delay (the 200 ms figure is printed too).
+2. Making one attempt: the fork of a task-start checkpoint (new session, branch and
+   worktree through the planner and journal) on repositories of 10k and 100k files,
+   against ``git worktree add`` of the same commit in the same run; goal: no slower
+   than git's own checkout (the fork's worktree is such a checkout, plus its records).
+
+Returns 1 when a goal is missed. Not run by the test suite; figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import tilth  # noqa: E402
+from tilth import git, git_worktrees  # noqa: E402
+from tilth.demo.script import Recipe, Team  # noqa: E402
+from tilth.session.files import atomic_write_json  # noqa: E402
+from tilth.session.store import Session  # noqa: E402
+from tilth.timeline import Recorder, TimelineController  # noqa: E402
+
+ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@localhost",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@localhost",
+}
+TASK = {
+    "id": "T-001",
+    "title": "Add numbers",
+    "description": "Add calc.add(a, b) returning a + b.",
+    "acceptance_criteria": ["add(2, 3) == 5"],
+}
+TEST = (
+    "tests/test_t001_add.py",
+    "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+)
+RIGHT = {"calc.py": "def add(a, b):\n    return a + b\n"}
+THROUGHPUT_GOAL = 3.0
+
+
+def make_repo(path: Path, files: int) -> Path:
+    """A repository of ``files`` small files, 100 per directory, in one commit."""
+    path.mkdir(parents=True)
+    (path / "README.md").write_text("# bench\n")
+    for i in range(files):
+        target = path / f"d{i // 100:04d}" / f"f{i % 100:02d}.txt"
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(f"file {i}\n")
+    git.git("init", "-q", "-b", "main", cwd=path)
+    git.commit_all(path, "initial")
+    return path
+
+
+def seed(sessions_dir: Path, source: Path) -> Session:
+    """A prepared one-task session of ``source`` (the seed test committed)."""
+    session = Session.create(sessions_dir, source)
+    worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
+    (worktree / TEST[0]).parent.mkdir(parents=True, exist_ok=True)
+    (worktree / TEST[0]).write_text(TEST[1])
+    sha = git.commit_all(worktree, "seed: 1 task(s) + 1 acceptance test(s)")
+    session.save_prd([{**TASK, "status": "pending"}])
+    atomic_write_json(session.seed_meta_path, {"tldr": "calc"})
+    session.log("session_prepared", tokens_used=0, prd_entries=1)
+    session.log("seed_committed", sha=sha, branch=session.branch)
+    session.update_checkpoint(workspace=str(worktree), branch=session.branch, status="prepared")
+    return session
+
+
+def delayed(seconds: float) -> Any:
+    team = Team({"T-001": Recipe(files=dict(RIGHT), test_command="true")})
+
+    def answer(model: str, request: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "delay", "seconds": seconds, "then": team(model, request)}
+
+    return answer
+
+
+def one_run(root: Path, settings: tilth.Settings, seconds: float, attempts: int) -> float:
+    """Wall time of one run of the seed with ``attempts`` attempts at once."""
+    repo = make_repo(root / f"repo-{attempts}-{seconds}", 10)
+    session = seed(settings.sessions_dir, repo)
+    script = tilth.Script(delayed(seconds))
+    cfg = replace(settings, attempts=attempts, parallel=attempts)
+    started = time.perf_counter()
+    stop = tilth.run(
+        session,
+        worker=tilth.ScriptedModel(script, "scripted-worker"),
+        evaluator=tilth.ScriptedModel(script, "scripted-evaluator"),
+        settings=cfg,
+    )
+    elapsed = time.perf_counter() - started
+    if stop.reason != "all_done":
+        raise RuntimeError(f"the run stopped: {stop.reason} {stop.detail}")
+    return elapsed
+
+
+def warm_up(settings: tilth.Settings) -> None:
+    """Start the queue once, as a long run pays for it once (its cost is printed apart)."""
+    from tilth.attempts import engine
+
+    engine.launch(settings, lambda session_id, sessions_dir: {}, parallel=4)
+
+
+def throughput(root: Path, settings: tilth.Settings, delays: list[float]) -> bool:
+    ok = True
+    for seconds in delays:
+        one = one_run(root, settings, seconds, 1)
+        four = one_run(root, settings, seconds, 4)
+        ratio = (4 / four) / (1 / one)
+        print(
+            f"model answers in {seconds * 1000:.0f} ms: one attempt {one:.1f}s, "
+            f"4 attempts at K=4 {four:.1f}s -> {ratio:.2f}x the throughput"
+        )
+        if seconds == max(delays):
+            verdict = "meets" if ratio >= THROUGHPUT_GOAL else "MISSES"
+            print(f"  {verdict} the goal of {THROUGHPUT_GOAL:.0f}x at {seconds * 1000:.0f} ms")
+            ok = ok and ratio >= THROUGHPUT_GOAL
+    return ok
+
+
+def fork_time(root: Path, settings: tilth.Settings, files: int) -> bool:
+    repo = make_repo(root / f"big-{files}", files)
+    session = seed(settings.sessions_dir, repo)
+    recorder = Recorder(session, session.workspace_dir, settings)
+    start = recorder.task_start("T-001")
+    recorder.close()
+    began = time.perf_counter()
+    child = TimelineController(session, settings).fork(start).session
+    forked = time.perf_counter() - began
+    target = root / f"plain-{files}"
+    began = time.perf_counter()
+    subprocess.run(
+        ["git", "worktree", "add", "-q", "--detach", str(target), start.head],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+    plain = time.perf_counter() - began
+    verdict = "meets" if forked <= plain else "MISSES"
+    print(
+        f"{files:>7} files: one attempt (fork + worktree) {forked * 1000:.0f} ms, "
+        f"git worktree add {plain * 1000:.0f} ms -> {verdict} the goal (no slower than git)"
+    )
+    del child
+    return forked <= plain
+
+
+def main() -> int:
+    sizes = [int(s) for s in os.environ.get("TILTH_BENCH_SIZES", "10000,100000").split(",") if s]
+    delays = [float(s) for s in os.environ.get("TILTH_BENCH_DELAYS", "1,0.2").split(",") if s]
+    root = Path(tempfile.mkdtemp(prefix="tilth-bench-attempts-"))
+    saved = dict(os.environ)
+    try:
+        for key in [k for k in os.environ if k.startswith("TILTH_")]:
+            del os.environ[key]
+        os.environ.update(ENV)
+        os.environ.update(
+            TILTH_HOME=str(root / "home"),
+            TILTH_SANDBOX="off",
+            TILTH_TEST_COMMAND=f"{sys.executable} -m pytest -q -p no:cacheprovider {{files}}",
+            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+        )
+        settings = tilth.load_settings()
+        began = time.perf_counter()
+        warm_up(settings)
+        print(f"durable queue: DBOS imported and launched in {time.perf_counter() - began:.1f}s")
+        ok = throughput(root, settings, delays)
+        for files in sizes:
+            ok = fork_time(root, settings, files) and ok
+    finally:
+        from tilth.attempts import engine
+
+        engine.shutdown()
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(root, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

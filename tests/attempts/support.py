@@ -1,0 +1,50 @@
+"""A one-task seed whose attempts differ: the scripted worker writes a correct ``add()`` in
+one attempt and a wrong one, which never passes, in the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.agent.support import Seeded
+from tilth import git, git_worktrees
+from tilth.demo.script import Recipe, Team
+from tilth.session.files import atomic_write_json
+from tilth.session.store import Session
+
+TASK: dict[str, Any] = {
+    "id": "T-001",
+    "title": "Add numbers",
+    "description": "Add calc.add(a, b) returning a + b.",
+    "acceptance_criteria": ["add(2, 3) == 5"],
+}
+TEST_FILE = (
+    "tests/test_t001_add.py",
+    "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+)
+RIGHT = {"calc.py": "def add(a, b):\n    return a + b\n"}
+WRONG = {"calc.py": "def add(a, b):\n    return a - b\n"}
+
+
+def seed_add(sessions_dir: Path, source: Path) -> Seeded:
+    """A ``prepared`` session of ``source`` with the one task and its seed test committed."""
+    session = Session.create(sessions_dir, source)
+    session.log("session_start", source=str(source), phase="prep-feature")
+    worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
+    name, body = TEST_FILE
+    (worktree / name).parent.mkdir(parents=True, exist_ok=True)
+    (worktree / name).write_text(body)
+    sha = git.commit_all(worktree, "seed: 1 task(s) + 1 acceptance test(s)")
+    assert sha is not None
+    session.save_prd([{**TASK, "status": "pending"}])
+    atomic_write_json(session.seed_meta_path, {"tldr": "calc", "tokens": {"total": 0}})
+    session.log("session_prepared", tokens_used=0, prd_entries=1)
+    session.log("seed_committed", sha=sha, branch=session.branch)
+    session.update_checkpoint(workspace=str(worktree), branch=session.branch, status="prepared")
+    return Seeded(session, source, worktree, sha)
+
+
+def differing_team(right: int = 2, count: int = 3) -> Team:
+    """Attempt ``right`` writes the correct ``add()``; every other attempt a wrong one."""
+    attempts = {n: dict(RIGHT if n == right else WRONG) for n in range(1, count + 1)}
+    return Team({"T-001": Recipe(files=dict(WRONG), test_command="true", attempts=attempts)})

@@ -1,0 +1,66 @@
+"""A best-of-N run stopped with Ctrl-C mid-attempts resumes the same attempts: nothing is
+forked twice, every attempt finishes its task, and each stage commit lands once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.agent.support import model_env, team_server
+from tests.attempts.queue_support import slow, wait_for
+from tests.attempts.support import RIGHT, differing_team, seed_add
+from tests.conftest import run_cli
+from tilth.session.pipelines import L1_STAGES
+
+
+def test_ctrl_c_mid_attempts_then_resume(repo: Path, sessions_dir: Path, tmp_path: Path) -> None:
+    seeded = seed_add(sessions_dir, repo)
+    env = {
+        **os.environ,
+        **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4"),
+    }
+    with team_server(slow(differing_team(right=2, count=2), 0.2)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        run = subprocess.Popen(
+            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "2"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+        def started() -> list[str]:
+            found = [e.payload for e in seeded.events() if e.type == "attempts_started"]
+            return list(found[0]["attempts"]) if found else []
+
+        forked = wait_for(started, 90, "the attempts to be forked")
+        wait_for(
+            lambda: all(
+                '"stage_completed"' in (sessions_dir / a / "events.jsonl").read_text()
+                for a in forked
+            ),
+            90,
+            "each attempt's first stage",
+        )
+        os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=90)
+        assert run.returncode == 130, output
+        assert not any(e.type == "attempt_selected" for e in seeded.events())
+
+        again = run_cli("resume", seeded.session.id, "--attempts", "2", env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    selected = [e.payload for e in seeded.events() if e.type == "attempt_selected"]
+    assert [a["session"] for a in selected[0]["attempts"]] == forked
+    assert selected[0]["winner"] == forked[1]
+    listed = json.loads(run_cli("sessions", "--json").stdout)
+    assert sorted(s["id"] for s in listed if s.get("parent") == seeded.session.id) == sorted(forked)
+    expected = [f"task/T-001: complete {stage} stage" for stage in L1_STAGES]
+    assert seeded.subjects() == expected
+    assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]

@@ -1,0 +1,49 @@
+"""A best-of-N task in real Chromium: its attempts under it with the figures, the winner and
+why; "Pick this one" behind the plan and a confirmation; Undo puts the winner back."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tests.agent.support import model_env, team_server
+from tests.attempts.support import differing_team, seed_add
+from tests.conftest import run_cli
+from tests.web.support import serve, wait_for
+from tests.web.test_browser import confirm, new_page, open_session
+
+
+def test_attempts_are_shown_picked_and_undone(
+    browser: Any, repo: Path, sessions_dir: Path, tilth_home: Path, tmp_path: Path
+) -> None:
+    seeded = seed_add(sessions_dir, repo)
+    env = model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")
+    with team_server(differing_team(right=2)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        result = run_cli("run", str(repo), "--attempts", "3", env=env, cwd=tmp_path, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with serve({**os.environ, "TILTH_HOME": str(tilth_home)}) as served:
+        page = new_page(browser)
+        open_session(page, served, seeded.session.id)
+        rows = page.locator("[data-task='T-001'] [data-test=attempt]")
+        assert rows.count() == 3
+        states = page.locator("[data-task='T-001'] [data-test=attempt-state]").all_inner_texts()
+        assert states == ["lost", "★ winner", "lost"]
+        assert "passed" in rows.nth(1).inner_text() and "diff line" in rows.nth(1).inner_text()
+        assert "lost to" in rows.nth(0).locator("[data-test=attempt-reason]").inner_text()
+        loser = rows.nth(0).get_attribute("data-session")
+
+        rows.nth(0).locator("[data-test=pick-attempt]").click()
+        page.wait_for_selector("dialog[open]")
+        assert loser in page.locator("[data-test=plan-text]").text_content()
+        confirm(page)
+        row = f"[data-task='T-001'] [data-test=attempt][data-session='{loser}']"
+        winner = f"{row} [data-test=attempt-state]"
+        wait_for(lambda: page.locator(winner).inner_text() == "★ winner", 30, "the pick")
+
+        page.click("[data-test=undo]")
+        page.wait_for_selector("dialog[open]")
+        confirm(page)
+        wait_for(lambda: page.locator(winner).inner_text() == "lost", 30, "the undo")
+        assert page.errors == []

@@ -1,0 +1,249 @@
+"""The durable queue: attempts and queued sessions as DBOS Transact workflows.
+
+One workflow drives one session to a stop (an attempt, or a session put on the queue
+with ``tilth enqueue``). DBOS keeps only that the workflow exists, where it runs and
+its result; Tilth's own journal and ``resume`` keep every stage exact inside it, so a
+workflow DBOS starts again (its worker died) simply resumes the session, and no stage
+commit is made twice. The system database is SQLite under ``$TILTH_HOME`` unless
+``TILTH_DATABASE_URL`` names another (``postgresql://…``: shared between machines).
+
+Each process is its own executor (``<host>-<pid>``). A worker that dies leaves its
+workflows pending; any live process that sees one whose session nobody holds (its
+lock is free twice in a row) hands that executor's workflows back to the queue.
+DBOS is imported only here, and this module only when a queue is used.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dbos import DBOS, SetWorkflowID
+
+from tilth.config import Settings
+from tilth.errors import SessionLocked, TilthError
+from tilth.session.events import utc_now
+from tilth.session.store import Session
+
+QUEUE = "tilth-work"
+POLL_SECONDS = 0.05
+"""How often a process looks at the queue (DBOS's default, 1 s, costs a second per wait)."""
+TAKEOVER_SECONDS = 1.0
+"""How often pending workflows are checked for a dead worker."""
+
+Driver = Callable[[str, str], dict[str, Any]]
+"""Drives the session ``(id, sessions_dir)`` to a stop; returns ``{reason, detail}``."""
+
+_state: dict[str, Any] = {"launched": False, "driver": None, "url": None}
+_local: dict[str, Callable[[], dict[str, Any]]] = {}
+_local_lock = threading.Lock()
+_suspects: dict[str, int] = {}
+
+
+class QueueError(TilthError):
+    """The durable queue cannot be used as asked."""
+
+
+WORKFLOW = "tilth.drive_session"
+
+
+@DBOS.workflow(name=WORKFLOW)
+def drive_session(session_id: str, sessions_dir: str) -> dict[str, Any]:
+    """Drive one session to a stop (a recovered workflow resumes it)."""
+    with _local_lock:
+        local = _local.pop(session_id, None)
+    if local is not None:
+        return local()
+    driver: Driver | None = _state["driver"]
+    if driver is None:
+        raise QueueError("no driver: the queue was launched without one")
+    return driver(session_id, sessions_dir)
+
+
+def database_url(settings: Settings) -> str:
+    """The system database: ``TILTH_DATABASE_URL``, else SQLite under ``$TILTH_HOME``."""
+    if settings.database_url:
+        return settings.database_url
+    return f"sqlite:///{settings.home / 'queue.sqlite'}"
+
+
+def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
+    """Start DBOS in this process (once) with the queue taking ``parallel`` at a time."""
+    _state["driver"] = driver
+    url = database_url(settings)
+    if _state["launched"] and _state["url"] == url:
+        return
+    shutdown()  # another database (a library user's second TILTH_HOME): start afresh
+    settings.home.mkdir(parents=True, exist_ok=True)
+    try:
+        DBOS(
+            config={
+                "name": "tilth",
+                "system_database_url": url,
+                "executor_id": f"{socket.gethostname()}-{os.getpid()}",
+                "log_level": "WARNING",
+                "notification_listener_polling_interval_sec": POLL_SECONDS,
+            }
+        )
+        DBOS.launch()
+        DBOS.register_queue(
+            QUEUE,
+            worker_concurrency=parallel or None,
+            polling_interval_sec=POLL_SECONDS,
+            on_conflict="always_update",
+        )
+    except TilthError:
+        raise
+    except Exception as exc:  # a database that cannot be reached or created
+        raise QueueError(
+            f"the durable queue could not start on {_shown(url)}: {type(exc).__name__}: {exc}",
+            hint="check TILTH_DATABASE_URL (unset: SQLite under TILTH_HOME)",
+        ) from None
+    _state.update(launched=True, url=url)
+
+
+def _shown(url: str) -> str:
+    """``url`` without a password."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://…@{rest.split('@', 1)[1]}"
+    return url
+
+
+def shutdown() -> None:
+    """Stop DBOS in this process (tests, a worker asked to stop)."""
+    if _state["launched"]:
+        DBOS.destroy(destroy_registry=False)
+        _state["launched"] = False
+
+
+def enqueue_from_outside(settings: Settings, sessions: list[Session]) -> list[str]:
+    """Put ``sessions`` on the queue from a process that takes no work (``tilth enqueue``):
+    a DBOS client, so nothing here starts running them. Their workflow ids."""
+    from dbos import DBOSClient
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    client = DBOSClient(system_database_url=database_url(settings))
+    try:
+        # A client does not create the tables; the first enqueue may come before any worker.
+        client._sys_db.run_migrations()
+        ids = []
+        for session in sessions:
+            stamp = utc_now().replace(":", "").replace(".", "").replace("-", "")
+            workflow_id = f"session-{session.id}-{stamp}"
+            client.enqueue(
+                {"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": workflow_id},
+                session.id,
+                str(session.dir.parent),
+            )
+            ids.append(workflow_id)
+        return ids
+    finally:
+        client.destroy()
+
+
+def enqueue_attempt(
+    session: Session, *, local: Callable[[], dict[str, Any]] | None, again: bool
+) -> str:
+    """The attempt ``session``'s workflow: the one queued before while it is pending (a
+    parent that crashed waits for it, never runs it twice) or when it ended and ``again``
+    is False; a new one when it ended and ``again`` (it was interrupted mid-task)."""
+    base = f"attempt-{session.id}"
+    found = DBOS.list_workflows(workflow_id_prefix=base, load_input=False, load_output=False)
+    workflow_id = base
+    if found:
+        latest = max(found, key=lambda status: status.created_at or 0)
+        workflow_id = latest.workflow_id
+        if again and latest.status not in ("PENDING", "ENQUEUED"):
+            workflow_id = f"{base}-{len(found)}"
+    return _enqueue(session, workflow_id, local)
+
+
+def _enqueue(session: Session, workflow_id: str, local: Callable[[], dict[str, Any]] | None) -> str:
+    if local is not None:
+        with _local_lock:
+            _local[session.id] = local
+    queue = DBOS.retrieve_queue(QUEUE)
+    if queue is None:
+        raise QueueError("the durable queue is not running in this process")
+    with SetWorkflowID(workflow_id):
+        queue.enqueue(drive_session, session.id, str(session.dir.parent))
+    return workflow_id
+
+
+def wait(workflow_ids: list[str], *, seconds: float | None = None) -> list[Any]:
+    """Wait for every workflow to end, at most ``seconds`` (handing a dead worker's back
+    meanwhile); their results, the exception each raised, or None for one still going."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    handles: dict[str, Any] = {wid: DBOS.retrieve_workflow(wid) for wid in workflow_ids}
+    done: dict[str, Any] = {}
+    last_check = 0.0
+    while len(done) < len(handles):
+        for wid, handle in handles.items():
+            if wid in done:
+                continue
+            status = handle.get_status().status
+            if status in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+                try:
+                    done[wid] = handle.get_result()
+                except Exception as exc:  # the workflow's own failure, reported per attempt
+                    done[wid] = exc
+        if time.monotonic() - last_check > TAKEOVER_SECONDS:
+            take_over_dead()
+            last_check = time.monotonic()
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        time.sleep(POLL_SECONDS)
+    return [done.get(wid) for wid in workflow_ids]
+
+
+def take_over_dead() -> list[str]:
+    """Hand back to the queue the workflows of workers that died; the executors freed."""
+    mine = DBOS.executor_id
+    freed: list[str] = []
+    for status in DBOS.list_workflows(status="PENDING", queue_name=QUEUE):
+        executor = status.executor_id or ""
+        if executor == mine or executor in freed:
+            continue
+        args = status.input.get("args") if isinstance(status.input, dict) else None
+        if not args or len(args) < 2:
+            continue
+        session = Session(str(args[0]), _path(str(args[1])) / str(args[0]))
+        if not _unheld(session):
+            _suspects.pop(status.workflow_id, None)
+            continue
+        seen = _suspects.get(status.workflow_id, 0) + 1
+        _suspects[status.workflow_id] = seen
+        if seen >= 2:  # free twice in a row: not a worker about to take the lock
+            DBOS._recover_pending_workflows([executor])
+            freed.append(executor)
+    return freed
+
+
+def _path(text: str) -> Path:
+    return Path(text)
+
+
+def _unheld(session: Session) -> bool:
+    """True when no process holds ``session``'s lock (nobody is driving it)."""
+    if not session.dir.is_dir():
+        return False
+    try:
+        with session.lock():
+            return True
+    except SessionLocked:
+        return False
+
+
+def work(
+    settings: Settings, driver: Driver, *, parallel: int | None, stop: threading.Event
+) -> None:
+    """Take work from the queue until ``stop`` is set (``tilth worker``)."""
+    launch(settings, driver, parallel=parallel)
+    while not stop.wait(TAKEOVER_SECONDS):
+        take_over_dead()

@@ -1,0 +1,110 @@
+"""What ``tilth attempts`` and the web UI show: each task's attempts, their figures, the
+winner and why, read from the parent's ``attempt_selected`` events and the attempt
+sessions themselves (one still running has no figures yet)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilth.errors import TilthError
+from tilth.session.events import payloads_of
+from tilth.session.store import Session
+
+WINNER, LOST, RUNNING = "winner", "lost", "running"
+
+
+@dataclass
+class AttemptRow:
+    """One attempt at one task."""
+
+    task_id: str
+    session: str
+    number: int
+    state: str
+    """``winner``, ``lost`` or ``running`` (not decided yet)."""
+    figures: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (``tilth attempts --json``, the web API)."""
+        return {
+            "task_id": self.task_id,
+            "session": self.session,
+            "number": self.number,
+            "state": self.state,
+            "checkpoint": self.checkpoint,
+            **{k: v for k, v in self.figures.items() if k != "session"},
+        }
+
+
+def _children(parent: Session) -> dict[str, dict[str, Any]]:
+    """Attempt sessions of ``parent`` by id: their ``attempt`` records."""
+    found: dict[str, dict[str, Any]] = {}
+    if not parent.dir.parent.is_dir():
+        return found
+    for path in sorted(parent.dir.parent.iterdir()):
+        record_path = path / "checkpoint.json"
+        if path.name == parent.id or not record_path.is_file():
+            continue
+        try:
+            record = Session(path.name, path).checkpoint().get("attempt")
+        except TilthError:  # an unreadable record is no one's attempt
+            continue
+        if isinstance(record, dict) and record.get("parent") == parent.id:
+            found[path.name] = record
+    return found
+
+
+def attempt_sessions(parent: Session) -> list[Session]:
+    """The attempt sessions ``parent`` made (deleted with it)."""
+    return [Session(i, parent.dir.parent / i) for i in _children(parent)]
+
+
+def list_attempts(parent: Session, task_id: str | None = None) -> list[AttemptRow]:
+    """Every attempt ``parent`` made (at ``task_id``), task by task, in attempt order.
+
+    Read from the parent's own log (no other session is opened): ``attempts_started``
+    names them, ``attempt_selected`` decides them; a later decision for the same task (a
+    ``--pick``, a second round) wins over an earlier one."""
+    rows: dict[str, AttemptRow] = {}
+    for payload in payloads_of(parent.events.path, "attempts_started"):
+        task = str(payload.get("task_id") or "")
+        for number, session_id in enumerate(payload.get("attempts") or [], 1):
+            rows[str(session_id)] = AttemptRow(
+                task_id=task,
+                session=str(session_id),
+                number=number,
+                state=RUNNING,
+                checkpoint=str(payload.get("checkpoint") or "") or None,
+            )
+    for payload in payloads_of(parent.events.path, "attempt_selected"):
+        task = str(payload.get("task_id") or "")
+        for number, item in enumerate(payload.get("attempts") or [], 1):
+            if not isinstance(item, dict) or not item.get("session"):
+                continue
+            session_id = str(item["session"])
+            row = rows.get(session_id) or AttemptRow(task, session_id, number, RUNNING)
+            row.state = WINNER if payload.get("winner") == session_id else LOST
+            row.figures = dict(item)
+            row.checkpoint = str(payload.get("checkpoint") or "") or row.checkpoint
+            rows[session_id] = row
+    found = [r for r in rows.values() if task_id is None or r.task_id == task_id]
+    found.sort(key=lambda r: (r.task_id, r.checkpoint or "", r.number, r.session))
+    return found
+
+
+def summary_lines(session: Session) -> list[str]:
+    """The summary's lines for best-of-N tasks: each attempt's figures, the winner marked."""
+    lines: list[str] = []
+    for payload in payloads_of(session.events.path, "attempt_selected"):
+        for item in payload.get("attempts") or []:
+            mark = "★" if item.get("session") == payload.get("winner") else " "
+            lines.append(
+                f"attempts  {payload.get('task_id')} {mark} {item.get('session')}: "
+                f"{'passed' if item.get('passed') else 'failed'}, "
+                f"{'accepted' if item.get('accepted') else 'not accepted'}, "
+                f"{item.get('failed_gates')} failed gate(s), {item.get('diff_lines')} diff "
+                f"line(s), {item.get('tokens')} token(s)"
+            )
+    return lines

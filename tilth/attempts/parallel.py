@@ -1,0 +1,147 @@
+"""Running a task's attempts K at a time on the durable queue, each with its own line.
+
+``runner.drive`` hands itself in (``Drive``), so this package never imports the runner:
+the queue's workflows call back into the same ``drive`` a plain run uses.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from tilth.agent.progress_sinks import LineNotices
+from tilth.agent.run_context import Notices, Progress
+from tilth.agent.stops import Stop
+from tilth.attempts.task import KIND, AttemptsRunner, attempt_record, task_over
+from tilth.config import Settings, load_settings
+from tilth.model.base import Delta, Model
+from tilth.session.store import Session
+
+STOP_SECONDS = 60.0
+"""How long an interrupted run waits for its attempts to save their state and stop."""
+
+
+class Drive(Protocol):
+    """``tilth.runner.drive``."""
+
+    def __call__(
+        self,
+        session: Session,
+        settings: Settings,
+        out: Notices,
+        *,
+        resume: bool,
+        models: tuple[Model, Model] | None = ...,
+        progress: Progress | None = ...,
+    ) -> Stop: ...
+
+
+class AttemptLine:
+    """One attempt's live line: its stage changes and notes, prefixed, to the run's sink."""
+
+    def __init__(
+        self, shown: Progress, label: str, lock: threading.Lock, cancel: threading.Event
+    ) -> None:
+        self.shown = shown
+        self.label = label
+        self.lock = lock
+        self.cancel = cancel
+        """Set when the run is interrupted: the attempt stops at its next step, as on Ctrl-C."""
+        self.where: tuple[str | None, str | None] = (None, None)
+
+    def status(
+        self,
+        *,
+        task: str | None = None,
+        stage: str | None = None,
+        turn: int | None = None,
+        tokens: int | None = None,
+    ) -> None:
+        """Show the attempt's stage when it changes (or stop the attempt: see ``cancel``)."""
+        if self.cancel.is_set():
+            raise KeyboardInterrupt("the run was interrupted")
+        where = (task or self.where[0], stage or self.where[1])
+        if where != self.where and where[1]:
+            self.where = where
+            with self.lock:
+                self.shown.note(f"  [{self.label}] {where[0]} {where[1]}", style="dim")
+
+    def note(self, text: str, style: str | None = None) -> None:
+        """A notable line of the attempt, prefixed."""
+        with self.lock:
+            self.shown.note(f"  [{self.label}] {text.strip()}", style=style)
+
+    def on_delta(self, delta: Delta) -> None:
+        """Streamed pieces are not shown for attempts (K of them at once)."""
+
+
+def as_result(stop: Stop) -> dict[str, Any]:
+    """A stop as the workflow's JSON result."""
+    return {"reason": stop.reason, "detail": stop.detail}
+
+
+def attempt_note(session: Session) -> str | None:
+    """What the worker of an attempt session is told about it (None for other sessions)."""
+    record = attempt_record(session)
+    if session.checkpoint().get("kind") != KIND or not record:
+        return None
+    return (
+        f"You are attempt {record.get('number')} of {record.get('of')} at this task. The "
+        "other attempts work on it independently from the same start; the best by the "
+        "checks (tests, review, fewer failed gates, smaller diff) is kept."
+    )
+
+
+def attempts_runner(
+    session: Session,
+    settings: Settings,
+    drive: Drive,
+    *,
+    models: tuple[Model, Model] | None,
+    shown: Progress,
+) -> AttemptsRunner:
+    """The task runner of a best-of-``settings.attempts`` run of ``session``."""
+    lock = threading.Lock()
+    cancel = threading.Event()
+
+    def run_all(children: list[Session]) -> list[Any]:
+        from tilth.attempts import engine
+
+        parallel = settings.parallel or len(children)
+        engine.launch(settings, default_driver(drive), parallel=parallel)
+        ids = []
+        for child in children:
+            number = attempt_record(child).get("number") or "?"
+            line = AttemptLine(shown, f"attempt {number}/{len(children)} {child.id}", lock, cancel)
+
+            def local(child: Session = child, line: AttemptLine = line) -> dict[str, Any]:
+                out = LineNotices(None)
+                return as_result(
+                    drive(child, settings, out, resume=True, models=models, progress=line)
+                )
+
+            again = not task_over(child)
+            ids.append(engine.enqueue_attempt(child, local=local, again=again))
+        try:
+            return engine.wait(ids)
+        except KeyboardInterrupt:
+            # Each attempt stops at its next step with its state saved (resume continues it).
+            cancel.set()
+            engine.wait(ids, seconds=STOP_SECONDS)
+            raise
+
+    return AttemptsRunner(settings.attempts, run_all)
+
+
+def default_driver(drive: Drive) -> Callable[[str, str], dict[str, Any]]:
+    """Drives a session by id with the settings' models (a worker, a recovered attempt)."""
+
+    def by_id(session_id: str, sessions_dir: str) -> dict[str, Any]:
+        settings = load_settings()
+        session = Session(session_id, Path(sessions_dir) / session_id)
+        resume = session.status != "prepared"
+        return as_result(drive(session, settings, LineNotices(None), resume=resume))
+
+    return by_id

@@ -1,0 +1,110 @@
+"""``tilth attempts --pick <session>``: another attempt in the winner's place.
+
+A pick is a go-back: the parent is rewound (code and conversation, through the one
+planner and journal, so it is undoable with ``tilth rewind --undo``) to the task's
+start, the attempt whose fork point that was, and the picked attempt's work is then
+grafted as a winner's is. Tasks after it are rolled back with it (the plan says so)
+and run again on ``tilth resume``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tilth import git
+from tilth.attempts.graft import graft
+from tilth.attempts.listing import list_attempts
+from tilth.attempts.task import attempt_record, placeholder_of, set_task_status
+from tilth.errors import UsageError
+from tilth.session.store import Session
+from tilth.timeline.controller import TimelineController
+from tilth.timeline.record.checkpoints import Checkpoint
+from tilth.timeline.rewind.plan import RewindPlan
+
+
+@dataclass
+class PickPlan:
+    """What picking ``child`` would do: the rewind, then the graft."""
+
+    parent: Session
+    child: Session
+    task_id: str
+    start: Checkpoint
+    rewind: RewindPlan
+    figures: list[dict[str, Any]]
+
+    def render(self, undo: str | None = None) -> str:
+        """The plan a person confirms (the rewind's own plan, then the graft)."""
+        how = undo or f"`tilth rewind {self.parent.id} --undo`"
+        return (
+            f"pick attempt {self.child.id} for {self.task_id} in session {self.parent.id}:\n"
+            f"{self.rewind.render(how)}\n"
+            f"then: {self.child.id}'s commits, task state, ledger, threads and checkpoints "
+            f"for {self.task_id} are brought in (undo: {how})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as data (the web API)."""
+        return {
+            "op": "pick",
+            "task_id": self.task_id,
+            "attempt": self.child.id,
+            "start": self.start.id,
+            "rewind": self.rewind.to_dict(),
+        }
+
+
+def plan_pick(controller: TimelineController, picked: str) -> PickPlan:
+    """Plan putting attempt ``picked`` in its task's winner's place (nothing written)."""
+    parent = controller.session
+    child = Session(picked, parent.dir.parent / picked)
+    record = attempt_record(child) if child.dir.is_dir() else {}
+    if record.get("parent") != parent.id:
+        raise UsageError(
+            f"{picked} is not an attempt of session {parent.id}",
+            hint=f"`tilth attempts {parent.id}` lists them",
+        )
+    task_id = str(record.get("task_id"))
+    rows = [r for r in list_attempts(parent, task_id) if r.figures]
+    if not any(r.session == picked for r in rows):
+        raise UsageError(f"attempt {picked} has not been decided yet; let the run finish first")
+    if any(r.session == picked and r.state == "winner" for r in rows):
+        raise UsageError(f"attempt {picked} is already the winner of {task_id}")
+    start = controller.resolve(str(record.get("checkpoint")))
+    rewind = controller.plan_rewind(start, "both", survey=True)
+    figures = [{"session": r.session, **{k: v for k, v in r.figures.items()}} for r in rows]
+    return PickPlan(parent, child, task_id, start, rewind, figures)
+
+
+def execute_pick(controller: TimelineController, plan: PickPlan) -> None:
+    """Carry out ``plan`` (hold ``controller.writing()``): rewind, graft, record."""
+    controller.execute(plan.rewind)
+    child = plan.child
+    # A failed attempt comes with its FAILED placeholder: the task is failed here too, and
+    # resume unwinds the placeholder as it does after any failed task.
+    graft(plan.parent, child, plan.task_id, plan.start.seq, git.head(child.workspace_dir))
+    picked = next(f for f in plan.figures if f["session"] == child.id)
+    placeholder = placeholder_of(child, plan.task_id)
+    if placeholder is not None:
+        plan.parent.log(
+            "task_failed",
+            task_id=plan.task_id,
+            reason=picked.get("failure") or "no_case",
+            placeholder_sha=placeholder,
+            picked=child.id,
+        )
+    for item in plan.figures:
+        if item["session"] == child.id:
+            item["reason"] = "picked by hand"
+        else:
+            item["reason"] = f"not picked ({item.get('reason', '')})"
+    set_task_status(plan.parent, plan.task_id, "done" if picked.get("passed") else "failed")
+    plan.parent.log(
+        "attempt_selected",
+        task_id=plan.task_id,
+        winner=child.id,
+        checkpoint=plan.start.id,
+        picked=True,
+        attempts=plan.figures,
+    )

@@ -1,0 +1,225 @@
+"""Best of N for one task: N attempts forked from the task's start, the winner chosen by
+checks and brought into the parent (SPEC §11).
+
+The parent records the task's start (its checkpoint is every attempt's fork point),
+forks N sessions of kind ``attempt`` through the one planner and journal, and puts
+each on the durable queue (``tilth.attempts.engine``), K at a time. Each attempt runs
+the task's whole pipeline in its own worktree and stops when the task is over. The
+figures decide (``figures.choose``), ``attempt_selected`` records them, and the
+winner's work is grafted into the parent (``graft``): the run goes on from there.
+A parent that stopped half-way through its attempts finds them again on resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tilth import git
+from tilth.agent.pipeline import TaskOutcome, run_task, set_task_status
+from tilth.agent.run_context import RunContext
+from tilth.agent.stops import FailureReason, StopRun
+from tilth.agent.task_state import TaskState
+from tilth.attempts.figures import AttemptFigures, choose, measure
+from tilth.attempts.graft import graft, placeholder_files
+from tilth.errors import TilthError
+from tilth.session.events import payloads_of
+from tilth.session.store import Session
+from tilth.timeline.controller import TimelineController
+from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
+
+KIND = "attempt"
+
+LocalDriver = Callable[[Session, int], Callable[[], dict[str, Any]] | None]
+"""Makes the in-process driver of attempt ``n`` (injected models), or None."""
+
+
+class AttemptsFailed(TilthError):
+    """No attempt could be made or run."""
+
+
+@dataclass
+class AttemptsRunner:
+    """``RunContext.task_runner`` for a best-of-N run."""
+
+    count: int
+    run_all: Callable[[list[Session]], list[Any]]
+    """Runs the attempt sessions to their stops (on the queue); a result per session."""
+    on_line: Callable[[str], Any] | None = None
+
+    def __call__(self, ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
+        task_id = str(task["id"])
+        state = TaskState.load(ctx.session, task_id)
+        if state.stages_done or (state.base_commit is not None and git.is_dirty(ctx.worktree)):
+            # Under way in place already (a run from before, a retry holding a failed
+            # attempt's work): it goes on where it stands.
+            return run_task(ctx, task)
+        start = _task_start(ctx, task, state)
+        tokens_at_start = _tokens_at(start, ctx.session.tokens_used)
+        children = _attempts_of(ctx.session, task_id, start)
+        if not children:
+            children = [self._fork(ctx, start, task_id, n) for n in range(1, self.count + 1)]
+            ctx.session.log(
+                "attempts_started",
+                task_id=task_id,
+                checkpoint=start.id,
+                attempts=[c.id for c in children],
+            )
+        ctx.progress.note(f"  {task_id}: {len(children)} attempts from {start.id}")
+        self.run_all(children)
+        cut_short = [c.id for c in children if not task_over(c)]
+        if cut_short:
+            # Not decided on half a race: resume runs them on from where they stopped.
+            raise StopRun(
+                "error",
+                f"attempt(s) {', '.join(cut_short)} stopped before {task_id} was over; "
+                f"`tilth resume {ctx.session.id}` continues them",
+            )
+        base = state.base_commit or start.head
+        figures = [measure(c, task_id, base, tokens_at_start) for c in children]
+        return _select(ctx, task_id, start, children, figures)
+
+    def _fork(self, ctx: RunContext, start: Checkpoint, task_id: str, number: int) -> Session:
+        controller = TimelineController(ctx.session, ctx.settings)
+        child = controller.fork(start).session
+        child.update_checkpoint(
+            kind=KIND,
+            attempt={
+                "parent": ctx.session.id,
+                "task_id": task_id,
+                "checkpoint": start.id,
+                "number": number,
+                "of": self.count,
+            },
+        )
+        return child
+
+
+def _task_start(ctx: RunContext, task: dict[str, Any], state: TaskState) -> Checkpoint:
+    """The task's start on the parent's timeline (recorded now when it has none)."""
+    task_id = str(task["id"])
+    set_task_status(ctx.session, task_id, "in_progress")
+    if state.failure:
+        ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
+        state.failure, state.turns, state.rejections, state.verify_failures = None, 0, 0, 0
+        state.save(ctx.session)
+    if state.base_commit is None:
+        from tilth.session.pipelines import stages_for
+
+        state.base_commit = git.head(ctx.worktree)
+        state.save(ctx.session)
+        ctx.session.log(
+            "task_start",
+            task_id=task_id,
+            title=task.get("title", ""),
+            tier=str(task.get("tier") or ctx.settings.default_tier).upper(),
+            stages=list(stages_for(task, ctx.settings.default_tier)),
+            base_commit=state.base_commit,
+        )
+        recorded = ctx.recorder.task_start(task_id)
+        if isinstance(recorded, Checkpoint):
+            return recorded
+    starts = [
+        c
+        for c in list_checkpoints(ctx.session)
+        if c.kind == "task_start" and c.task_id == task_id and c.head == state.base_commit
+    ]
+    if not starts:
+        raise AttemptsFailed(
+            f"task {task_id} has no start checkpoint to fork its attempts from",
+            hint=f"`tilth restart {ctx.session.id} {task_id}` starts it afresh",
+        )
+    return starts[-1]
+
+
+def task_over(child: Session) -> bool:
+    """True when the attempt ``child``'s task ended (done or failed), not cut short."""
+    task_id = attempt_record(child).get("task_id")
+    status = next((t.get("status") for t in child.load_prd() if t.get("id") == task_id), None)
+    return status in ("done", "failed")
+
+
+def attempt_record(session: Session) -> dict[str, Any]:
+    """The ``attempt`` entry of an attempt session's checkpoint.json ({} otherwise)."""
+    record = session.checkpoint().get("attempt")
+    return record if isinstance(record, dict) else {}
+
+
+def _attempts_of(parent: Session, task_id: str, start: Checkpoint) -> list[Session]:
+    """Attempts made earlier from ``start`` and not yet decided (a resumed parent)."""
+    decided = {
+        str(p.get("checkpoint"))
+        for p in payloads_of(parent.events.path, "attempt_selected")
+        if p.get("task_id") == task_id
+    }
+    if start.id in decided:
+        return []
+    for payload in payloads_of(parent.events.path, "attempts_started"):
+        if payload.get("task_id") == task_id and payload.get("checkpoint") == start.id:
+            ids = [str(i) for i in payload.get("attempts") or []]
+            found = [Session(i, parent.dir.parent / i) for i in ids]
+            return [s for s in found if s.dir.is_dir()]
+    return []
+
+
+def _tokens_at(start: Checkpoint, fallback: int) -> int:
+    """The session's token count at ``start`` (where every attempt's count begins)."""
+    value = start.state.get("tokens_used")
+    return value if isinstance(value, int) else fallback
+
+
+def _select(
+    ctx: RunContext,
+    task_id: str,
+    start: Checkpoint,
+    children: list[Session],
+    figures: list[AttemptFigures],
+) -> TaskOutcome:
+    winner_index = choose(figures)
+    winner, best = children[winner_index], figures[winner_index]
+    ctx.session.add_tokens(sum(f.tokens for f in figures))
+    ctx.session.log(
+        "attempt_selected",
+        task_id=task_id,
+        winner=winner.id,
+        checkpoint=start.id,
+        attempts=[f.to_dict() for f in figures],
+    )
+    for number, item in enumerate(figures, 1):
+        mark = "★" if item is best else " "
+        ctx.progress.note(
+            f"  {mark} attempt {number} {item.session}: "
+            f"{'passed' if item.passed else 'failed'}, {item.failed_gates} failed gate(s), "
+            f"{item.diff_lines} diff line(s), {item.tokens} token(s) — {item.reason}"
+        )
+    head = git.head(winner.workspace_dir)
+    placeholder = placeholder_of(winner, task_id)
+    if placeholder is not None:
+        head = git.rev_parse(f"{placeholder}^", winner.workspace_dir) or start.head
+    graft(ctx.session, winner, task_id, start.seq, head)
+    if best.passed:
+        return TaskOutcome("done", summary=f"won by attempt {winner.id}: {best.reason}")
+    if placeholder is not None:
+        placeholder_files(ctx.session, placeholder)
+    reason: FailureReason = _failure(best.failure)
+    return TaskOutcome(
+        "failed",
+        reason,
+        f"no attempt passed; the best ({winner.id}) is kept: {best.failure}",
+        {"attempts": len(figures)},
+    )
+
+
+def placeholder_of(child: Session, task_id: str) -> str | None:
+    """The FAILED placeholder commit an attempt made for ``task_id`` (None: it passed)."""
+    found = None
+    for payload in payloads_of(child.events.path, "task_failed"):
+        if payload.get("task_id") == task_id and isinstance(payload.get("placeholder_sha"), str):
+            found = str(payload["placeholder_sha"])
+    return found
+
+
+def _failure(text: str | None) -> FailureReason:
+    known = ("iter_cap", "evaluator_cap", "verify_cap", "empty_responses", "no_case")
+    return text if text in known else "no_case"  # type: ignore[return-value]
