@@ -32,6 +32,7 @@ from tilth.config import Endpoint
 from tilth.errors import ModelError
 from tilth.model.base import AssistantTurn, OnDelta, ToolCall, Usage
 from tilth.model.stream import CHARS_PER_TOKEN, StreamAssembler
+from tilth.secret_filter import scrub_value
 
 RetryHook = Callable[[int, str, float], None]
 StreamRefusedHook = Callable[[str], None]
@@ -121,7 +122,8 @@ class OpenAIModel:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create``."""
-        options: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
+        # The secret filter: no key Tilth knows goes to a model, whatever a file held.
+        options: dict[str, Any] = {"model": self.endpoint.model, "messages": scrub_value(messages)}
         if tools:
             options["tools"] = tools
         if self.request_reasoning:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tilth.secret_filter import scrub
 from tilth.session.files import append_line, fsync_dir
 
 LINE_HEAD = rb'\{"v": \d+, "seq": (?P<seq>\d+), "ts": "[^"]*", "type": "(?P<type>[^"\\]*)"'
@@ -220,7 +221,7 @@ class EventLog:
             "type": type_,
             "payload": payload or {},
         }
-        line = json.dumps(record, ensure_ascii=False, default=str)
+        line = scrub(json.dumps(record, ensure_ascii=False, default=str))
         end = append_line(self.path, line)
         self._next_seq = seq + 1
         # Offsets are in bytes: non-ASCII payloads make the line longer than its len().

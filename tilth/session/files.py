@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tilth.errors import SessionCorrupt, StorageError
+from tilth.secret_filter import scrub
 
 
 def fsync_dir(directory: Path) -> None:
@@ -53,8 +54,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Atomically replace ``path`` with ``text`` (UTF-8)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """Atomically replace ``path`` with ``text`` (UTF-8), API keys filtered out."""
+    atomic_write_bytes(path, scrub(text).encode("utf-8"))
 
 
 def dumps(value: Any) -> str:
@@ -114,7 +115,7 @@ def append_line(path: Path, line: str, *, repair: bool = False) -> int:
     With ``repair``, a torn last line (no newline: a crash mid-append) is cut
     first, so the new line is not glued onto it.
     """
-    data = (line + "\n").encode("utf-8")
+    data = (scrub(line) + "\n").encode("utf-8")
     try:
         # Unbuffered: a failed write leaves nothing pending for close() to retry.
         handle = open(path, "a+b", buffering=0)

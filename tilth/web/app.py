@@ -36,6 +36,7 @@ from tilth.errors import (
 from tilth.session.store import is_session_id
 from tilth.web import api, chat_api
 from tilth.web.runs import Runs
+from tilth.web.scrub import ScrubResponses
 from tilth.web.security import Guard
 from tilth.web.state import ServerState, state_of
 
@@ -188,4 +189,4 @@ def create_app(
     )
     app.state.tilth = state
     app.state.pages = Pages()
-    return Guard(app, token, lambda: state.port, state)
+    return Guard(ScrubResponses(app), token, lambda: state.port, state)
