@@ -28,7 +28,7 @@ EVALUATOR_KEY = "sk-evaluator-only-key-77aa00bb11"
 def secret_hits(root: Path, keys: list[str]) -> list[str]:
     """Every file under ``root`` (links not followed) that holds one of ``keys``."""
     hits = []
-    for here, dirs, files in os.walk(root):
+    for here, _dirs, files in os.walk(root):
         for name in files:
             path = Path(here) / name
             info = path.lstat()
