@@ -32,6 +32,7 @@ from tilth.agent.seed_copies import (
     materialised,
     seed_copies,
     seed_test_files,
+    slug_of,
     tampering_message,
 )
 from tilth.proc import scrubbed_env
@@ -253,6 +254,18 @@ def run_gate(
         if changed:
             refusal = Check("seed-tests", False, tampering_message(changed, seed_sha))
             return GateRun([refusal], files, tampered=changed)
+    # Fail closed: a task whose seed tests cannot be found never passes.
+    prefixes = {t: f"tests/test_{slug_of(t)}_" for t in task_ids}
+    untested = [t for t, prefix in prefixes.items() if not any(f.startswith(prefix) for f in files)]
+    if untested:
+        where = f"the seed commit {seed_sha[:12]}" if seed_sha else "the worktree"
+        missing = Check(
+            "seed-tests",
+            False,
+            f"no seed test of {', '.join(untested)} in {where} "
+            "(tests/test_t<NNN>_<slug>.py): the gate cannot pass a task it cannot test",
+        )
+        return GateRun([missing], files)
     try:
         return GateRun(
             _run_checks(

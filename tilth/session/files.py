@@ -81,6 +81,11 @@ def read_json(path: Path, *, what: str) -> Any:
             f"{what} at {path} is not valid JSON (line {exc.lineno}: {exc.msg})",
             hint="`tilth doctor <id>` says whether it can be restored from a checkpoint",
         ) from None
+    except RecursionError:
+        raise SessionCorrupt(
+            f"{what} at {path} is nested too deeply to be a state file",
+            hint="`tilth doctor <id>` says whether it can be restored from a checkpoint",
+        ) from None
 
 
 def read_at(path: Path, offset: int, count: int | None = None) -> tuple[bytes, int]:

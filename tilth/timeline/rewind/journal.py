@@ -66,10 +66,16 @@ def read_journal(session: Session) -> Journal | None:
         data = read_json(path, what="timeline journal")
     except FileNotFoundError:
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
+    lists = ("steps", "started", "done")
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("plan"), dict)
+        or not isinstance(data.get("op_id", ""), str)
+        or not all(isinstance(data.get(name, []), list) for name in lists)
+    ):
         raise SessionCorrupt(
             f"the rewind journal {path} is not readable",
-            hint=f"inspect it; deleting it abandons the interrupted operation ({path})",
+            hint=f"`tilth doctor {session.id} --repair` finishes or cancels what it recorded",
         )
     return Journal(
         op_id=str(data.get("op_id", "")),
