@@ -36,7 +36,15 @@ def git(
     """Run ``git <args>`` in ``cwd`` and return stdout; raise ``GitError`` on failure."""
     cmd = ["git", *args]  # as shown in errors; the INERT options are always added
     run = ["git", *inert_options(), *args]
-    result = proc.run(run, cwd=cwd, timeout=timeout, env=inert_env(env), input_text=input_text)
+    # Paths that are not UTF-8 come back (and go in) exactly, as os.fsdecode has them.
+    result = proc.run(
+        run,
+        cwd=cwd,
+        timeout=timeout,
+        env=inert_env(env),
+        input_text=input_text,
+        errors="surrogateescape",
+    )
     if result.timed_out:
         raise GitError(cmd, -9, f"timed out after {timeout:.0f}s")
     if check and result.returncode != 0:

@@ -200,7 +200,7 @@ class OpenAIModel:
 
         try:
             data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             return self._from_completion(body.decode("utf-8", "replace"))
         if not isinstance(data, dict):
             return self._from_completion(data)

@@ -53,9 +53,19 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def state_bytes(text: str) -> bytes:
+    """``text`` as UTF-8, a lone surrogate written as its JSON escape (``\\udcff``).
+
+    A file name that is not UTF-8 reaches Python as a string with lone surrogates
+    (``os.fsdecode``); inside a JSON string the escape reads back as the same character,
+    so the name round-trips byte for byte through every state file.
+    """
+    return text.encode("utf-8", "backslashreplace")
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Atomically replace ``path`` with ``text`` (UTF-8), API keys filtered out."""
-    atomic_write_bytes(path, scrub(text).encode("utf-8"))
+    atomic_write_bytes(path, state_bytes(scrub(text)))
 
 
 def dumps(value: Any) -> str:
@@ -120,7 +130,7 @@ def append_line(path: Path, line: str, *, repair: bool = False) -> int:
     With ``repair``, a torn last line (no newline: a crash mid-append) is cut
     first, so the new line is not glued onto it.
     """
-    data = (scrub(line) + "\n").encode("utf-8")
+    data = state_bytes(scrub(line) + "\n")
     try:
         # Unbuffered: a failed write leaves nothing pending for close() to retry.
         handle = open(path, "a+b", buffering=0)
