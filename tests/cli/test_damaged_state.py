@@ -10,14 +10,25 @@ back a session that resumes.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
 
-from cli.test_doctor_repair import Story, saved, story  # noqa: F401, F811  (fixtures)
+from cli.test_doctor_repair import Story
+from cli.test_doctor_repair import saved as saved_story  # noqa: F401  (a fixture)
 from tilth.demo.script import Team
+
+
+@pytest.fixture
+def story(saved_story: Story) -> Story:  # noqa: F811  (the imported fixture)
+    """The saved story, copied back in place for this test (as ``test_doctor_repair``)."""
+    live = saved_story.root / "live"
+    shutil.rmtree(live)
+    shutil.copytree(saved_story.root / "saved", live, symlinks=True)
+    return saved_story
 
 
 def _listing(story: Story) -> dict[str, Any]:
