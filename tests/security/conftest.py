@@ -4,6 +4,9 @@ with the reason shown (``-ra`` prints it)."""
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +26,25 @@ def require_sandbox() -> None:
 @pytest.fixture
 def sandbox_usable() -> None:
     require_sandbox()
+
+
+@pytest.fixture(autouse=True)
+def no_key_in_any_session_file(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every security test: no file Tilth left under ``$TILTH_HOME`` (sessions, their
+    worktrees, snapshots) holds the test API key (SPEC §3, the secret filter)."""
+    yield
+    if "tilth_home" not in request.fixturenames:
+        return
+    from agent.support import API_KEY
+
+    home: Path = request.getfixturevalue("tilth_home")
+    found = []
+    for here, _dirs, files in os.walk(home):
+        for name in files:
+            path = Path(here) / name
+            if name == ".env" or not stat.S_ISREG(path.lstat().st_mode):
+                continue
+            with open(path, "rb") as handle:
+                if API_KEY.encode() in handle.read():
+                    found.append(str(path.relative_to(home)))
+    assert found == [], f"the API key was written to {found}"
