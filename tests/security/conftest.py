@@ -32,12 +32,14 @@ def sandbox_usable() -> None:
 def no_key_in_any_session_file(request: pytest.FixtureRequest) -> Iterator[None]:
     """After every security test: no file Tilth left under ``$TILTH_HOME`` (sessions, their
     worktrees, snapshots) holds the test API key (SPEC §3, the secret filter)."""
-    yield
     if "tilth_home" not in request.fixturenames:
+        yield
         return
     from agent.support import API_KEY
 
+    # Asked for first, so it is torn down after this check.
     home: Path = request.getfixturevalue("tilth_home")
+    yield
     found = []
     for here, _dirs, files in os.walk(home):
         for name in files:

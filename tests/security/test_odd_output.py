@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
+from web.support import serve
 
 from tilth.demo.script import Recipe, Team
 from tilth.model.script import tool_call, tool_call_raw
@@ -51,6 +52,12 @@ def test_a_file_name_that_is_not_utf8_survives_run_resume_and_rewind(
         listed = tilth("checkpoints", seeded.session.id, env=env)
         assert listed.returncode == 0, listed.stderr
     assert seeded.statuses() == {"T-001": "done", "T-002": "failed"}, ran.stdout + ran.stderr
+    with serve() as served:  # the web API names the file exactly (as its JSON escape)
+        for path in ("", "/checkpoints"):
+            answer = served.api("GET", f"/api/sessions/{seeded.session.id}{path}")
+            assert answer.status_code == 200, answer.text
+        files = json.dumps(answer.json())
+    assert "bad\\udcff.txt" in files, files[:2000]
     committed = subprocess.run(
         ["git", "-C", str(seeded.worktree), "ls-files", "-z"], capture_output=True, check=True
     ).stdout
