@@ -84,8 +84,6 @@ def describe(session: Session) -> SessionInfo:
         tasks = session.load_prd()
         total = len(tasks)
         done = sum(1 for t in tasks if t.get("status") == "done")
-    except FileNotFoundError:
-        pass
     except (SessionCorrupt, OSError) as exc:
         # A prepared-but-never-seeded session has no prd.json: nothing is damaged then.
         if session.prd_path.exists():
@@ -112,14 +110,13 @@ def _journal_problem(session: Session) -> str | None:
     if not path.exists():
         return None
     from tilth.session.files import read_json
+    from tilth.session.validate import journal_problem
 
     try:
-        data = read_json(path, what="the timeline journal")
-    except (SessionCorrupt, OSError, FileNotFoundError) as exc:
+        problem = journal_problem(read_json(path, what="the timeline journal"))
+    except (SessionCorrupt, OSError) as exc:
         return str(exc)
-    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
-        return f"the timeline journal {path} is not a journal"
-    return None
+    return None if problem is None else f"the timeline journal {path}: {problem}"
 
 
 def list_sessions(sessions_dir: Path) -> list[SessionInfo]:

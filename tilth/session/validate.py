@@ -87,6 +87,18 @@ def prd_problem(data: Any, *, seed_rules: bool = False) -> str | None:
     return None
 
 
+def journal_problem(data: Any) -> str | None:
+    """What is wrong with a parsed ``timeline/journal.json`` (an interrupted go-back), or None."""
+    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
+        return "not a journal (no plan)"
+    if not isinstance(data.get("op_id", ""), str):
+        return f"op_id is {_shown(data.get('op_id'))}, not text"
+    for name in ("steps", "started", "done"):
+        if not isinstance(data.get(name, []), list):
+            return f"{name} is {_shown(data.get(name))}, not a list"
+    return None
+
+
 def _shown(value: Any) -> str:
     """A value for a one-line message, cut short."""
     text = repr(value)

@@ -19,6 +19,7 @@ from tilth.errors import SessionCorrupt
 from tilth.session.events import read_json_objects, utc_now
 from tilth.session.files import append_line, atomic_write_json, fsync_dir, read_json
 from tilth.session.store import Session
+from tilth.session.validate import journal_problem
 from tilth.timeline.record.checkpoints import timeline_dir
 
 JOURNAL_SCHEMA = 1
@@ -66,15 +67,10 @@ def read_journal(session: Session) -> Journal | None:
         data = read_json(path, what="timeline journal")
     except FileNotFoundError:
         return None
-    lists = ("steps", "started", "done")
-    if (
-        not isinstance(data, dict)
-        or not isinstance(data.get("plan"), dict)
-        or not isinstance(data.get("op_id", ""), str)
-        or not all(isinstance(data.get(name, []), list) for name in lists)
-    ):
+    problem = journal_problem(data)
+    if problem is not None:
         raise SessionCorrupt(
-            f"the rewind journal {path} is not readable",
+            f"the rewind journal {path} is not readable: {problem}",
             hint=f"`tilth doctor {session.id} --repair` finishes or cancels what it recorded",
         )
     return Journal(
