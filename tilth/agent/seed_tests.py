@@ -150,7 +150,7 @@ def run_pytest(
 ) -> Check:
     """The seed tests ``files`` as ``environment`` runs them; with ``copies``, the seed's files."""
     if not files:
-        return Check("pytest", True, "(no seed tests matched; nothing to run)")
+        return Check("pytest", False, "no seed tests to run: the gate fails closed")
     name = "tests" if environment.kind == "command" else "pytest"
     with ExitStack() as stack:
         scratch = None if environment.kind == "command" else stack.enter_context(gate_scratch())
