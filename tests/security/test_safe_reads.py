@@ -23,6 +23,7 @@ RAW_READS = {
     "tilth/chat/session.py:first_prompt": "a thread in the session directory",
     "tilth/config.py:_chat_directories": "checkpoint.json files in the sessions directory",
     "tilth/doctor.py:_read_int": "/proc/sys limits",
+    "tilth/health/repair.py:_close_journal": OWN,
     "tilth/git.py:_surely_no_gitlinks": "the git index, once lstat says small and regular",
     "tilth/git_refs.py:small_text": "non-blocking, capped, regular files only",
     "tilth/model/script.py:from_file": "a script file the user names",
