@@ -125,7 +125,7 @@ def test_stage_order_and_send_back_targets() -> None:
 
 
 def test_gate_output_hides_the_absolute_workspace_path(tmp_path: Path) -> None:
-    root = project(tmp_path, {})
+    root = project(tmp_path, {"test_t001_ok.py": "def test_ok():\n    pass\n"})
     gate = run_gate(
         root, ["T-001"], environment=ENV, timeout=60, lint_command="pwd; echo $PWD/src/x.py; exit 1"
     )
