@@ -2,6 +2,8 @@
 
 Search order for ``.env``: ``$TILTH_ENV_FILE``, ``$TILTH_HOME/.env``, ``./.env``;
 the first that exists is read, and real environment variables always win over it.
+A ``./.env`` inside a directory a model can write (the sessions directory, which holds
+every worktree, or a chat's directory) is never read: a warning says where to put it.
 Blank values count as unset. Model calls are routed by role (worker, evaluator,
 prep), never by model name.
 """
@@ -10,12 +12,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from tilth.errors import ConfigError
+from tilth.git_env import sign_commits
+from tilth.secret_filter import remember as remember_secrets
 
 Role = Literal["worker", "evaluator", "prep"]
 ROLES: tuple[Role, ...] = ("worker", "evaluator", "prep")
@@ -101,6 +105,9 @@ class Settings:
     """How many attempts run at once on this machine (``TILTH_PARALLEL``; 0 = all of them)."""
     database_url: str | None = None
     """The durable queue's database (``TILTH_DATABASE_URL``); None = SQLite under the home."""
+    sign_commits: bool = False
+    """Whether Tilth's own commits follow the user's ``commit.gpgsign`` (``TILTH_SIGN_COMMITS=on``);
+    off, they are never signed."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The merged raw values, for endpoint resolution."""
     warnings: tuple[str, ...] = ()
@@ -140,8 +147,17 @@ def _blank_to_none(value: str | None) -> str | None:
     return value or None
 
 
-def find_env_file(environ: Mapping[str, str]) -> Path | None:
-    """The ``.env`` file to read, by the documented search order, or None."""
+def find_env_file(
+    environ: Mapping[str, str],
+    model_writable: Sequence[Path] = (),
+    warnings: list[str] | None = None,
+) -> Path | None:
+    """The ``.env`` file to read, by the documented search order, or None.
+
+    A ``./.env`` that a model could have written (it lies in the sessions directory, in a
+    recorded chat's directory or in one of ``model_writable``) is passed over, with a
+    warning in ``warnings``.
+    """
     candidates: list[Path] = []
     explicit = _blank_to_none(environ.get("TILTH_ENV_FILE"))
     if explicit:
@@ -151,11 +167,63 @@ def find_env_file(environ: Mapping[str, str]) -> Path | None:
         return path
     home = _blank_to_none(environ.get("TILTH_HOME"))
     candidates.append(Path(home).expanduser() / ".env" if home else Path.home() / ".tilth" / ".env")
-    candidates.append(Path.cwd() / ".env")
     for path in candidates:
         if path.is_file():
             return path
+    local = Path.cwd() / ".env"
+    if not local.is_file():
+        return None
+    why = _model_could_write(local, environ, model_writable)
+    if why is None:
+        return local
+    if warnings is not None:
+        home_env = candidates[0]
+        warnings.append(
+            f"{local} is not read: it lies in {why}, which a model can write; "
+            f"put your settings in {home_env} (or name a file with TILTH_ENV_FILE)"
+        )
     return None
+
+
+def _model_could_write(
+    env_file: Path, environ: Mapping[str, str], model_writable: Sequence[Path]
+) -> str | None:
+    """Where ``env_file`` lies when a model could have written it there, else None."""
+    here = Path(os.path.realpath(env_file.parent))
+    for directory in model_writable:
+        if here.is_relative_to(os.path.realpath(directory)):
+            return f"the directory the chat works in ({directory})"
+    home = _blank_to_none(environ.get("TILTH_HOME"))
+    home_dir = Path(home).expanduser() if home else Path.home() / ".tilth"
+    raw_sessions = _blank_to_none(environ.get("TILTH_SESSIONS_DIR"))
+    sessions = Path(raw_sessions).expanduser() if raw_sessions else home_dir / "sessions"
+    if here.is_relative_to(os.path.realpath(sessions)):
+        return f"the sessions directory {sessions} (a session's worktree)"
+    for directory in _chat_directories(sessions):
+        if here.is_relative_to(os.path.realpath(directory)):
+            return f"the directory a chat works in ({directory})"
+    return None
+
+
+def _chat_directories(sessions: Path) -> list[Path]:
+    """The directories recorded chat sessions work in (their ``checkpoint.json``)."""
+    import json
+
+    found = []
+    try:
+        entries = list(sessions.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            record = json.loads((entry / "checkpoint.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("kind") == "chat":
+            workspace = record.get("workspace")
+            if isinstance(workspace, str) and workspace:
+                found.append(Path(workspace))
+    return found
 
 
 def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
@@ -193,12 +261,15 @@ def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
         logger.removeHandler(collect)
         logger.propagate = propagate
     values = {k: v.strip() for k, v in raw.items() if v is not None and v.strip()}
+    remember_secrets(values)  # a key read here is filtered out of everything Tilth writes
     warnings = [f"{path}: cannot parse line {n}; it is ignored" for n in collect.lines]
     return values, warnings
 
 
 def merged_environment(
-    environ: Mapping[str, str] | None = None, warnings: list[str] | None = None
+    environ: Mapping[str, str] | None = None,
+    warnings: list[str] | None = None,
+    model_writable: Sequence[Path] = (),
 ) -> dict[str, str]:
     """Process environment over the ``.env`` file's values (blank entries count as unset).
 
@@ -206,7 +277,7 @@ def merged_environment(
     """
     environ = os.environ if environ is None else environ
     merged: dict[str, str] = {}
-    env_file = find_env_file(environ)
+    env_file = find_env_file(environ, model_writable, warnings)
     if env_file is not None:
         values, problems = read_env_file(env_file)
         merged.update(values)
@@ -282,18 +353,28 @@ def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default
     return value
 
 
-def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read every setting; raises ``ConfigError`` naming a malformed variable."""
+def load_settings(
+    environ: Mapping[str, str] | None = None, *, model_writable: Sequence[Path] = ()
+) -> Settings:
+    """Read every setting; raises ``ConfigError`` naming a malformed variable.
+
+    ``model_writable``: directories a model works in this time (a chat's), whose
+    ``./.env`` is never read.
+    """
     environ = os.environ if environ is None else environ
     warnings: list[str] = []
-    env = merged_environment(environ, warnings)
+    env = merged_environment(environ, warnings, model_writable)
     try:
-        return _settings(env, warnings)
+        settings = _settings(env, warnings)
     except ConfigError as exc:
-        raise _with_origin(exc, environ) from None
+        raise _with_origin(exc, environ, model_writable) from None
+    sign_commits(settings.sign_commits)
+    return settings
 
 
-def _with_origin(exc: ConfigError, environ: Mapping[str, str]) -> ConfigError:
+def _with_origin(
+    exc: ConfigError, environ: Mapping[str, str], model_writable: Sequence[Path] = ()
+) -> ConfigError:
     """``exc`` naming the ``.env`` file when the bad value came from there.
 
     Said on the error's own line: a malformed setting is a one-line error (SPEC §3).
@@ -301,7 +382,7 @@ def _with_origin(exc: ConfigError, environ: Mapping[str, str]) -> ConfigError:
     name = exc.message.split(" ", 1)[0]
     if exc.hint or not name.startswith("TILTH_") or (environ.get(name) or "").strip():
         return exc
-    env_file = find_env_file(environ)
+    env_file = find_env_file(environ, model_writable)
     if env_file is None:
         return exc
     return ConfigError(f"{exc.message} (set in {env_file})")
@@ -345,6 +426,7 @@ def _settings(env: dict[str, str], warnings: list[str]) -> Settings:
         attempts=max(1, _int(env, "TILTH_ATTEMPTS")),
         parallel=_int(env, "TILTH_PARALLEL"),
         database_url=env.get("TILTH_DATABASE_URL") or None,
+        sign_commits=_choice(env, "TILTH_SIGN_COMMITS", ("on", "off"), "off") == "on",
         env=env,
         warnings=tuple(warnings),
     )

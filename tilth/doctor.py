@@ -179,10 +179,10 @@ def probe_endpoint(endpoint: Endpoint, timeout: float = ENDPOINT_TIMEOUT) -> tup
     role = endpoint.role.upper()
     var = "TILTH_BASE_URL" if endpoint.role == "worker" else f"TILTH_{role}_BASE_URL"
     key_var = var.replace("BASE_URL", "API_KEY")
-    request = urllib.request.Request(
-        url, headers={"Authorization": f"Bearer {endpoint.api_key}", "Accept": "application/json"}
-    )
+    headers = {"Authorization": f"Bearer {endpoint.api_key}", "Accept": "application/json"}
     try:
+        # Inside the try: a malformed URL ("not a url", "http://[::1") fails this check.
+        request = urllib.request.Request(url, headers=headers)
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:

@@ -11,14 +11,14 @@ import ast
 import re
 from pathlib import Path
 
+from tilth.git_refs import small_text
+
 _FINDER_MAPPING = re.compile(r"^MAPPING\b[^=\n]*=\s*(\{.*\})\s*$", re.MULTILINE)
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+    # A virtualenv in the worktree: never wait on a FIFO, never read a huge file.
+    return small_text(path, 1 << 20) or ""
 
 
 def _sys_path_entries(site_dir: Path) -> list[Path]:

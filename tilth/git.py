@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tilth import proc
 from tilth.errors import GitError, WorkspaceError
-from tilth.git_env import INERT, inert_env
+from tilth.git_env import inert_env, inert_options
 from tilth.git_refs import branch_from_files, git_dirs, head_from_files
 
 FALLBACK_NAME = "Tilth"
@@ -35,8 +35,16 @@ def git(
 ) -> str:
     """Run ``git <args>`` in ``cwd`` and return stdout; raise ``GitError`` on failure."""
     cmd = ["git", *args]  # as shown in errors; the INERT options are always added
-    run = ["git", *INERT, *args]
-    result = proc.run(run, cwd=cwd, timeout=timeout, env=inert_env(env), input_text=input_text)
+    run = ["git", *inert_options(), *args]
+    # Paths that are not UTF-8 come back (and go in) exactly, as os.fsdecode has them.
+    result = proc.run(
+        run,
+        cwd=cwd,
+        timeout=timeout,
+        env=inert_env(env),
+        input_text=input_text,
+        errors="surrogateescape",
+    )
     if result.timed_out:
         raise GitError(cmd, -9, f"timed out after {timeout:.0f}s")
     if check and result.returncode != 0:
@@ -46,7 +54,8 @@ def git(
 
 def ask(*args: str, cwd: Path) -> proc.ProcResult:
     """``git <args>`` run inert, its result as it is (no exit status is an error here)."""
-    return proc.run(["git", *INERT, *args], cwd=cwd, timeout=DEFAULT_TIMEOUT, env=inert_env())
+    argv = ["git", *inert_options(), *args]
+    return proc.run(argv, cwd=cwd, timeout=DEFAULT_TIMEOUT, env=inert_env())
 
 
 def ok(*args: str, cwd: Path) -> bool:
@@ -364,7 +373,7 @@ def read_blobs(cwd: Path, shas: list[str]) -> dict[str, bytes]:
     wanted = sorted(set(shas))
     if not wanted:
         return {}
-    cmd = ["git", *INERT, "cat-file", "--batch"]
+    cmd = ["git", *inert_options(), "cat-file", "--batch"]
     try:
         done = subprocess.run(
             cmd,

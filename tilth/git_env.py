@@ -21,6 +21,23 @@ INERT = (
 """Options on every call: no user hook and no fsmonitor command ever runs from Tilth's git,
 and its commits start no background maintenance in the user's repository."""
 
+UNSIGNED = ("-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false")
+"""Added unless ``TILTH_SIGN_COMMITS=on``: a user's ``commit.gpgsign`` would run their gpg
+(a pinentry prompt in an unattended run, a failing key failing the run) on every stage commit."""
+
+_signing: list[bool] = [False]
+
+
+def sign_commits(on: bool) -> None:
+    """Let Tilth's commits follow the user's signing configuration (``TILTH_SIGN_COMMITS``)."""
+    _signing[0] = on
+
+
+def inert_options() -> tuple[str, ...]:
+    """The options every git call carries."""
+    return INERT if _signing[0] else INERT + UNSIGNED
+
+
 # Variables that would point git at another repository or index than the one asked for.
 _RELOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
 

@@ -177,8 +177,13 @@ def run(
     env: Mapping[str, str] | None = None,
     input_text: str | None = None,
     shell: bool = False,
+    errors: str = "replace",
 ) -> ProcResult:
-    """Run ``cmd`` to completion; on timeout kill its process group and report it."""
+    """Run ``cmd`` to completion; on timeout kill its process group and report it.
+
+    ``errors="surrogateescape"`` keeps bytes that are not UTF-8 (file names) exact, both
+    ways, as ``os.fsdecode`` does.
+    """
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
@@ -187,7 +192,7 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        errors="replace",
+        errors=errors,
         shell=shell,
         start_new_session=True,
     )

@@ -17,6 +17,7 @@ from typing import Any
 from tilth import git_worktrees
 from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.loop import run_loop
+from tilth.agent.prd_check import check_prd_before_run
 from tilth.agent.progress_sinks import SilentProgress
 from tilth.agent.records import task_counts
 from tilth.agent.resume import prepare_resume
@@ -124,6 +125,7 @@ def _before_loop(
     if not had_worktree:
         out.warn(f"the worktree was missing; re-created it at {worktree}")
     require_session_branch(worktree, session.branch, session.id)
+    check_prd_before_run(session, worktree)  # before the resume plan rewrites statuses
     environment = choose_environment(session, worktree, settings)
     if environment.ignored:
         out.warn(ignored_warning(environment))

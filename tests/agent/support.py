@@ -137,6 +137,9 @@ def team_server(team: Team | Any) -> Iterator[FakeServer]:
         yield server
     finally:
         server.stop()
+    # The secret filter (SPEC §5.5): no request a model received carries the API key.
+    leaked = [r["path"] for r in server.requests if r["body"] and API_KEY in json.dumps(r["body"])]
+    assert leaked == [], f"the API key reached the model in {len(leaked)} request(s)"
 
 
 def tilth(

@@ -87,9 +87,9 @@ def test_gate_runs_pytest_and_reports_failures(tmp_path: Path) -> None:
     assert not list(root.rglob("__pycache__"))
 
 
-def test_gate_with_no_matching_tests_passes_and_says_so(tmp_path: Path) -> None:
+def test_gate_with_no_matching_tests_fails_closed_and_says_so(tmp_path: Path) -> None:
     gate = run_gate(project(tmp_path, {}), ["T-009"], environment=ENV, timeout=60)
-    assert gate.passed and "no seed tests" in gate.checks[0].output
+    assert not gate.passed and "no seed test of T-009" in gate.checks[0].output
 
 
 def test_gate_times_out(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_stage_order_and_send_back_targets() -> None:
 
 
 def test_gate_output_hides_the_absolute_workspace_path(tmp_path: Path) -> None:
-    root = project(tmp_path, {})
+    root = project(tmp_path, {"test_t001_ok.py": "def test_ok():\n    pass\n"})
     gate = run_gate(
         root, ["T-001"], environment=ENV, timeout=60, lint_command="pwd; echo $PWD/src/x.py; exit 1"
     )

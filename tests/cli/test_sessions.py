@@ -149,7 +149,7 @@ def test_a_damaged_session_does_not_break_the_listing(
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     bad_row = next(line for line in result.stdout.splitlines() if line.startswith(bad.id))
-    assert "unreadable" in bad_row and "checkpoint.json" in bad_row
+    assert "damaged: " in bad_row and "checkpoint.json" in bad_row
     assert any(line.startswith(good.id) for line in result.stdout.splitlines())
     rows = {r["id"]: r for r in json.loads(cli("sessions", "--json").stdout)}
     assert rows[bad.id]["status"] == "unreadable" and rows[bad.id]["problem"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,27 @@ def backend_env(backend: str, where: Path) -> dict[str, str]:
     if backend == "landlock":
         return {"PATH": path_without_bwrap(where), "TILTH_SANDBOX": "auto"}
     return {"TILTH_SANDBOX": backend}
+
+
+@pytest.fixture(autouse=True)
+def no_key_in_any_session_file(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every security test: no file Tilth left under ``$TILTH_HOME`` (sessions, their
+    worktrees, snapshots) holds the test API key (SPEC §3, the secret filter)."""
+    if "tilth_home" not in request.fixturenames:
+        yield
+        return
+    from agent.support import API_KEY
+
+    # Asked for first, so it is torn down after this check.
+    home: Path = request.getfixturevalue("tilth_home")
+    yield
+    found = []
+    for here, _dirs, files in os.walk(home):
+        for name in files:
+            path = Path(here) / name
+            if name == ".env" or not stat.S_ISREG(path.lstat().st_mode):
+                continue
+            with open(path, "rb") as handle:
+                if API_KEY.encode() in handle.read():
+                    found.append(str(path.relative_to(home)))
+    assert found == [], f"the API key was written to {found}"

@@ -75,6 +75,8 @@ def arguments_of(call: ToolCall) -> dict[str, Any]:
         value = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
         raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:
+        raise ValueError("arguments are nested too deeply to be read") from None
     if not isinstance(value, dict):
         raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
     return value

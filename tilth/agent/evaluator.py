@@ -24,12 +24,15 @@ from tilth.agent.verdict import (
     parse_verdict,
     verdict_summary,
 )
+from tilth.safe_read import try_read_text
 
 ATTEMPTS = 2
 SILENT_REVIEWS_LIMIT = 2
 """Reviews in a row without a usable verdict before the task stops (the evaluator's fault,
 not the worker's: without it the task went back and forth until the worker's turn cap)."""
 RAW_CALL_CAP = 4_000
+
+SEED_TEST_READ_CAP = 1 << 20
 
 
 def thread_key(task_id: str, stage: str, round_number: int) -> str:
@@ -48,10 +51,9 @@ def contract(ctx: RunContext, task_id: str) -> dict[str, str]:
         return seed_copies(ctx.worktree, seed, [task_id]).tests
     found = {}
     for name in seed_test_files(ctx.worktree, [task_id]):  # a session from before seed commits
-        try:
-            found[name] = (ctx.worktree / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
+        text = try_read_text(ctx.worktree, name, SEED_TEST_READ_CAP)
+        if text is not None:
+            found[name] = text
     return found
 
 

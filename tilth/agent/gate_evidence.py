@@ -16,8 +16,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from tilth.safe_read import read_inside
+
 RUNNER = Path(__file__).with_name("pytest_runner.py")
 REPORT = "report.json"
+REPORT_CAP = 16 << 20
 PLAN = "launch.json"
 PLUGIN_LINKS = "plugins"
 SHOWN = 5
@@ -97,7 +100,8 @@ def shortfall(scratch: Path, returncode: int) -> str | None:
     Only asked when the process exited 0: a failing exit code already says enough.
     """
     try:
-        report = json.loads((scratch / REPORT).read_text(encoding="utf-8"))
+        # The tests run the worker's code, which can write (or link) the report.
+        report = json.loads(read_inside(scratch, REPORT, REPORT_CAP))
         collected = [str(t) for t in report["collected"]]
         outcomes = {str(k): str(v) for k, v in dict(report["outcomes"]).items()}
         reasons = {str(k): str(v) for k, v in dict(report.get("reasons") or {}).items()}

@@ -18,6 +18,7 @@ from typing import Any
 from tilth.agent.case import case_text, fence
 from tilth.agent.seed_copies import files_at
 from tilth.agent.verdict import REVIEWED_STAGE, format_ledger
+from tilth.safe_read import try_read_text
 
 CONTEXT_FILES_CAP = 8_000
 PROGRESS_TAIL_LINES = 30
@@ -66,14 +67,10 @@ def context_files(
     else:
         found = []
         for name in names:
-            path = worktree / name
-            if path.is_file():
-                try:
-                    with open(path, "rb") as handle:  # at most what could be shown
-                        data = handle.read(CONTEXT_FILES_CAP * 4 + 1)
-                except OSError:
-                    continue
-                found.append((name, data.decode("utf-8", errors="replace").rstrip()))
+            # A context file may be a link the model planted (to /proc/self/environ, a .env).
+            text = try_read_text(worktree, name, CONTEXT_FILES_CAP * 4 + 1)
+            if text is not None:
+                found.append((name, text.rstrip()))
     if not found:
         return "", []
     if len(found) == 1:

@@ -32,6 +32,7 @@ from tilth.agent.seed_copies import (
     materialised,
     seed_copies,
     seed_test_files,
+    slug_of,
     tampering_message,
 )
 from tilth.proc import scrubbed_env
@@ -152,7 +153,7 @@ def run_pytest(
 ) -> Check:
     """The seed tests ``files`` as ``environment`` runs them; with ``copies``, the seed's files."""
     if not files:
-        return Check("pytest", True, "(no seed tests matched; nothing to run)")
+        return Check("pytest", False, "no seed tests to run: the gate fails closed")
     name = "tests" if environment.kind == "command" else "pytest"
     with ExitStack() as stack:
         scratch = None if environment.kind == "command" else stack.enter_context(gate_scratch())
@@ -256,6 +257,18 @@ def run_gate(
         if changed:
             refusal = Check("seed-tests", False, tampering_message(changed, seed_sha))
             return GateRun([refusal], files, tampered=changed)
+    # Fail closed: a task whose seed tests cannot be found never passes.
+    prefixes = {t: f"tests/test_{slug_of(t)}_" for t in task_ids}
+    untested = [t for t, prefix in prefixes.items() if not any(f.startswith(prefix) for f in files)]
+    if untested:
+        where = f"the seed commit {seed_sha[:12]}" if seed_sha else "the worktree"
+        missing = Check(
+            "seed-tests",
+            False,
+            f"no seed test of {', '.join(untested)} in {where} "
+            "(tests/test_t<NNN>_<slug>.py): the gate cannot pass a task it cannot test",
+        )
+        return GateRun([missing], files)
     try:
         return GateRun(
             _run_checks(

@@ -166,7 +166,7 @@ def _call_line(call: dict[str, Any]) -> str:
     function = call.get("function") or {}
     try:
         args = json.loads(function.get("arguments") or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         args = {}
     return describe_call(str(function.get("name")), args if isinstance(args, dict) else {})
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tilth.safe_read import read_inside
 from tilth.tools import ToolBox, ToolError
 
 EDIT_TOOLS = ("write_file", "edit_file")
@@ -42,15 +43,12 @@ def _target(toolbox: ToolBox, args: dict[str, Any]) -> Path | None:
         return None
 
 
-def _text(path: Path) -> str:
+def _text(root: Path, path: Path) -> str:
     try:
-        if path.stat().st_size > _READ_CAP:
-            return ""
-        return path.read_text("utf-8", errors="replace")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        data = read_inside(root, path.relative_to(root).as_posix(), _READ_CAP + 1)
+    except (OSError, ValueError):
         return ""
-    except OSError:
-        return ""
+    return "" if len(data) > _READ_CAP else data.decode("utf-8", errors="replace")
 
 
 def read_before(toolbox: ToolBox, name: str, args: dict[str, Any]) -> str | None:
@@ -58,7 +56,7 @@ def read_before(toolbox: ToolBox, name: str, args: dict[str, Any]) -> str | None
     if name not in EDIT_TOOLS:
         return None
     path = _target(toolbox, args)
-    return None if path is None else _text(path)
+    return None if path is None else _text(toolbox.workspace.root, path)
 
 
 def edit_diff(toolbox: ToolBox, args: dict[str, Any], before: str) -> str:
@@ -66,7 +64,7 @@ def edit_diff(toolbox: ToolBox, args: dict[str, Any], before: str) -> str:
     path = _target(toolbox, args)
     if path is None:
         return ""
-    after = _text(path)
+    after = _text(toolbox.workspace.root, path)
     shown = toolbox.workspace.relative(path)
     lines = list(
         difflib.unified_diff(

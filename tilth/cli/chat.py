@@ -28,7 +28,8 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
     from tilth.ui.chat_repl import ChatRepl
     from tilth.ui.chat_view import ChatView, terminal_safe
 
-    cfg = settings()
+    # A .env in the directory the chat works in is the model's to write: never read it.
+    cfg = settings(() if resume_id else ((directory or Path.cwd()).expanduser(),))
     out = io()
     interactive = out.interactive and out.stdout.isatty()
     if resume_id and directory is not None:

@@ -15,12 +15,13 @@ if TYPE_CHECKING:
     from tilth import Session
 
 
-def settings() -> Settings:
+def settings(model_writable: tuple[Path, ...] = ()) -> Settings:
     """Settings from the environment (raises ``ConfigError`` on a malformed value).
 
-    Problems that do not stop the command (an unparsable ``.env`` line) are shown once.
+    Problems that do not stop the command (an unparsable ``.env`` line, a ``./.env`` a
+    model could have written) are shown once. ``model_writable``: see ``load_settings``.
     """
-    cfg = load_settings()
+    cfg = load_settings(model_writable=model_writable)
     if cfg.warnings:
         warn = IO()
         for line in cfg.warnings:

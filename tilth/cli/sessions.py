@@ -55,7 +55,7 @@ def sessions(as_json: bool, workspace: str | None) -> None:
         state = r.state or r.status
         status = state if not r.parent else f"{state} (fork of {r.parent})"
         if r.problem:
-            status = f"unreadable: {r.problem}"
+            status = f"damaged: {r.problem}"
         tasks = f"{r.tasks_done}/{r.tasks_total}" if r.tasks_total else "-"
         source = _shorten(r.source or "?", room)
         table.add_row(r.id, r.kind, status, tasks, r.last_stop or "-", source)

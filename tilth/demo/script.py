@@ -186,7 +186,7 @@ def _calls(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         function = call.get("function") or {}
         try:
             arguments = json.loads(function.get("arguments") or "{}")
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             arguments = {}
         out.append((str(function.get("name")), arguments if isinstance(arguments, dict) else {}))
     return out

@@ -13,6 +13,7 @@ commits of every stage; the seed checkpoint names the seed commit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +35,18 @@ from tilth.health.recorded import (
     status_now,
 )
 from tilth.session.events import EventLog, utc_now
-from tilth.session.files import atomic_write_json
+from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
 from tilth.session.teardown import recorded_source
+from tilth.session.validate import prd_problem
 from tilth.timeline.record.log_epoch import raise_epoch
+from tilth.timeline.rewind.journal import (
+    clear_journal,
+    journal_path,
+    log_operation,
+    read_journal,
+    read_operations,
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,7 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
             )
         )
     problems += _prd_problems(session, reset)
+    problems += _journal_problems(session)
     if repo is not None:
         problems += _git_problems(session, repo, reset)
     return problems
@@ -159,16 +169,37 @@ def _source_problem(
 
 def _prd_problems(session: Session, reset: str) -> list[Problem]:
     try:
-        session.load_prd()
-        return []
+        problem = prd_problem(read_json(session.prd_path, what="prd.json"), seed_rules=True)
+    except FileNotFoundError:
+        problem = "it is missing"
     except SessionCorrupt as exc:
-        what = f"prd.json is damaged: {exc.message}"
-    copies = [cp for cp in checkpoints_of(session) if isinstance(cp.state.get("prd"), list)]
+        problem = exc.message
+    if problem is None:
+        return []
+    what = f"prd.json is damaged: {problem}"
+    copies = _valid_prd_copies(session)
     if not copies:
         return [Problem("prd", what, None, f"no checkpoint holds a copy; {reset}")]
     latest = copies[-1]
     fix = f"restore prd.json from {latest.id} ({latest.label}), with the task statuses logged since"
     return [Problem("prd", what, fix)]
+
+
+def _journal_problems(session: Session) -> list[Problem]:
+    """A torn intent journal: the go-back it recorded can be neither finished nor undone."""
+    try:
+        read_journal(session)
+        return []
+    except SessionCorrupt as exc:
+        what = f"the journal of an interrupted go-back is torn ({exc.message})"
+    return [
+        Problem(
+            "journal",
+            what,
+            "close the interrupted go-back: finished when the operations log records it, "
+            "else cancelled and logged (the worktree stays as it was left)",
+        )
+    ]
 
 
 def _git_problems(session: Session, repo: Path, reset: str) -> list[Problem]:
@@ -289,9 +320,17 @@ def _restart_log(session: Session, source: Path | None) -> str:
     return "started a new events.jsonl (the earlier history is lost)"
 
 
+def _valid_prd_copies(session: Session) -> list[Any]:
+    """The checkpoints whose copy of ``prd.json`` keeps the seed rules, oldest first."""
+    return [
+        cp
+        for cp in checkpoints_of(session)
+        if prd_problem(cp.state.get("prd"), seed_rules=True) is None
+    ]
+
+
 def _restore_prd(session: Session, source: Path | None) -> str:
-    copies = [cp for cp in checkpoints_of(session) if isinstance(cp.state.get("prd"), list)]
-    latest = copies[-1]
+    latest = _valid_prd_copies(session)[-1]
     session.save_prd(replay_statuses(session, latest.state["prd"], latest.event_seq))
     if session.events.path.exists():
         session.log("prd_restored", checkpoint=latest.id)
@@ -327,7 +366,26 @@ def _check_out_branch(session: Session, source: Path | None) -> str:
     return f"checked out {session.branch} in the worktree"
 
 
+def _close_journal(session: Session, source: Path | None) -> str:
+    raw = journal_path(session).read_bytes()
+    found = re.search(rb'"op_id"\s*:\s*"([^"\\]{1,200})"', raw)
+    op_id = found.group(1).decode("utf-8", "replace") if found else f"torn-{utc_now()}"
+    finished = any(entry.get("op_id") == op_id for entry in read_operations(session))
+    if not finished:
+        log_operation(session, op_id, "unknown", outcome="abandoned", reason="torn journal")
+    clear_journal(session)
+    if session.events.path.exists():
+        session.log("journal_repaired", op_id=op_id, finished=finished)
+    if finished:
+        return f"the interrupted go-back {op_id} had finished; removed its torn journal"
+    return (
+        f"cancelled the interrupted go-back {op_id} (its journal was torn); the worktree "
+        f"is as it was left: `tilth checkpoints {session.id}` shows where you can go back to"
+    )
+
+
 _REPAIRS: dict[str, Callable[[Session, Path | None], str]] = {
+    "journal": _close_journal,
     "checkpoint": _rebuild_checkpoint,
     "source": _reattach,
     "events": _restart_log,

@@ -29,6 +29,8 @@ class ToolCall:
         except json.JSONDecodeError as exc:
             reason = f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
             raise ValueError(reason) from None
+        except RecursionError:
+            raise ValueError("arguments are nested too deeply to be read") from None
         if not isinstance(value, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
         return value

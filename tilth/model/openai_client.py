@@ -34,6 +34,7 @@ from tilth.config import Endpoint
 from tilth.errors import ContextOverflow, ModelError
 from tilth.model.base import AssistantTurn, OnDelta, RetryHook, ToolCall, Usage
 from tilth.model.stream import CHARS_PER_TOKEN, StreamAssembler
+from tilth.secret_filter import scrub_value
 
 __all__ = ["OpenAIModel", "RetryHook"]
 StreamRefusedHook = Callable[[str], None]
@@ -142,7 +143,8 @@ class OpenAIModel:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create``."""
-        options: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
+        # The secret filter: no key Tilth knows goes to a model, whatever a file held.
+        options: dict[str, Any] = {"model": self.endpoint.model, "messages": scrub_value(messages)}
         if tools:
             options["tools"] = tools
         if self.max_reply_tokens:
@@ -261,7 +263,7 @@ class OpenAIModel:
 
         try:
             data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             return self._from_completion(body.decode("utf-8", "replace"))
         if not isinstance(data, dict):
             return self._from_completion(data)

@@ -79,12 +79,16 @@ def describe(session: Session) -> SessionInfo:
     except (SessionCorrupt, OSError) as exc:
         return SessionInfo(session.id, None, "unreadable", 0, 0, None, problem=str(exc))
     done = total = 0
+    problem = None
     try:
         tasks = session.load_prd()
         total = len(tasks)
-        done = sum(1 for t in tasks if isinstance(t, dict) and t.get("status") == "done")
-    except (SessionCorrupt, OSError):
-        pass
+        done = sum(1 for t in tasks if t.get("status") == "done")
+    except (SessionCorrupt, OSError) as exc:
+        # A prepared-but-never-seeded session has no prd.json: nothing is damaged then.
+        if session.prd_path.exists():
+            problem = str(exc)
+    problem = problem or _journal_problem(session)
     status = str(cp.get("status", "running"))
     return SessionInfo(
         id=session.id,
@@ -96,7 +100,23 @@ def describe(session: Session) -> SessionInfo:
         last_stop=session.last_stop(),
         parent=cp.get("parent_session"),
         kind=str(cp.get("kind") or "run"),
+        problem=problem,
     )
+
+
+def _journal_problem(session: Session) -> str | None:
+    """What is wrong with an interrupted go-back's journal (None when there is none)."""
+    path = session.dir / "timeline" / "journal.json"
+    if not path.exists():
+        return None
+    from tilth.session.files import read_json
+    from tilth.session.validate import journal_problem
+
+    try:
+        problem = journal_problem(read_json(path, what="the timeline journal"))
+    except (SessionCorrupt, OSError) as exc:
+        return str(exc)
+    return None if problem is None else f"the timeline journal {path}: {problem}"
 
 
 def list_sessions(sessions_dir: Path) -> list[SessionInfo]:

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tilth.session.files import append_line, fsync_dir
+from tilth.secret_filter import scrub
+from tilth.session.files import append_line, fsync_dir, state_bytes
 
 LINE_HEAD = rb'\{"v": \d+, "seq": (?P<seq>\d+), "ts": "[^"]*", "type": "(?P<type>[^"\\]*)"'
 """How every line ``EventLog.append`` writes begins (its keys in this order): readers that
@@ -223,11 +224,11 @@ class EventLog:
             "type": type_,
             "payload": payload or {},
         }
-        line = json.dumps(record, ensure_ascii=False, default=str)
+        line = scrub(json.dumps(record, ensure_ascii=False, default=str))
         end = append_line(self.path, line)
         self._next_seq = seq + 1
         # Offsets are in bytes: non-ASCII payloads make the line longer than its len().
-        start = end - len(line.encode("utf-8")) - 1
+        start = end - len(state_bytes(line)) - 1
         return Event(seq, record["ts"], type_, record["payload"], start, end)
 
     def truncate(self, offset: int) -> None:

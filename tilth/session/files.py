@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tilth.errors import SessionCorrupt, StorageError
+from tilth.secret_filter import scrub
 
 
 def fsync_dir(directory: Path) -> None:
@@ -52,9 +53,19 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def state_bytes(text: str) -> bytes:
+    """``text`` as UTF-8, a lone surrogate written as its JSON escape (``\\udcff``).
+
+    A file name that is not UTF-8 reaches Python as a string with lone surrogates
+    (``os.fsdecode``); inside a JSON string the escape reads back as the same character,
+    so the name round-trips byte for byte through every state file.
+    """
+    return text.encode("utf-8", "backslashreplace")
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Atomically replace ``path`` with ``text`` (UTF-8)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """Atomically replace ``path`` with ``text`` (UTF-8), API keys filtered out."""
+    atomic_write_bytes(path, state_bytes(scrub(text)))
 
 
 def dumps(value: Any) -> str:
@@ -78,6 +89,11 @@ def read_json(path: Path, *, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise SessionCorrupt(
             f"{what} at {path} is not valid JSON (line {exc.lineno}: {exc.msg})",
+            hint="`tilth doctor <id>` says whether it can be restored from a checkpoint",
+        ) from None
+    except RecursionError:
+        raise SessionCorrupt(
+            f"{what} at {path} is nested too deeply to be a state file",
             hint="`tilth doctor <id>` says whether it can be restored from a checkpoint",
         ) from None
 
@@ -114,7 +130,7 @@ def append_line(path: Path, line: str, *, repair: bool = False) -> int:
     With ``repair``, a torn last line (no newline: a crash mid-append) is cut
     first, so the new line is not glued onto it.
     """
-    data = (line + "\n").encode("utf-8")
+    data = state_bytes(scrub(line) + "\n")
     try:
         # Unbuffered: a failed write leaves nothing pending for close() to retry.
         handle = open(path, "a+b", buffering=0)

@@ -20,11 +20,17 @@ from tilth.session.ledger import Ledger
 from tilth.session.lock import SessionLock
 from tilth.session.migrations import upgrade
 from tilth.session.threads import Threads
+from tilth.session.validate import (
+    SESSION_STATUSES,
+    InvalidPrd,
+    checkpoint_problem,
+    prd_problem,
+)
 
 CHECKPOINT_SCHEMA = 2
 """checkpoint.json's schema (see ``tilth.session.migrations``)."""
 Status = Literal["prepared", "running", "all_done", "failed"]
-STATUSES: tuple[str, ...] = ("prepared", "running", "all_done", "failed")
+STATUSES: tuple[str, ...] = SESSION_STATUSES
 
 # Files a run derives; reset --to-seed deletes them.
 DERIVED_FILES = ("progress.txt", "proposed-learnings.md", "summary.json", "chat.html")
@@ -214,8 +220,12 @@ class Session:
                 f"session {self.id} has no checkpoint.json",
                 hint=f"`tilth doctor {self.id} --repair` rebuilds it from what was recorded",
             ) from None
-        if not isinstance(data, dict):
-            raise SessionCorrupt(f"checkpoint.json of session {self.id} is not a JSON object")
+        problem = checkpoint_problem(data)
+        if problem is not None:
+            raise SessionCorrupt(
+                f"checkpoint.json of session {self.id}: {problem}",
+                hint=f"`tilth doctor {self.id} --repair` rebuilds it from what was recorded",
+            )
         return upgrade("session", data, where=f"checkpoint.json of session {self.id}")
 
     def update_checkpoint(self, **fields: Any) -> dict[str, Any]:
@@ -289,11 +299,11 @@ class Session:
             raise SessionCorrupt(
                 f"session {self.id} has no prd.json (it was deleted)", hint=self._doctor_hint()
             ) from None
-        if not isinstance(data, list):
-            raise SessionCorrupt(
-                f"prd.json of session {self.id} is not a JSON list", hint=self._doctor_hint()
-            )
-        return data
+        problem = prd_problem(data)
+        if problem is not None:
+            where = f"prd.json of session {self.id}"
+            raise InvalidPrd(f"{where}: {problem}", hint=self._doctor_hint())
+        return list(data)
 
     def _doctor_hint(self) -> str:
         return f"`tilth doctor {self.id} --repair` restores it from the latest checkpoint"

@@ -127,6 +127,11 @@ def _parse_arguments(tool: Tool, arguments: object) -> dict[str, Any]:
                 f"{tool.name} arguments are not valid JSON ({exc.msg} at char {exc.pos}); "
                 f"send an object with fields: {usage}"
             ) from None
+        except RecursionError:
+            raise ToolError(
+                f"{tool.name} arguments are nested too deeply to be read; "
+                f"send an object with fields: {usage}"
+            ) from None
     else:
         value = arguments
     if not isinstance(value, dict):

@@ -29,7 +29,11 @@ def _visible(code: int) -> str:
 # bidirectional overrides that make text read differently from what it is.
 _CONTROLS = [c for c in range(0x20) if c not in (0x09, 0x0A)] + list(range(0x7F, 0xA0))
 _CONTROLS += [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-_NEUTRAL = str.maketrans({chr(c): _visible(c) for c in _CONTROLS})
+_NEUTRAL = str.maketrans(
+    {chr(c): _visible(c) for c in _CONTROLS}
+    # A byte of a file name that is not UTF-8 (os.fsdecode's lone surrogate): shown as the byte.
+    | {chr(0xDC80 + b): f"\\x{0x80 + b:02x}" for b in range(0x80)}
+)
 
 
 def neutralise(text: str) -> str:

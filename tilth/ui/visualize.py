@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 from tilth.errors import SessionCorrupt
+from tilth.secret_filter import scrub
 from tilth.session.files import atomic_write_text
 from tilth.session.store import Session
 from tilth.timeline.record.checkpoints import read_timeline
@@ -180,7 +180,4 @@ def _header(
 
 def _redact_keys(page: str) -> str:
     """Defence in depth: no configured API key ends up in the page, whatever was logged."""
-    for name, value in os.environ.items():
-        if name.upper().endswith("_API_KEY") and len(value) >= 8:
-            page = page.replace(value, "[redacted]").replace(esc(value), "[redacted]")
-    return page
+    return scrub(page)

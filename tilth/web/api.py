@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from tilth.errors import SessionLocked
 from tilth.session.store import Session
@@ -22,6 +22,7 @@ from tilth.timeline import SCOPES, RewindPlan
 from tilth.timeline.controller import TimelineController
 from tilth.web import chat_api, views
 from tilth.web.bodies import BadRequest, flag_field, plan_json, read_body, text_field
+from tilth.web.json_response import JSONResponse
 from tilth.web.state import ServerState, state_of
 from tilth.web.stream import follow, parse_event_id
 

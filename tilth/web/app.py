@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -36,7 +36,9 @@ from tilth.errors import (
 )
 from tilth.session.store import is_session_id
 from tilth.web import api, attempts_api, chat_api
+from tilth.web.json_response import JSONResponse
 from tilth.web.runs import Runs
+from tilth.web.scrub import ScrubResponses
 from tilth.web.security import Guard
 from tilth.web.state import ServerState, state_of
 
@@ -202,4 +204,4 @@ def create_app(
     )
     app.state.tilth = state
     app.state.pages = Pages()
-    return Guard(app, token, lambda: state.port, state)
+    return Guard(ScrubResponses(app), token, lambda: state.port, state)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from tilth.chat.session import THREAD_KEY as CHAT_THREAD
 from tilth.chat.session import transcript
@@ -26,6 +26,7 @@ from tilth.errors import TilthError, UsageError
 from tilth.session.store import Session
 from tilth.web import views
 from tilth.web.bodies import BadRequest, plan_json, read_body
+from tilth.web.json_response import JSONResponse
 from tilth.web.markdown import to_tree
 from tilth.web.state import ServerState, state_of
 
@@ -134,7 +135,8 @@ async def _stream_turn(state: ServerState, session: Session, text: str) -> Respo
     async def body() -> AsyncIterator[bytes]:
         item: dict[str, Any] | None = first
         while item is not None:
-            yield b"data: " + json.dumps(item, ensure_ascii=False).encode() + b"\n\n"
+            text = json.dumps(item, ensure_ascii=False)  # a lone surrogate goes as its escape
+            yield b"data: " + text.encode("utf-8", "backslashreplace") + b"\n\n"
             item = await queue.get()
         try:
             result = await turn

@@ -49,6 +49,7 @@ def serve(
     import uvicorn
 
     from tilth.web.app import create_app
+    from tilth.web.timeouts import IDLE_SECONDS, DeadlineH11Protocol
 
     out, err = stdout or sys.stdout, stderr or sys.stderr
     sock = bind(port)
@@ -66,6 +67,8 @@ def serve(
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        http=DeadlineH11Protocol,
+        timeout_keep_alive=int(IDLE_SECONDS),
     )
     server = uvicorn.Server(config)
     stop_streams(server, app)

@@ -12,6 +12,7 @@ executable file or ``:l`` for a symbolic link (the blob then holds the link targ
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -102,9 +103,14 @@ def read_state(path: Path, limit: int | None = None) -> FileState | None:
         return None
     try:
         # Non-blocking: swapped for a FIFO since the lstat, the open must not wait.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
+        # No link followed: swapped for one since the lstat, the open fails.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
     with os.fdopen(fd, "rb") as handle:
         found = os.fstat(fd)
         if not stat_mod.S_ISREG(found.st_mode):

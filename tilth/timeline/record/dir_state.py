@@ -24,6 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tilth.safe_read import try_read_text
 from tilth.timeline.record.blob_store import BlobStore, Entry, FileState, blob_id, make_entry
 
 MANIFEST_PREFIX = "manifest:"
@@ -73,9 +74,8 @@ class IgnoreRules:
     @classmethod
     def for_root(cls, root: Path) -> IgnoreRules:
         rules = cls()
-        try:
-            text = (root / ".gitignore").read_text("utf-8", errors="replace")
-        except OSError:
+        text = try_read_text(root, ".gitignore", 1 << 20)  # the chat's model writes it
+        if text is None:
             return rules
         for raw in text.splitlines():
             line = raw.strip()

@@ -129,7 +129,7 @@ class IgnoreChecker:
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
-                ["git", *git.INERT, "check-ignore", "--stdin", "-z", "-v", "-n"],
+                ["git", *git.inert_options(), "check-ignore", "--stdin", "-z", "-v", "-n"],
                 cwd=self.root,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

@@ -25,6 +25,7 @@ from tilth.session.files import (
     read_json,
 )
 from tilth.session.store import Session
+from tilth.session.validate import journal_problem
 from tilth.timeline.record.checkpoints import timeline_dir
 
 JOURNAL_SCHEMA = 1
@@ -72,10 +73,11 @@ def read_journal(session: Session) -> Journal | None:
         data = read_json(path, what="timeline journal")
     except FileNotFoundError:
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
+    problem = journal_problem(data)
+    if problem is not None:
         raise SessionCorrupt(
-            f"the rewind journal {path} is not readable",
-            hint=f"inspect it; deleting it abandons the interrupted operation ({path})",
+            f"the rewind journal {path} is not readable: {problem}",
+            hint=f"`tilth doctor {session.id} --repair` finishes or cancels what it recorded",
         )
     return Journal(
         op_id=str(data.get("op_id", "")),

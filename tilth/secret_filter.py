@@ -1,0 +1,93 @@
+"""The secret filter: no API key Tilth knows reaches a model, a session file or a page.
+
+The keys are the values of every ``*_API_KEY`` setting: in the process environment
+and in every ``.env`` file Tilth read (``config`` tells this module about those).
+``scrub`` replaces each with ``[redacted]``; the session files' writers
+(``session.files``), the model client's request, ``chat.html`` and the web server's
+responses pass everything through it. Values shorter than ``MIN_SECRET`` characters
+are not treated as secrets (a local server's ``x`` or ``ollama`` would otherwise blank
+every occurrence of an ordinary word).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+PLACEHOLDER = "[redacted]"
+MIN_SECRET = 8
+_read_from_files: set[str] = set()
+
+
+def is_secret_name(name: str) -> bool:
+    """True for a setting whose value is a key (``*_API_KEY``)."""
+    return name.upper().endswith("_API_KEY")
+
+
+def remember(values: Mapping[str, str]) -> None:
+    """Add the keys among ``values`` (a ``.env`` file's settings) to the filter."""
+    for name, value in values.items():
+        if is_secret_name(name) and len(value.strip()) >= MIN_SECRET:
+            _read_from_files.add(value.strip())
+
+
+def known_secrets() -> list[str]:
+    """Every key the filter removes, longest first (so a key inside another goes too)."""
+    found = set(_read_from_files)
+    for name, value in os.environ.items():
+        if is_secret_name(name) and len(value.strip()) >= MIN_SECRET:
+            found.add(value.strip())
+    return sorted(found, key=len, reverse=True)
+
+
+def _forms(secret: str) -> Iterable[str]:
+    """The secret as written raw, inside a JSON string, and HTML-escaped."""
+    yield secret
+    yield json.dumps(secret)[1:-1]
+    yield json.dumps(secret, ensure_ascii=True)[1:-1]
+    yield html.escape(secret)
+
+
+def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
+    """``text`` with every known key replaced by ``[redacted]``."""
+    for secret in known_secrets() if secrets is None else secrets:
+        if len(secret) < MIN_SECRET:
+            continue
+        for form in _forms(secret):
+            if form in text:
+                text = text.replace(form, PLACEHOLDER)
+    return text
+
+
+def scrub_bytes(data: bytes) -> bytes:
+    """``scrub`` for UTF-8 bytes (left alone when no key occurs in them)."""
+    secrets = known_secrets()
+    if not any(s.encode("utf-8", "surrogateescape") in data for s in secrets):
+        return data
+    return scrub(data.decode("utf-8", "surrogateescape"), secrets).encode(
+        "utf-8", "surrogateescape"
+    )
+
+
+def scrub_value(value: Any) -> Any:
+    """A JSON-like value with every string in it scrubbed (keys of dicts included)."""
+    secrets = known_secrets()
+    if not secrets:
+        return value
+    return _scrub_value(value, secrets)
+
+
+def _scrub_value(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, dict):
+        return {
+            scrub(k, secrets) if isinstance(k, str) else k: _scrub_value(v, secrets)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_scrub_value(v, secrets) for v in value]
+    return value
