@@ -63,9 +63,10 @@ class TimedModel:
         tools: list[dict[str, Any]],
         *,
         on_delta: Any = None,
+        on_retry: Any = None,
     ) -> AssistantTurn:
         start = time.perf_counter()
-        turn = self.inner.complete(messages, tools, on_delta=on_delta)
+        turn = self.inner.complete(messages, tools, on_delta=on_delta, on_retry=on_retry)
         self.spans.append((start, time.perf_counter()))
         return turn
 

@@ -71,6 +71,12 @@ class Settings:
     model_timeout_seconds: float = 300.0
     """Longest wait for a reply to start, or between two pieces of a streamed reply
     (``TILTH_MODEL_TIMEOUT_SECONDS``); a stall past it is retried."""
+    max_reply_tokens: int = 8192
+    """``max_tokens`` sent with every model request (``TILTH_MAX_REPLY_TOKENS``); a reply cut
+    off at it is reported to the user and to the model."""
+    context_tokens: int | None = None
+    """A model's context window when its endpoint does not say (``TILTH_CONTEXT_TOKENS``);
+    None: ask the endpoint, else 32768. Threads are summarized before a request passes ~90%."""
     empty_backoff_seconds: float = 2.0
     """Wait after an empty model response, times the streak (``TILTH_EMPTY_BACKOFF_SECONDS``)."""
     test_timeout_seconds: float = 180.0
@@ -222,6 +228,14 @@ def int_setting(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    """A whole number above zero from ``env[name]`` (blank = ``default``)."""
+    value = int_setting(env, name, default)
+    if value == 0 and (env.get(name) or "").strip():
+        raise ConfigError(f"{name} must be a whole number above zero, got 0")
+    return value
+
+
 def _float(env: Mapping[str, str], name: str, *, positive: bool = False) -> float:
     raw = env.get(name)
     if raw is None:
@@ -309,6 +323,8 @@ def _settings(env: dict[str, str], warnings: list[str]) -> Settings:
         model_max_retries=_int(env, "TILTH_MODEL_MAX_RETRIES"),
         model_backoff_seconds=_float(env, "TILTH_MODEL_BACKOFF_SECONDS"),
         model_timeout_seconds=_float(env, "TILTH_MODEL_TIMEOUT_SECONDS", positive=True),
+        max_reply_tokens=_positive_int(env, "TILTH_MAX_REPLY_TOKENS", 8192),
+        context_tokens=_positive_int(env, "TILTH_CONTEXT_TOKENS", 0) or None,
         empty_backoff_seconds=_float(env, "TILTH_EMPTY_BACKOFF_SECONDS"),
         test_timeout_seconds=_float(env, "TILTH_TEST_TIMEOUT_SECONDS", positive=True),
         lint_command=env.get("TILTH_LINT_COMMAND") or None,

@@ -15,10 +15,19 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tilth import git
 from tilth.config import ROLES, Endpoint, Settings, find_env_file, read_env_file
 from tilth.errors import ConfigError, TilthError
+from tilth.model.endpoint_facts import (
+    DEFAULT_CONTEXT_TOKENS,
+    facts_from_props,
+    get_json,
+    model_ids,
+    server_root,
+    window_from_models,
+)
 
 ENDPOINT_TIMEOUT = 10.0
 LOW_DISK_BYTES = 1 << 30
@@ -48,7 +57,10 @@ class DoctorContext:
     source: Path | None = None
     """The workspace's repository root, once the repository check found one (it may have no
     commits yet: a first run is often on a young repository, whose environment still counts)."""
-    _reached: dict[tuple[str, str], tuple[Check, list[str] | None]] = field(default_factory=dict)
+    _reached: dict[tuple[str, str], tuple[Check, Any]] = field(default_factory=dict)
+    """``/models`` per (base URL, key): the row and the parsed body."""
+    _props: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """llama.cpp's ``/props`` per (base URL, key), None where there is none."""
 
 
 Checker = Callable[[DoctorContext], Iterable[Check]]
@@ -93,7 +105,8 @@ def setting_origins(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 # ---- model endpoints -----------------------------------------------------------------------------
 def check_endpoints(ctx: DoctorContext) -> Iterable[Check]:
-    """Each role's endpoint answers ``GET /models`` with its key (the key is never shown)."""
+    """Each role's endpoint answers ``GET /models`` with its key (the key is never shown),
+    lists the role's model, can take tool calls (llama.cpp's ``/props``); its context window."""
     if ctx.settings is None:
         return
     for role in ROLES:
@@ -106,20 +119,62 @@ def check_endpoints(ctx: DoctorContext) -> Iterable[Check]:
         key = (endpoint.base_url, endpoint.api_key)
         if key not in ctx._reached:
             ctx._reached[key] = probe_endpoint(endpoint)
-        found, names = ctx._reached[key]
-        detail = found.detail
-        if found.ok:
-            if names is not None:
-                listed = "listed" if endpoint.model in names else "not in its list of models"
-                detail = f"{detail}; {endpoint.model} {listed}"
-            detail = f"{endpoint.model} at {endpoint.base_url}: {detail}"
-        yield Check(name, found.ok, detail, found.fix, found.required)
+        found, body = ctx._reached[key]
+        if not found.ok:
+            yield Check(name, False, found.detail, found.fix, found.required)
+            continue
+        if key not in ctx._props:
+            ctx._props[key] = get_json(
+                server_root(endpoint.base_url) + "/props", endpoint.api_key, ENDPOINT_TIMEOUT
+            )
+        yield from _model_rows(ctx.settings, endpoint, found, body, ctx._props[key])
 
 
-def probe_endpoint(
-    endpoint: Endpoint, timeout: float = ENDPOINT_TIMEOUT
-) -> tuple[Check, list[str] | None]:
-    """``GET <base_url>/models`` with the key: a row saying what came back, and the models."""
+def _model_rows(
+    settings: Settings, endpoint: Endpoint, found: Check, body: Any, props: Any
+) -> Iterable[Check]:
+    """The role's row (listed, context window) and, when the server says so, a tools warning."""
+    role, model = endpoint.role, endpoint.model
+    where = f"{model} at {endpoint.base_url}"
+    names = model_ids(body)
+    n_ctx, tools = facts_from_props(props)
+    if names is not None and model not in names:
+        shown = ", ".join(names[:5]) + (" …" if len(names) > 5 else "") or "none"
+        setting = "TILTH_WORKER_MODEL" if role == "worker" else f"TILTH_{role.upper()}_MODEL"
+        yield Check(
+            f"{role} model",
+            False,
+            f"{where}: {found.detail}, but {model} is not one of them ({shown})",
+            f"check {setting}: the endpoint does not serve {model}",
+        )
+        return
+    window, source = window_from_models(body, model)
+    if n_ctx is not None:
+        window, source = n_ctx, "/props n_ctx"
+    if window is None and settings.context_tokens:
+        window, source = settings.context_tokens, "TILTH_CONTEXT_TOKENS"
+    context = (
+        f"context {window:,} tokens ({source})"
+        if window
+        else f"context window unknown: {DEFAULT_CONTEXT_TOKENS:,} assumed (TILTH_CONTEXT_TOKENS)"
+    )
+    listed = "" if names is None else f"; {model} listed"
+    yield Check(f"{role} model", True, f"{where}: {found.detail}{listed}; {context}")
+    if tools is False:
+        yield Check(
+            f"{role} tools",
+            False,
+            f"{endpoint.base_url} cannot take tool calls: its chat template has no tool support "
+            "(/props chat_template_caps.supports_tools is false), so the model never sees "
+            "Tilth's tools",
+            "start llama-server with --jinja and a chat template that supports tools "
+            "(--chat-template-file); see docs/models.md",
+            required=False,
+        )
+
+
+def probe_endpoint(endpoint: Endpoint, timeout: float = ENDPOINT_TIMEOUT) -> tuple[Check, Any]:
+    """``GET <base_url>/models`` with the key: a row saying what came back, and the body."""
     url = endpoint.base_url.rstrip("/") + "/models"
     role = endpoint.role.upper()
     var = "TILTH_BASE_URL" if endpoint.role == "worker" else f"TILTH_{role}_BASE_URL"
@@ -144,21 +199,14 @@ def probe_endpoint(
         text = str(reason).removeprefix("[Errno 111] ").strip() or type(exc).__name__
         fix = f"check {var}; is the server up?"
         return Check("", False, f"cannot reach {url}: {text}", fix), None
-    names = _model_names(body)
-    if names is None:
-        return Check("", True, "reachable (the model list could not be read)"), None
-    return Check("", True, f"reachable, {len(names)} model(s)"), names
-
-
-def _model_names(body: bytes) -> list[str] | None:
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    items = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        return None
-    return [str(item.get("id")) for item in items if isinstance(item, dict)]
+        data = None
+    names = model_ids(data)
+    if names is None:
+        return Check("", True, "reachable (the model list could not be read)"), None
+    return Check("", True, f"reachable, {len(names)} model(s)"), data
 
 
 # ---- the repository and git ----------------------------------------------------------------------

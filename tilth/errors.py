@@ -92,6 +92,25 @@ class ModelError(TilthError):
     """The model endpoint could not give an answer (after retries)."""
 
 
+class ContextOverflow(ModelError):
+    """The endpoint refused a request as longer than the model's context window.
+
+    ``prompt_tokens`` and ``window`` are what the server said (None when it did not say).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        prompt_tokens: int | None = None,
+        window: int | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.prompt_tokens = prompt_tokens
+        self.window = window
+
+
 class Aborted(TilthError):
     """The user declined a confirmation."""
 

@@ -257,10 +257,12 @@ def interview(
     *,
     on_started: Callable[[Session, Path], None],
     on_progress: Callable[[str], Any] | None = None,
+    on_notice: Callable[[str, str], Any] | None = None,
 ) -> Prepared:
     """``tilth prep-feature``'s interview: ``model`` asks through ``frontend``, the seed is
     committed; a ``Prepared`` (``session``, ``sha``, ``notes``). ``prepare`` is the quiet one.
-    ``on_progress`` hears that ``TILTH_SETUP_COMMAND`` starts in the new worktree."""
+    ``on_progress`` hears that ``TILTH_SETUP_COMMAND`` starts in the new worktree,
+    ``on_notice`` ``(kind, text)`` each model retry and cut-off reply."""
     from tilth.seed.prepare import prepare as prepare_seed
 
     return prepare_seed(
@@ -272,6 +274,7 @@ def interview(
         on_started=on_started,
         on_delta=frontend.on_delta,
         on_progress=on_progress,
+        on_notice=on_notice,
     )
 
 

@@ -22,7 +22,7 @@ from tilth.agent.resume import prepare_resume
 from tilth.agent.run_context import CheckpointRecorder, Progress, RunContext, prep_tokens
 from tilth.agent.stops import CAP_SETTINGS, Stop
 from tilth.config import Role, Settings
-from tilth.errors import SetupFailed, TilthError, WorkspaceError
+from tilth.errors import ContextOverflow, SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
 from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
@@ -34,15 +34,8 @@ from tilth.worktree_setup import prepare_worktree
 
 
 def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model, Model]:
-    """Worker and evaluator models, each logging ``model_retry`` before a retry."""
+    """Worker and evaluator models (the turn loop logs and shows each retry)."""
     from tilth.model import model_for  # imports the OpenAI SDK: slow, so only when running
-
-    def hook(role: Role) -> Any:
-        def on_retry(attempt: int, reason: str, delay: float) -> None:
-            session.log("model_retry", role=role, attempt=attempt, reason=reason, delay=delay)
-            out.warn(f"{role} model call failed ({reason}); retry {attempt} in {delay:.1f}s")
-
-        return on_retry
 
     def refused(role: Role) -> Any:
         def on_stream_refused(reason: str) -> None:
@@ -51,12 +44,8 @@ def models_for_run(settings: Settings, session: Session, out: IO) -> tuple[Model
 
         return on_stream_refused
 
-    worker = model_for(
-        settings, "worker", on_retry=hook("worker"), on_stream_refused=refused("worker")
-    )
-    evaluator = model_for(
-        settings, "evaluator", on_retry=hook("evaluator"), on_stream_refused=refused("evaluator")
-    )
+    worker = model_for(settings, "worker", on_stream_refused=refused("worker"))
+    evaluator = model_for(settings, "evaluator", on_stream_refused=refused("evaluator"))
     return worker, evaluator
 
 
@@ -368,11 +357,28 @@ def print_run_summary(
         out.say(f"chat      {chat}")
     else:
         out.say(f"chat      run `tilth visualize {session.id}` to write chat.html")
+    advice = next_step(stop, session.id)
+    if advice:
+        out.say(f"next      {advice}")
+
+
+def next_step(stop: Stop, session_id: str) -> str | None:
+    """What to do after ``stop``: never a command that would only meet the same stop."""
     if stop.reason in ("wall_clock", "token_cap"):
         setting = CAP_SETTINGS[stop.reason]
-        out.say(f"next      raise {setting} if needed, then: tilth resume {session.id}")
-    elif stop.reason != "all_done":
-        out.say(f"next      tilth resume {session.id}")
+        return f"raise {setting} if needed, then: tilth resume {session_id}"
+    if isinstance(stop.error, ContextOverflow):
+        return (
+            f"the conversation no longer fits the model's context window: shorten it with "
+            f"`tilth summarize {session_id} --at <checkpoint> --direction up-to` (see "
+            f"`tilth checkpoints {session_id}`), start the task afresh with `tilth restart "
+            f"{session_id} <T-NNN>`, or serve the model with a larger context; then resume"
+        )
+    if "evaluator_silent" in stop.detail:
+        return f"set a stronger TILTH_EVALUATOR_MODEL, then: tilth resume {session_id}"
+    if stop.reason != "all_done":
+        return f"tilth resume {session_id}"
+    return None
 
 
 __all__ = ["drive", "ensure_session_worktree", "print_run_summary"]

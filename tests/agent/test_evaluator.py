@@ -30,7 +30,8 @@ def test_evaluator_parse_failure_retries_once_then_fails_closed(tmp_path: Path) 
     assert [e.payload["attempt"] for e in kit.events("evaluator_parse_error")] == [1, 2]
     # the retry saw the first error as the answer to its call
     retry = kit.evaluator.requests[1]["messages"]
-    assert retry[-1]["role"] == "tool" and "could not be parsed" in retry[-1]["content"]
+    assert retry[-1]["role"] == "tool" and "could not be read" in retry[-1]["content"]
+    assert retry[-2]["tool_calls"][0]["function"]["arguments"] == "{}", "kept as valid JSON"
     verdict = kit.events("evaluator_verdict")[0].payload
     assert verdict["verdict"] == "reject" and verdict["parse_failed"] is True
     assert kit.session.ledger.read("T-001")[0]["verdict"]["parse_failed"] is True

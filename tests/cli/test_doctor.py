@@ -44,7 +44,7 @@ def test_a_reachable_endpoint_and_a_project_with_an_environment_are_ready(
     with FakeServer(script, api_key=KEY) as server:
         table = tilth("doctor", str(repo), env=endpoint_env(server.base_url))
         as_json = tilth("doctor", str(repo), "--json", env=endpoint_env(server.base_url))
-        paths = [r["path"] for r in server.requests]
+        paths = [r["path"] for r in server.probes if r["path"].endswith("/models")]
     assert table.returncode == 0, table.stdout + table.stderr
     assert KEY not in table.stdout + table.stderr + as_json.stdout
     assert "ready: a real run could start" in table.stdout
@@ -142,7 +142,7 @@ def test_a_setup_command_is_shown_and_its_venv_must_be_gitignored(
     bin_dir = tmp_path / "git-only"
     bin_dir.mkdir()
     (bin_dir / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
-    with FakeServer(Script([])) as server:
+    with FakeServer(Script({"worker-m": [], "judge-m": []})) as server:
         env = {
             **endpoint_env(server.base_url),
             "PATH": str(bin_dir),

@@ -110,7 +110,8 @@ def test_routes_with_and_without_v1_prefix_and_models_listing() -> None:
         assert status == 400
     paths = [request["path"] for request in server.requests]
     assert paths[:2] == ["/chat/completions", "/v1/chat/completions"]
-    assert len(paths) == 6, "every request is recorded, failed ones too"
+    assert len(paths) == 4, "every POST is recorded, failed ones too"
+    assert [probe["path"] for probe in server.probes] == ["/v1/models", "/v1/models"]
 
 
 def test_requests_are_recorded_from_concurrent_callers() -> None:

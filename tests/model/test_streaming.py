@@ -88,7 +88,7 @@ def test_a_stream_that_keeps_stalling_fails_with_the_setting_named(
         with pytest.raises(ModelError) as caught:
             fast_model(server, timeout_seconds=0.4, max_retries=0).complete(USER, [])
     assert "no answer within 0.4s (after 1 attempt)" in str(caught.value)
-    assert caught.value.hint and "TILTH_BASE_URL" in caught.value.hint
+    assert caught.value.hint and "TILTH_MODEL_TIMEOUT_SECONDS" in caught.value.hint
 
 
 def test_an_endpoint_that_rejects_stream_is_called_without_it_from_then_on(

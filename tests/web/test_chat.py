@@ -50,6 +50,7 @@ class SlowStream:
         tools: list[dict[str, Any]],
         *,
         on_delta: OnDelta | None = None,
+        on_retry: Any = None,
     ) -> AssistantTurn:
         def slow(delta: Delta) -> None:
             time.sleep(self.pause)

@@ -14,6 +14,7 @@ from tilth import git
 from tilth.agent import prompts
 from tilth.agent.run_context import RunContext
 from tilth.agent.seed_copies import seed_copies, seed_test_files
+from tilth.agent.stops import TaskFailed
 from tilth.agent.task_state import TaskState
 from tilth.agent.turn import Actor, answer, log_call, say, take_turn
 from tilth.agent.verdict import (
@@ -25,6 +26,9 @@ from tilth.agent.verdict import (
 )
 
 ATTEMPTS = 2
+SILENT_REVIEWS_LIMIT = 2
+"""Reviews in a row without a usable verdict before the task stops (the evaluator's fault,
+not the worker's: without it the task went back and forth until the worker's turn cap)."""
 RAW_CALL_CAP = 4_000
 
 
@@ -102,6 +106,7 @@ def review(
         stage=stage,
         scripted=ctx.scripted,
         on_delta=ctx.on_delta,
+        **ctx.turn_options(ctx.evaluator),
     )
     diff, summary = task_diff(ctx, state)  # the evaluator reads; the worktree stays as it is
     system = prompts.evaluator_system(stage)
@@ -156,7 +161,26 @@ def review(
         verdict_summary=verdict_summary(verdict),
     )
     ctx.progress.status(task=task_id, stage=stage, tokens=ctx.session.tokens_used)
+    silent = _silent_reviews([*ledger, {"verdict": verdict}])
+    if silent >= SILENT_REVIEWS_LIMIT:
+        raise TaskFailed(
+            "evaluator_silent",
+            f"the evaluator ({ctx.evaluator.name}) answered {silent} reviews in a row without a "
+            "usable submit_verdict call; try a stronger TILTH_EVALUATOR_MODEL",
+            reviews=silent,
+        )
     return verdict
+
+
+def _silent_reviews(ledger: list[dict[str, Any]]) -> int:
+    """How many of the latest reviews in a row gave no usable verdict."""
+    count = 0
+    for entry in reversed(ledger):
+        verdict = entry.get("verdict")
+        if not (isinstance(verdict, dict) and verdict.get("parse_failed")):
+            break
+        count += 1
+    return count
 
 
 def _ask(ctx: RunContext, actor: Actor) -> dict[str, Any]:
@@ -174,18 +198,22 @@ def _ask(ctx: RunContext, actor: Actor) -> dict[str, Any]:
                 answer(actor, attempt, call, "Verdict recorded.")
             return verdict
         error = error_text or "unparseable reply"
+        if not calls and result.unreadable_calls:
+            # The turn answered the call already, with what was wrong with it.
+            error = "the submit_verdict arguments could not be parsed (not valid JSON)"
         ctx.session.log(
             "evaluator_parse_error",
             **actor.scope(),
             attempt=attempt,
             error=error,
             raw_tool_calls=[
-                {"name": call.name, "arguments": call.arguments[:RAW_CALL_CAP]} for call in calls
+                {"name": call.name, "arguments": call.arguments[:RAW_CALL_CAP]}
+                for call in result.turn.tool_calls
             ],
         )
         if calls:
             for call in calls:
                 answer(actor, attempt, call, error, is_error=True)
-        elif attempt < ATTEMPTS:
+        elif attempt < ATTEMPTS and not result.unreadable_calls:
             say(actor, error, turn=attempt, kind="parse_error")
     return fallback_verdict(error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from tilth.agent.stops import StopRun
 from tilth.config import Settings
@@ -112,6 +112,27 @@ class RunContext:
                 self.worktree, self.session.source, self.settings, trusted=trusted
             )
         return self.environment
+
+    def deadline(self) -> float | None:
+        """The ``time.monotonic()`` instant the wall-clock cap ends (None: no cap)."""
+        minutes = self.settings.max_wall_clock_minutes
+        return self.started + minutes * 60 if minutes else None
+
+    def notice(self, kind: str, text: str) -> None:
+        """A turn's notice for the person (a retry, a cut-off reply, a summarized thread)."""
+        self.progress.note(f"{text}", "yellow")
+
+    def turn_options(self, model: Model, checkpoint: Any = None) -> dict[str, Any]:
+        """What every actor of a run shares: notices, the wall-clock deadline, the context
+        window kept (``checkpoint`` records one before a thread is summarized)."""
+        from tilth.agent.context import ContextKeeper
+
+        return {
+            "on_notice": self.notice,
+            "deadline": self.deadline(),
+            "context": ContextKeeper.for_actor(model, self.settings, checkpoint),
+            "max_reply_tokens": self.settings.max_reply_tokens,
+        }
 
     def run_tokens(self) -> int:
         """Tokens spent by runs only: the interview's spend does not count toward the cap."""

@@ -25,12 +25,17 @@ StopReason = Literal[
     "error",
 ]
 STOP_REASONS: tuple[str, ...] = get_args(StopReason)
-FailureReason = StopReason | Literal["verify_cap"]
-"""Why one task failed: a stop reason, or ``verify_cap`` (its checks failed too often)."""
-STOP_FOR_FAILURE: dict[str, StopReason] = {"verify_cap": "evaluator_cap"}
+FailureReason = StopReason | Literal["verify_cap", "evaluator_silent"]
+"""Why one task failed: a stop reason, ``verify_cap`` (its checks failed too often) or
+``evaluator_silent`` (the evaluator kept answering without a verdict)."""
+STOP_FOR_FAILURE: dict[str, StopReason] = {
+    "verify_cap": "evaluator_cap",
+    "evaluator_silent": "evaluator_cap",
+}
 """Task failures the ``stop`` event reports under SPEC §4's list: the objective checks
 rejecting the work is a rejection, so ``verify_cap`` stops the run as ``evaluator_cap``
-(its detail names ``TILTH_MAX_VERIFY_FAILURES_PER_TASK``)."""
+(its detail names ``TILTH_MAX_VERIFY_FAILURES_PER_TASK``); an evaluator that gives no
+verdict stops it the same way, its detail naming the evaluator."""
 RESUMABLE_STOPS: tuple[StopReason, ...] = ("wall_clock", "token_cap", "interrupted")
 CAP_SETTINGS: dict[str, str] = {
     "iter_cap": "TILTH_MAX_ITERATIONS_PER_TASK",

@@ -1,26 +1,41 @@
-"""One tool-using turn, recorded the same way for every actor.
+"""One tool-using turn, the same for every actor: worker, evaluator, interviewer, chat.
 
-``take_turn`` calls the model with the thread, logs ``model_call``, appends the
-assistant message, runs every call the ``ToolBox`` knows (logging ``tool_call``
-and ``tool_result`` and appending the tool message) and hands back the calls it
-does not know (the actor's control tools: ``submit_case``, ``ask_user``,
-``write_seed``...). The caller must ``answer`` each of those before the next
-turn — providers reject a thread with an unanswered tool call.
+``take_turn`` keeps the thread within the model's context window (``Actor.context``),
+asks the model (``tilth.model.call.ask``: cancellable, bounded by the actor's deadline,
+cut short when it only repeats itself), logs ``model_call`` and every ``model_retry``,
+tells the user and the model when the reply hit the reply-length limit, appends the
+assistant message with every tool call's arguments as valid JSON (a server that
+refuses a history holding invalid arguments would otherwise refuse every later
+request), answers the calls it cannot read, runs every call the ``ToolBox`` knows
+(logging ``tool_call`` and ``tool_result``) and hands back the calls it does not know
+(the actor's control tools: ``submit_case``, ``ask_user``, ``write_seed``...). The
+caller must ``answer`` each of those before the next turn — providers reject a thread
+with an unanswered tool call.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from tilth.agent.stops import StopRun
+from tilth.errors import ContextOverflow
 from tilth.model.base import AssistantTurn, Model, OnDelta, ToolCall
+from tilth.model.call import REPETITION, Cancelled, CancelToken, DeadlineReached, ask
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 
 if TYPE_CHECKING:
+    from tilth.agent.context import ContextKeeper
     from tilth.tools import ToolBox
+    from tilth.tools.base import ToolOutcome
 
 PREVIEW_CHARS = 500
+CUT_OFF_NOTICE = "the reply hit the reply-length limit"
+Notice = Callable[[str, str], None]
+"""``(kind, text)``: a one-line notice for the person (``retry``, ``cut_off``, ``compacted``…)."""
 
 
 @dataclass
@@ -39,6 +54,18 @@ class Actor:
     scripted: bool = False
     on_delta: OnDelta | None = None
     """Shown each piece of a reply as it streams (a live token count), when set."""
+    on_notice: Notice | None = None
+    """Told what the person should know: a retry, a cut-off reply, a summarized thread."""
+    cancel: CancelToken | None = None
+    """Set by the person (Ctrl-C, a stop button): the turn ends at the next safe point."""
+    deadline: float | None = None
+    """A ``time.monotonic()`` instant: a reply still streaming then is cancelled (wall clock)."""
+    run_tool: Callable[[ToolCall], ToolOutcome] | None = None
+    """Runs one toolbox call (default: ``toolbox.dispatch``); the chat shows each as it runs."""
+    context: ContextKeeper | None = None
+    """Keeps the thread within the model's context window (None: never summarized)."""
+    max_reply_tokens: int | None = None
+    """The reply-length limit the model is told about when a reply hits it."""
 
     def scope(self) -> dict[str, Any]:
         """The identifying fields every event of this actor carries."""
@@ -53,6 +80,10 @@ class Actor:
         tools = self.toolbox.schemas() if self.toolbox else []
         return tools + self.control_schemas
 
+    def notice(self, kind: str, text: str) -> None:
+        if self.on_notice is not None:
+            self.on_notice(kind, text)
+
 
 @dataclass
 class TurnResult:
@@ -62,18 +93,27 @@ class TurnResult:
     number: int
     control_calls: list[ToolCall] = field(default_factory=list)
     tool_calls_run: int = 0
+    unreadable_calls: int = 0
+    """Calls answered with an error because their arguments were not valid JSON."""
 
     @property
     def empty(self) -> bool:
         return self.turn.is_empty
+
+    @property
+    def cut_off(self) -> bool:
+        """The reply ended at the reply-length limit (or was cut short as repetitive)."""
+        return self.turn.finish_reason in ("length", REPETITION)
 
 
 def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
     """Run turn ``number``: model call, then every toolbox call; returns control calls.
 
     ``fields`` are added to the ``model_call`` event (the evaluator's ``phase``, ``attempt``).
+    Raises ``Cancelled`` when the actor's cancel token is set, ``StopRun("wall_clock")``
+    when its deadline passes mid-reply, ``ModelError`` when no answer could be had.
     """
-    turn = actor.model.complete(actor.thread.messages(), actor.schemas(), on_delta=actor.on_delta)
+    turn = _reply(actor)
     total = actor.session.add_tokens(turn.usage.total)
     payload: dict[str, Any] = {
         **actor.scope(),
@@ -96,20 +136,191 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
     result = TurnResult(turn, number)
     if turn.is_empty:
         return result
-    actor.thread.append(turn.history_message(), turn=number)
+    unreadable = _unreadable(turn.tool_calls)
+    actor.thread.append(_with_valid_arguments(turn, unreadable).history_message(), turn=number)
+    if result.cut_off:
+        _tell_cut_off(actor, number, turn)
     known = {s["function"]["name"] for s in actor.toolbox.schemas()} if actor.toolbox else set()
-    for call in turn.tool_calls:
-        if call.name not in known:
+    for index, call in enumerate(turn.tool_calls):
+        if actor.cancel is not None and actor.cancel.cancelled:
+            for skipped in turn.tool_calls[index:]:
+                answer(actor, number, skipped, "ERROR: cancelled by the person", is_error=True)
+            raise Cancelled
+        if call.id in unreadable:
+            log_call(actor, number, call)
+            text = _unreadable_answer(actor, call, unreadable[call.id], turn.finish_reason)
+            answer(actor, number, call, text, is_error=True)
+            result.unreadable_calls += 1
+        elif call.name in known:
+            assert actor.toolbox is not None
+            log_call(actor, number, call)
+            toolbox = actor.toolbox
+            outcome = (
+                actor.run_tool(call)
+                if actor.run_tool is not None
+                else toolbox.dispatch(call.name, call.arguments)
+            )
+            answer(
+                actor,
+                number,
+                call,
+                outcome.result,
+                is_error=outcome.is_error,
+                blocked=outcome.blocked,
+            )
+            result.tool_calls_run += 1
+        else:
             result.control_calls.append(call)
-            continue
-        assert actor.toolbox is not None
-        log_call(actor, number, call)
-        outcome = actor.toolbox.dispatch(call.name, call.arguments)
-        answer(
-            actor, number, call, outcome.result, is_error=outcome.is_error, blocked=outcome.blocked
-        )
-        result.tool_calls_run += 1
     return result
+
+
+def _reply(actor: Actor) -> AssistantTurn:
+    """Ask the model, summarizing the thread first (or once after a refusal) when it is long."""
+    tools = actor.schemas()
+    if actor.context is not None:
+        actor.context.before_request(actor, tools)
+    try:
+        return _ask(actor, tools)
+    except ContextOverflow as overflow:
+        if actor.context is None or not actor.context.after_overflow(actor, overflow):
+            raise
+    return _ask(actor, tools)
+
+
+def _ask(actor: Actor, tools: list[dict[str, Any]]) -> AssistantTurn:
+    messages = valid_history(actor.thread.messages())
+
+    def on_retry(attempt: int, reason: str, delay: float) -> None:
+        actor.session.log(
+            "model_retry",
+            **actor.scope(),
+            role=actor.name,
+            attempt=attempt,
+            reason=reason,
+            delay=round(delay, 2),
+        )
+        actor.notice(
+            "retry", f"{actor.name} model call failed ({reason}); retry {attempt} in {delay:.1f}s"
+        )
+
+    try:
+        turn = ask(
+            actor.model,
+            messages,
+            tools,
+            on_delta=actor.on_delta,
+            on_retry=on_retry,
+            cancel=actor.cancel,
+            deadline=actor.deadline,
+        )
+    except DeadlineReached:
+        actor.session.log("model_call_cancelled", **actor.scope(), reason="wall_clock")
+        raise StopRun(
+            "wall_clock", "wall clock cap reached mid-reply [TILTH_MAX_WALL_CLOCK_MINUTES]"
+        ) from None
+    if actor.context is not None:
+        actor.context.observe(messages, tools, turn.usage.prompt_tokens)
+    return turn
+
+
+def valid_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every tool call's arguments valid JSON (an older thread may hold
+    invalid ones, which llama.cpp refuses with HTTP 500 on every request)."""
+    fixed: list[dict[str, Any]] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and isinstance(calls, list):
+            repaired = [_valid_call(call) for call in calls]
+            if repaired != calls:
+                message = {**message, "tool_calls": repaired}
+        fixed.append(message)
+    return fixed
+
+
+def _valid_call(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return call
+    text = function.get("arguments")
+    if isinstance(text, str) and not _is_json(text):
+        return {**call, "function": {**function, "arguments": "{}"}}
+    return call
+
+
+def _unreadable(calls: list[ToolCall]) -> dict[str, str]:
+    """Call id → why its arguments are not JSON, for each such call (valid JSON that is not
+    an object is the tool's to refuse)."""
+    found = {}
+    for call in calls:
+        if not _is_json(call.arguments):
+            try:
+                call.parse_arguments()
+            except ValueError as exc:
+                found[call.id] = str(exc)
+    return found
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _with_valid_arguments(turn: AssistantTurn, unreadable: dict[str, str]) -> AssistantTurn:
+    """The turn as the thread keeps it: unreadable arguments become ``{}``."""
+    if not unreadable:
+        return turn
+    calls = [
+        replace(call, arguments="{}") if call.id in unreadable else call for call in turn.tool_calls
+    ]
+    return replace(turn, tool_calls=calls)
+
+
+def _unreadable_answer(actor: Actor, call: ToolCall, reason: str, finish: str | None) -> str:
+    if finish == "length":
+        return (
+            f"ERROR: this {call.name} call was cut off and not run: your reply hit the "
+            f"reply-length limit ({_limit(actor)}) before its arguments were complete. Call it "
+            "again with shorter arguments (write a long file in parts: write_file a first "
+            "part, then edit_file to add the rest)."
+        )
+    return (
+        f"ERROR: the arguments of this {call.name} call could not be read ({reason}), so it "
+        "was not run. Call it again with a valid JSON object as its arguments."
+    )
+
+
+def _limit(actor: Actor) -> str:
+    return f"{actor.max_reply_tokens:,} tokens" if actor.max_reply_tokens else "max_tokens"
+
+
+def _tell_cut_off(actor: Actor, number: int, turn: AssistantTurn) -> None:
+    """Tell the person and, when no call carries the news, the model."""
+    repeating = turn.finish_reason == REPETITION
+    actor.session.log(
+        "reply_cut_off",
+        **actor.scope(),
+        turn=number,
+        finish_reason=turn.finish_reason,
+        completion_tokens=turn.usage.completion_tokens,
+    )
+    if repeating:
+        actor.notice("cut_off", "the reply only repeated itself; it was cut short")
+        note = (
+            "[tilth] Your last reply was cut short: it only repeated the same text. "
+            "Do not repeat yourself; continue with the next step."
+        )
+    else:
+        actor.notice("cut_off", f"{CUT_OFF_NOTICE} ({_limit(actor)}); it was cut off")
+        note = (
+            f"[tilth] Your last reply hit the reply-length limit ({_limit(actor)}) and was cut "
+            "off. Keep replies shorter; continue where it stopped."
+        )
+    if not turn.tool_calls:
+        # A cut-off call is answered as cut off; a cut-off text needs a word of its own.
+        say(actor, note, turn=number, kind="cut_off")
 
 
 def log_call(actor: Actor, number: int, call: ToolCall, args: Any = None) -> None:
@@ -151,3 +362,8 @@ def answer(
 def say(actor: Actor, text: str, **meta: Any) -> None:
     """Append a harness-authored user message (a nudge, feedback, a note)."""
     actor.thread.append({"role": "user", "content": text}, **meta)
+
+
+def deadline_of(started: float, minutes: float) -> float | None:
+    """The monotonic instant a wall-clock cap of ``minutes`` from ``started`` ends (0: none)."""
+    return started + minutes * 60 if minutes else None

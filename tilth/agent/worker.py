@@ -156,6 +156,13 @@ def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: Sta
     ``ModelError`` and ``KeyboardInterrupt`` through; all progress is persisted per turn.
     """
     task_id = str(task["id"])
+
+    def checkpoint(label: str) -> str | None:
+        found = ctx.recorder.turn(
+            "worker", task_id=task_id, stage=spec.stage, turn=state.turns, label=label
+        )
+        return getattr(found, "id", None)
+
     actor = Actor(
         session=ctx.session,
         name="worker",
@@ -167,6 +174,7 @@ def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: Sta
         stage=spec.stage,
         scripted=ctx.scripted,
         on_delta=ctx.on_delta,
+        **ctx.turn_options(ctx.worker, checkpoint),
     )
     open_thread(ctx, actor, spec, state)
     streaks = _Streaks()
@@ -240,7 +248,7 @@ def _after_turn(
     if result.control_calls:
         streaks.quiet = 0
         accepted = _submit(actor, spec, result)
-    elif result.tool_calls_run == 0:
+    elif result.tool_calls_run == 0 and not result.unreadable_calls:
         streaks.quiet += 1
         if streaks.quiet < QUIET_TURN_LIMIT:
             say(actor, NUDGE.format(tool=spec.tool), turn=result.number, kind="nudge")

@@ -18,9 +18,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from tilth.agent.context import ContextKeeper
 from tilth.agent.prompts import CONTEXT_FILES_CAP, context_files
 from tilth.agent.stops import StopReason
-from tilth.agent.turn import Actor, answer, log_call
+from tilth.agent.turn import Actor, take_turn
 from tilth.chat.events import CancelToken, ChatEvent, Confirm, Listener, TurnCancelled
 from tilth.chat.goback import ChatTimeline
 from tilth.chat.session import (
@@ -34,8 +35,15 @@ from tilth.chat.session import (
 )
 from tilth.chat.toolview import describe_call, edit_diff, read_before
 from tilth.config import Settings
-from tilth.errors import ModelError, ProjectEnvError, SessionLocked, TilthError, UsageError
-from tilth.model.base import AssistantTurn, Delta, Model, ToolCall
+from tilth.errors import (
+    ContextOverflow,
+    ModelError,
+    ProjectEnvError,
+    SessionLocked,
+    TilthError,
+    UsageError,
+)
+from tilth.model.base import Delta, Model, ToolCall
 from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.lock import SessionLock
 from tilth.session.store import Session
@@ -45,6 +53,7 @@ from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.record.dir_capture import DirCapture
 from tilth.timeline.record.dir_recorder import DirRecorder
 from tilth.tools import ToolBox
+from tilth.tools.base import ToolOutcome
 from tilth.tools.sandbox import sandbox_for, sandbox_status, unsandboxed_warning
 
 MAX_STEPS_PER_TURN = 40
@@ -52,8 +61,6 @@ MAX_STEPS_PER_TURN = 40
 MAX_PROMPT_CHARS = 200_000
 """Longer prompts are refused before anything is recorded (put long text in a file)."""
 RESULT_PREVIEW = 2_000
-CANCEL_POLL_SECONDS = 0.05
-"""How often a turn waiting for the model looks at its ``CancelToken``."""
 
 
 def system_prompt(directory: Path, settings: Settings) -> str:
@@ -107,6 +114,15 @@ class ChatEngine(ChatTimeline):
         self.thread = session.threads.get(THREAD_KEY)
         self._busy = threading.Lock()
         self._first_use = True
+        self._context: ContextKeeper | None = None
+        """The thread's size against the model's window (made on the first turn)."""
+        self._checkpoint: str | None = None
+        """The checkpoint of the turn in flight."""
+        self._streamed = False
+        """The reply in flight streamed text (else it is shown whole when it ends)."""
+        self._outcomes: list[str] = []
+        """How each turn sent through this engine ended (``done``, ``cancelled``, ``error``)."""
+        self._last_error: str | None = None
         self._open: SessionLock | None = None
         """The open-lock ``start``/``resume`` took (``hold_open``); ``close`` gives it back."""
 
@@ -153,13 +169,20 @@ class ChatEngine(ChatTimeline):
         return engine
 
     def close(self, *, status: Literal["all_done", "failed"] = "all_done") -> None:
-        """Stop watching the directory, record how the chat ended, let another front end open it."""
+        """Stop watching the directory, record how the chat ended, let another front end open it.
+
+        A chat whose every turn failed ends ``failed``, whatever the front end says.
+        """
         self.capture.close()
+        details: dict[str, Any] = {}
+        if self._outcomes and all(outcome == "error" for outcome in self._outcomes):
+            status = "failed"
+            details["detail"] = f"every turn failed; the last: {self._last_error}"
         reason: StopReason = "all_done" if status == "all_done" else "error"
         try:
             with self.session.lock():
                 self.session.update_checkpoint(status=status)
-                self.session.log("stop", reason=reason)
+                self.session.log("stop", reason=reason, **details)
         except SessionLocked:
             pass  # another front end holds it; it records its own ending
         except (OSError, TilthError):
@@ -219,6 +242,7 @@ class ChatEngine(ChatTimeline):
             self._register_store()
         number = len(self.turns()) + 1
         checkpoint = self.recorder.turn_start(number, prompt)
+        self._checkpoint = checkpoint.id
         self.session.log("user_message", actor="chat", turn=number, checkpoint=checkpoint.id)
         self.thread.append({"role": "user", "content": prompt}, turn=number)
         self.emit("turn_started", turn=number, checkpoint=checkpoint.id, prompt=prompt)
@@ -235,9 +259,17 @@ class ChatEngine(ChatTimeline):
             )
         except (ModelError, TilthError) as exc:
             outcome, error = "error", str(exc)
+            if isinstance(exc, ContextOverflow):
+                # Sending again would meet the same refusal: say what shortens the thread.
+                error += (
+                    " — the conversation no longer fits the model's context window: "
+                    "/summarize N up-to or /rewind N shortens it"
+                )
             self.session.log("chat_error", actor="chat", turn=number, error=error)
         finally:
             checkpoint = self.recorder.turn_end(checkpoint)
+        self._outcomes.append(outcome)
+        self._last_error = error or self._last_error
         result = {
             "turn": number,
             "checkpoint": checkpoint.id,
@@ -258,105 +290,67 @@ class ChatEngine(ChatTimeline):
         gc.register_root(self.store, self.session.dir.parent)
         gc.collect_in_background(self.settings)
 
-    def _actor(self) -> Actor:
-        return Actor(self.session, "chat", self.model, self.thread, self.toolbox)
+    def _actor(self, number: int, cancel: CancelToken) -> Actor:
+        def run_tool(call: ToolCall) -> ToolOutcome:
+            return self._tool(call)
+
+        def checkpoint(label: str) -> str | None:
+            # The turn's own checkpoint holds the thread as it was before this turn.
+            return self._checkpoint
+
+        def relay(delta: Delta) -> None:
+            if delta.kind in ("text", "reasoning"):
+                self._streamed |= delta.kind == "text"
+                self.emit(delta.kind, text=delta.text, tokens=delta.completion_tokens)
+
+        def notice(kind: str, text: str) -> None:
+            self.emit("notice", text=text, kind=kind)
+
+        if self._context is None:
+            self._context = ContextKeeper.for_actor(self.model, self.settings, checkpoint)
+        return Actor(
+            self.session,
+            "chat",
+            self.model,
+            self.thread,
+            self.toolbox,
+            on_delta=relay,
+            on_notice=notice,
+            cancel=cancel,
+            run_tool=run_tool,
+            context=self._context,
+            max_reply_tokens=self.settings.max_reply_tokens,
+        )
 
     def _steps(self, number: int, cancel: CancelToken) -> None:
-        actor = self._actor()
+        """The turn loop (``tilth.agent.turn``) until the model stops calling tools."""
+        actor = self._actor(number, cancel)
         for step in range(1, MAX_STEPS_PER_TURN + 1):
             if cancel.cancelled:
                 raise TurnCancelled
-            streamed: list[str] = []
-            turn = self._complete(cancel, streamed)
-            if turn.content and not streamed:
+            self._streamed = False
+            result = take_turn(actor, number, step=step)
+            turn = result.turn
+            if turn.content and not self._streamed:
                 # A model that cannot stream: show the whole reply at once.
                 self.emit("text", text=turn.content, tokens=turn.usage.completion_tokens)
-            total = self.session.add_tokens(turn.usage.total)
-            self.session.log(
-                "model_call",
-                actor="chat",
-                turn=number,
-                step=step,
-                model=self.model.name,
-                prompt_tokens=turn.usage.prompt_tokens,
-                completion_tokens=turn.usage.completion_tokens,
-                tokens_used_total=total,
-                finish_reason=turn.finish_reason,
-                tool_calls=[call.name for call in turn.tool_calls],
-                **({"content": turn.content} if turn.content else {}),
-            )
-            if turn.is_empty:
+            if result.empty:
                 self.emit("notice", text="the model sent an empty reply")
                 return
-            self.thread.append(turn.history_message(), turn=number)
             if not turn.tool_calls:
                 return
-            for index, call in enumerate(turn.tool_calls):
-                if cancel.cancelled:
-                    for skipped in turn.tool_calls[index:]:
-                        answer(
-                            actor, number, skipped, "ERROR: cancelled by the person", is_error=True
-                        )
-                    raise TurnCancelled
-                self._tool(actor, number, call)
         self.emit(
             "notice",
             text=f"stopped after {MAX_STEPS_PER_TURN} model calls in one turn; "
             "send a message to let it continue",
         )
 
-    def _complete(self, cancel: CancelToken, streamed: list[str]) -> AssistantTurn:
-        """The model's reply, asked for on a thread of its own so a cancel need not wait.
-
-        A reply that does not start, or a stream that stalls, would otherwise hold a
-        cancel (Ctrl-C) until the endpoint answers or times out. Cancelled, the call is
-        abandoned: the turn ends at once, and whatever the call brings later is dropped
-        (its pieces no longer reach the listener, its reply is never recorded).
-        """
-        messages, tools = self.thread.messages(), self.toolbox.schemas()
-        gate = threading.Lock()  # no piece is shown once the turn has seen the cancel
-        relay = self._relay(cancel, streamed, gate)
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def call() -> None:
-            try:
-                box["turn"] = self.model.complete(messages, tools, on_delta=relay)
-            except BaseException as exc:  # handed to the turn below, unless abandoned
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=call, name="tilth-chat-model", daemon=True).start()
-        while not done.wait(CANCEL_POLL_SECONDS):
-            if cancel.cancelled:
-                break
-        if cancel.cancelled:
-            with gate:
-                raise TurnCancelled  # a reply that arrived after the cancel is dropped too
-        if "error" in box:
-            raise box["error"]
-        turn: AssistantTurn = box["turn"]
-        return turn
-
-    def _relay(self, cancel: CancelToken, streamed: list[str], gate: threading.Lock) -> Any:
-        def on_delta(delta: Delta) -> None:
-            with gate:
-                if cancel.cancelled:
-                    raise TurnCancelled
-                if delta.kind == "text":
-                    streamed.append(delta.text)
-                if delta.kind in ("text", "reasoning"):
-                    self.emit(delta.kind, text=delta.text, tokens=delta.completion_tokens)
-
-        return on_delta
-
-    def _tool(self, actor: Actor, number: int, call: ToolCall) -> None:
+    def _tool(self, call: ToolCall) -> ToolOutcome:
+        """Run one toolbox call, showing it before and after (with the edit's diff)."""
         try:
             args = call.parse_arguments()
         except ValueError:
-            args = {}
-        log_call(actor, number, call)
+            args = {}  # JSON but not an object: the tool says what is wrong
         self.emit(
             "tool_started",
             call_id=call.id,
@@ -366,9 +360,6 @@ class ChatEngine(ChatTimeline):
         )
         before = read_before(self.toolbox, call.name, args)
         outcome = self.toolbox.dispatch(call.name, call.arguments)
-        answer(
-            actor, number, call, outcome.result, is_error=outcome.is_error, blocked=outcome.blocked
-        )
         diff = ""
         if before is not None and not outcome.is_error:
             diff = edit_diff(self.toolbox, args, before)
@@ -381,6 +372,7 @@ class ChatEngine(ChatTimeline):
             result=outcome.result[:RESULT_PREVIEW],
             diff=diff,
         )
+        return outcome
 
     def _approve(self, command: str, reason: str) -> bool:
         """The ToolBox asks before running a command the guard flags."""

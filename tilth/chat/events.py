@@ -9,7 +9,10 @@ renders it directly and the web UI forwards ``event.to_dict()`` as a server-sent
 - ``tool_finished``: ``call_id``, ``name``, ``ok``, ``blocked``, ``result`` (a preview),
   ``diff`` (edit tools)
 - ``confirm_asked``: ``command``, ``reason``, ``approved`` (after the callback answered)
-- ``notice``: ``text`` (something the user should know; not an error)
+- ``notice``: ``text`` (something the user should know; not an error), ``kind`` when it
+  comes from the turn loop: ``retry`` (a model call failed and is retried), ``cut_off``
+  (the reply hit the reply-length limit, or only repeated itself), ``compacted`` (the
+  oldest turns were summarized to fit the model's context window)
 - ``turn_finished``: ``turn``, ``checkpoint``, ``outcome`` (``done``, ``cancelled``,
   ``error``), ``error``, ``files_changed``, ``gaps``, ``tokens_used``, ``turn_tokens``
 - ``rewound``: ``op`` (``rewind``, ``undo``), ``target``, ``turn``, ``scope``, ``prompt``
@@ -25,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from tilth.model import call
 
 EVENT_TYPES = (
     "turn_started",
@@ -63,25 +68,8 @@ Without one (a web handler, piped stdin) a flagged command is refused.
 """
 
 
-class CancelToken:
-    """Set from another thread (Ctrl-C, a stop button) to end the turn in flight early.
+CancelToken = call.CancelToken
+"""Set from another thread (Ctrl-C, a stop button) to end the turn in flight early."""
 
-    The turn stops at the next safe point: at once while it waits for the model (the
-    call is abandoned and its reply, if one ever comes, dropped), or between tool calls.
-    A tool already running finishes first, so the thread and the checkpoint stay
-    consistent (every tool call the model made gets an answer).
-    """
-
-    def __init__(self) -> None:
-        self._set = False
-
-    def cancel(self) -> None:
-        self._set = True
-
-    @property
-    def cancelled(self) -> bool:
-        return self._set
-
-
-class TurnCancelled(Exception):
-    """Raised inside a turn when its ``CancelToken`` was set (never leaves the engine)."""
+TurnCancelled = call.Cancelled
+"""Raised inside a turn when its ``CancelToken`` was set (never leaves the engine)."""

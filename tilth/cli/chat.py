@@ -39,7 +39,7 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
     # A resumed chat works where it started (checked again by the engine, from its record).
     where = None if resume_id else chat_directory(directory or Path.cwd())
     model = model_for(cfg, "worker")
-    view = ChatView(out.console, live=interactive)
+    view = ChatView(out.console, live=interactive, errors=out.err_console)
     holder: dict[str, ChatRepl] = {}
 
     def confirm(command: str, reason: str) -> bool:

@@ -77,8 +77,8 @@ def prep_feature(
 
     from tilth.library import interview, model_for
 
-    def on_retry(attempt: int, reason: str, delay: float) -> None:
-        out.warn(f"prep model: {reason}; retry {attempt} in {delay:.1f}s")
+    def on_notice(kind: str, text: str) -> None:
+        out.warn(f"prep model: {text}")
 
     def on_started(session: Session, worktree: Path) -> None:
         out.say(f"session  {session.id}")
@@ -91,10 +91,11 @@ def prep_feature(
             cfg,
             source,
             text,
-            model_for(cfg, "prep", on_retry=on_retry),
+            model_for(cfg, "prep"),
             frontend,
             on_started=on_started,
             on_progress=out.dim,
+            on_notice=on_notice,
         )
     if prepared.checkpoint_note:
         out.warn(prepared.checkpoint_note)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilth.config import Role, Settings
-from tilth.model.base import AssistantTurn, Model, ToolCall, Usage, function_tool
+from tilth.model.base import AssistantTurn, Model, RetryHook, ToolCall, Usage, function_tool
 from tilth.model.script import (
     Script,
     delay,
@@ -28,7 +28,7 @@ from tilth.model.scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from tilth.model.fake_server import FakeServer
-    from tilth.model.openai_client import OpenAIModel, RetryHook
+    from tilth.model.openai_client import OpenAIModel
 
 # Imported on first use: ``openai`` takes about a second to import, which commands that never
 # call a live model should not pay, and ``python -m tilth.model.fake_server`` must not load its
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 _LAZY = {
     "FakeServer": "tilth.model.fake_server",
     "OpenAIModel": "tilth.model.openai_client",
-    "RetryHook": "tilth.model.openai_client",
 }
 
 __all__ = [
@@ -83,6 +82,8 @@ def model_for(
         timeout_seconds=settings.model_timeout_seconds,
         on_retry=on_retry,
         on_stream_refused=on_stream_refused,
+        max_reply_tokens=settings.max_reply_tokens,
+        context_tokens=settings.context_tokens,
     )
 
 

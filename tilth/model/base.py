@@ -104,6 +104,8 @@ class Delta:
 
 
 OnDelta = Callable[[Delta], None]
+RetryHook = Callable[[int, str, float], None]
+"""``(attempt, reason, delay)``: told before each retry of a failed call."""
 
 
 class Model(Protocol):
@@ -120,12 +122,15 @@ class Model(Protocol):
         tools: list[dict[str, Any]],
         *,
         on_delta: OnDelta | None = None,
+        on_retry: RetryHook | None = None,
     ) -> AssistantTurn:
         """Send the thread and tool schemas; return the assistant's turn.
 
         ``on_delta``, when given, is called with each piece of the reply as it arrives
         (a model that cannot stream may call it once, or never); the returned turn is
-        always the whole reply. Raises ``tilth.errors.ModelError`` when no answer could be had.
+        always the whole reply. ``on_retry`` is told before each retry of a failed call.
+        Raises ``tilth.errors.ModelError`` when no answer could be had
+        (``ContextOverflow`` when the request is longer than the model's context window).
         """
         ...
 

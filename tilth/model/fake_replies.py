@@ -7,6 +7,8 @@ ones first (splits land mid-token), so a client's reassembly is tested for real.
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from typing import Any
 
@@ -19,6 +21,59 @@ _LATER_ARGUMENT_PIECES = (40, 61, 97)
 """...and go on in pieces of these, in turn: a long file's content in five-character
 pieces made a scripted call cost 70 ms of CPU (the SDK parses every chunk), and the
 small pieces at the start test the same reassembly."""
+
+
+CHARS_PER_PROMPT_TOKEN = 3.5
+"""How the fake server counts a prompt: about what a real tokenizer makes of code and JSON."""
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt tokens of a request, counted from its messages and tools."""
+    size = len(json.dumps(body.get("messages") or [], ensure_ascii=False))
+    size += len(json.dumps(body.get("tools") or [], ensure_ascii=False))
+    return math.ceil(size / CHARS_PER_PROMPT_TOKEN)
+
+
+def invalid_arguments(body: dict[str, Any]) -> dict[str, Any] | None:
+    """llama.cpp's HTTP 500 body for a history holding tool-call arguments that are not JSON."""
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            text = function.get("arguments") if isinstance(function, dict) else None
+            if not isinstance(text, str):
+                continue
+            try:
+                json.loads(text)
+            except json.JSONDecodeError as exc:
+                return {
+                    "error": {
+                        "code": 500,
+                        "message": "Failed to parse tool call arguments as JSON: "
+                        f"[json.exception.parse_error.101] parse error at line {exc.lineno}, "
+                        f"column {exc.colno}: {exc.msg}",
+                        "type": "server_error",
+                    }
+                }
+    return None
+
+
+def context_refusal(body: dict[str, Any], n_ctx: int) -> dict[str, Any] | None:
+    """llama.cpp's HTTP 400 body for a prompt longer than the context (None: it fits)."""
+    tokens = prompt_tokens(body)
+    if tokens <= n_ctx:
+        return None
+    return {
+        "error": {
+            "code": 400,
+            "message": f"request ({tokens} tokens) exceeds the available context size "
+            f"({n_ctx} tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": tokens,
+            "n_ctx": n_ctx,
+        }
+    }
 
 
 def _usage(reply: Reply) -> dict[str, int] | None:

@@ -2,12 +2,18 @@
 
 ``POST /v1/chat/completions`` (also without ``/v1``) answers with the script's next reply for the
 request's ``model``, as JSON or, with ``"stream": true``, as server-sent events; ``GET /v1/models``
-lists the scripted models. Every request is recorded in ``.requests``. Streamed replies split
-text, reasoning and tool-call arguments into many chunks (as real providers do); a
-``stall`` reply goes silent mid-stream; ``reject_stream=True`` answers every streamed request
-with HTTP 400, as an endpoint that cannot stream does. Run it standalone with
-``python -m tilth.model.fake_server --script FILE [--port N]``: the first line printed is the
-base URL to put in ``TILTH_BASE_URL``.
+lists the scripted models. Every POST is recorded in ``.requests``, every GET in ``.probes``.
+Streamed replies split text, reasoning and tool-call arguments into many chunks (as real
+providers do); a ``stall`` reply goes silent mid-stream; ``reject_stream=True`` answers every
+streamed request with HTTP 400, as an endpoint that cannot stream does.
+
+llama.cpp's manners, as options (``LlamaManners``): refuse a history holding tool-call
+arguments that are not valid JSON (HTTP 500, as ``llama-server`` does), serve ``/props``
+with ``n_ctx`` and ``chat_template_caps.supports_tools``, refuse a prompt longer than the
+context (HTTP 400 ``exceed_context_size_error``), count ``usage.prompt_tokens`` from the
+request's size, and leave models out of ``/models``. Run it standalone with
+``python -m tilth.model.fake_server --script FILE [--port N] [--n-ctx N] ...``: the first
+line printed is the base URL to put in ``TILTH_BASE_URL``.
 """
 
 from __future__ import annotations
@@ -17,18 +23,48 @@ import json
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
 from tilth.errors import TilthError
-from tilth.model.fake_replies import completion_body, stream_chunks
+from tilth.model.fake_replies import (
+    completion_body,
+    context_refusal,
+    invalid_arguments,
+    prompt_tokens,
+    stream_chunks,
+)
 from tilth.model.script import Reply, Script
 
 _COMPLETIONS_PATHS = ("/v1/chat/completions", "/chat/completions")
 _MODELS_PATHS = ("/v1/models", "/models")
+_PROPS_PATHS = ("/props", "/v1/props")
 FAKE_API_KEY = "fake-key"
 STREAM_REFUSAL = "stream is not supported by this endpoint"
+
+
+@dataclass(frozen=True)
+class LlamaManners:
+    """How far the fake server behaves like llama.cpp's ``llama-server`` (all off by default)."""
+
+    refuse_invalid_arguments: bool = False
+    """Answer a history whose tool-call arguments are not valid JSON with HTTP 500."""
+    n_ctx: int | None = None
+    """The context window: ``/props`` reports it, a longer prompt is refused (HTTP 400)."""
+    supports_tools: bool | None = None
+    """``/props`` ``chat_template_caps.supports_tools`` (None, with no ``n_ctx``: no ``/props``)."""
+    count_prompt_tokens: bool = False
+    """``usage.prompt_tokens`` counted from the request's size, not taken from the script."""
+    unlisted: tuple[str, ...] = ()
+    """Models ``/models`` leaves out (they are still served)."""
+    props: bool = True
+    """Serve ``/props`` (False: a server that refuses long prompts but never says its window)."""
+
+    @property
+    def has_props(self) -> bool:
+        return self.props and (self.n_ctx is not None or self.supports_tools is not None)
 
 
 class FakeServer:
@@ -42,8 +78,11 @@ class FakeServer:
         *,
         reject_stream: bool = False,
         api_key: str | None = None,
+        manners: LlamaManners | None = None,
     ) -> None:
         self.script = script
+        self.manners = manners or LlamaManners()
+        """llama.cpp's behaviours this server imitates."""
         self.reject_stream = reject_stream
         """Answer ``"stream": true`` requests with HTTP 400 (an endpoint that cannot stream)."""
         self.api_key = api_key
@@ -52,6 +91,7 @@ class FakeServer:
         self._port = port
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
+        self._probes: list[dict[str, Any]] = []
         self._counter = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._bound_port: int | None = None
@@ -59,9 +99,15 @@ class FakeServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Every request so far: ``{"path", "headers" (lower-case names), "body"}``."""
+        """Every POST so far: ``{"path", "headers" (lower-case names), "body"}``."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def probes(self) -> list[dict[str, Any]]:
+        """Every GET so far (``/models``, ``/props``): ``{"path", "headers", "body": None}``."""
+        with self._lock:
+            return list(self._probes)
 
     @property
     def port(self) -> int:
@@ -125,9 +171,10 @@ class FakeServer:
     ) -> None:
         self.stop()
 
-    def record(self, path: str, headers: dict[str, str], body: Any) -> None:
+    def record(self, path: str, headers: dict[str, str], body: Any, *, probe: bool = False) -> None:
         with self._lock:
-            self._requests.append({"path": path, "headers": headers, "body": body})
+            found = self._probes if probe else self._requests
+            found.append({"path": path, "headers": headers, "body": body})
 
     def next_completion_id(self) -> str:
         with self._lock:
@@ -147,7 +194,18 @@ class FakeServer:
         }
 
     def model_names(self) -> list[str]:
-        return self.script.models or ["scripted"]
+        """What ``/models`` lists: the script's models, minus the ones left out."""
+        names = self.script.models or ["scripted"]
+        return [name for name in names if name not in self.manners.unlisted]
+
+    def props(self) -> dict[str, Any]:
+        """llama.cpp's ``/props`` body, as far as Tilth reads it."""
+        props: dict[str, Any] = {"build_info": "tilth-fake-server"}
+        if self.manners.n_ctx is not None:
+            props["default_generation_settings"] = {"n_ctx": self.manners.n_ctx}
+        if self.manners.supports_tools is not None:
+            props["chat_template_caps"] = {"supports_tools": self.manners.supports_tools}
+        return props
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -169,8 +227,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        self.fake.record(path, self._headers(), None)
+        self.fake.record(path, self._headers(), None, probe=True)
         if not self._authorized():
+            return
+        if path in _PROPS_PATHS and self.fake.manners.has_props:
+            self._send_json(200, self.fake.props())
             return
         if path not in _MODELS_PATHS:
             self._send_error(404, f"no route for GET {path}")
@@ -202,6 +263,10 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream") and self.fake.reject_stream:
             self._send_error(400, STREAM_REFUSAL)
             return
+        refusal = self._llama_refusal(body)
+        if refusal is not None:
+            self._send_json(refusal["error"]["code"], refusal)
+            return
         model = str(body.get("model", ""))
         try:
             reply = self.fake.script.next(model, body)
@@ -215,6 +280,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 time.sleep(reply["seconds"])
             reply = reply["then"]
+        if reply["type"] == "reply" and self.fake.manners.count_prompt_tokens:
+            usage = dict(reply.get("usage") or {"completion_tokens": 5})
+            reply = {**reply, "usage": {**usage, "prompt_tokens": prompt_tokens(body)}}
         try:
             if reply["type"] == "error":
                 self._send_error(reply["status"], reply["message"], reply.get("retry_after"))
@@ -226,6 +294,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, completion_body(self.fake.next_completion_id(), model, reply))
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (e.g. its timeout fired during a scripted delay)
+
+    def _llama_refusal(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """llama.cpp's answer to a request it will not take (None: it takes it)."""
+        manners = self.fake.manners
+        if manners.refuse_invalid_arguments:
+            bad = invalid_arguments(body)
+            if bad is not None:
+                return bad
+        if manners.n_ctx is not None:
+            return context_refusal(body, manners.n_ctx)
+        return None
 
     def _headers(self) -> dict[str, str]:
         return {name.lower(): value for name, value in self.headers.items()}
@@ -290,10 +369,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", required=True, help="JSON script file (see docs/models.md)")
     parser.add_argument("--port", type=_port, default=0, help="port to bind (default: any free)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    parser.add_argument(
+        "--n-ctx", type=int, default=None, help="context window: /props says it, longer is refused"
+    )
+    parser.add_argument(
+        "--no-tools", action="store_true", help="/props says the chat template takes no tools"
+    )
+    parser.add_argument(
+        "--refuse-invalid-arguments",
+        action="store_true",
+        help="HTTP 500 for a history with tool-call arguments that are not JSON",
+    )
+    parser.add_argument(
+        "--count-prompt-tokens", action="store_true", help="usage.prompt_tokens from request size"
+    )
+    parser.add_argument(
+        "--unlisted", action="append", default=[], metavar="MODEL", help="leave out of /models"
+    )
     args = parser.parse_args(argv)
+    manners = LlamaManners(
+        refuse_invalid_arguments=args.refuse_invalid_arguments,
+        n_ctx=args.n_ctx,
+        supports_tools=False if args.no_tools else (True if args.n_ctx else None),
+        count_prompt_tokens=args.count_prompt_tokens,
+        unlisted=tuple(args.unlisted),
+    )
     try:
         script = Script.from_file(args.script)
-        server = FakeServer(script, host=args.host, port=args.port).start()
+        server = FakeServer(script, host=args.host, port=args.port, manners=manners).start()
     except TilthError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2

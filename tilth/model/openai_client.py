@@ -1,9 +1,11 @@
 """``OpenAIModel``: any OpenAI-compatible Chat Completions endpoint, with our own bounded retries.
 
 The SDK's own retries are off so that every retry is visible: ``on_retry(attempt, reason, delay)``
-runs before each one, and the run loop logs it. 429, 5xx, timeouts and connection failures are
-retried with exponential backoff and jitter; any other error fails at once. Messages never carry
-the API key.
+runs before each one, and the turn loop logs it. 429, 5xx, timeouts and connection failures are
+retried with exponential backoff and jitter, except a server error (500, not a busy 502-504)
+the same request already drew (the server fails on that request, not by chance); any other
+error fails at once, a refusal for the context window's sake as ``ContextOverflow``. Every
+request carries ``max_tokens``. Messages never carry the API key.
 
 Replies are streamed (``stream=True`` with usage included) and reassembled by
 ``tilth.model.stream``; ``on_delta`` sees each piece as it arrives. The timeout bounds the wait
@@ -29,16 +31,24 @@ from typing import Any
 import openai
 
 from tilth.config import Endpoint
-from tilth.errors import ModelError
-from tilth.model.base import AssistantTurn, OnDelta, ToolCall, Usage
+from tilth.errors import ContextOverflow, ModelError
+from tilth.model.base import AssistantTurn, OnDelta, RetryHook, ToolCall, Usage
 from tilth.model.stream import CHARS_PER_TOKEN, StreamAssembler
 
-RetryHook = Callable[[int, str, float], None]
+__all__ = ["OpenAIModel", "RetryHook"]
 StreamRefusedHook = Callable[[str], None]
 
 MAX_BACKOFF_SECONDS = 60.0
 _REASON_CHARS = 300
 _ERRNO_PREFIX = re.compile(r"^\[Errno -?\d+\]\s*")
+_OVERFLOW_WORDS = re.compile(
+    r"context (?:size|length|window)|maximum context|too many tokens|prompt is too long",
+    re.IGNORECASE,
+)
+_LLAMA_OVERFLOW = re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+)")
+_REMEMBERED_ANSWERS = 32
+_BUSY = (502, 503, 504)
+"""Server errors that say the server is busy or away, never that the request is at fault."""
 
 
 def backoff_delay(
@@ -92,8 +102,17 @@ class OpenAIModel:
         request_reasoning: bool | None = None,
         stream: bool = True,
         on_stream_refused: StreamRefusedHook | None = None,
+        max_reply_tokens: int | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.max_reply_tokens = max_reply_tokens
+        """``max_tokens`` sent with every request (None: the endpoint's own limit)."""
+        self.context_tokens = context_tokens
+        """The window to assume when the endpoint does not say (``TILTH_CONTEXT_TOKENS``)."""
+        self._answers: dict[str, str] = {}
+        """Server errors by request fingerprint: the same request drawing the same answer
+        again is not retried."""
         self.max_retries = max(0, max_retries)
         self.backoff_seconds = backoff_seconds
         self.timeout_seconds = timeout_seconds
@@ -124,6 +143,8 @@ class OpenAIModel:
         options: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
         if tools:
             options["tools"] = tools
+        if self.max_reply_tokens:
+            options["max_tokens"] = self.max_reply_tokens
         if self.request_reasoning:
             options["extra_body"] = {"reasoning": {"enabled": True}}
         return options
@@ -134,29 +155,69 @@ class OpenAIModel:
         tools: list[dict[str, Any]],
         *,
         on_delta: OnDelta | None = None,
+        on_retry: RetryHook | None = None,
     ) -> AssistantTurn:
         """One assistant turn, retrying transient failures; raises ``ModelError``.
 
-        After a retry, ``on_delta`` hears the new reply from its beginning.
+        After a retry, ``on_delta`` hears the new reply from its beginning. ``on_retry``
+        (else the model's own hook) is told before each retry.
         """
         options = self.request_options(messages, tools)
+        fingerprint = _fingerprint(options)
+        hook = on_retry or self.on_retry
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
                 return self._call_once(options, on_delta)
             except _Transient as transient:
-                if attempt == attempts:
-                    plural = "attempt" if attempts == 1 else "attempts"
-                    message = f"{transient.failure} (after {attempts} {plural})"
-                    raise self._error(message, self._status_hint(None)) from None
+                repeated = self._seen_before(fingerprint, transient)
+                if attempt == attempts or repeated:
+                    plural = "attempt" if attempt == 1 else "attempts"
+                    message = f"{transient.failure} (after {attempt} {plural})"
+                    if repeated:
+                        message += "; the same request drew the same answer, so it was not retried"
+                    raise self._error(message, self._final_hint(transient)) from None
                 wait = backoff_delay(attempt, self.backoff_seconds)
                 if transient.retry_after is not None:
                     # The server said how long; waiting less would only earn another 429.
                     wait = max(wait, min(transient.retry_after, MAX_BACKOFF_SECONDS))
-                if self.on_retry is not None:
-                    self.on_retry(attempt, self._scrub(transient.reason), wait)
+                if hook is not None:
+                    hook(attempt, self._scrub(transient.reason), wait)
                 time.sleep(wait)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def context_window(self) -> int | None:
+        """The endpoint's window for this model (``/props``, ``/models``), else the setting."""
+        from tilth.model.endpoint_facts import cached_window
+
+        return cached_window(self.endpoint) or self.context_tokens
+
+    def _seen_before(self, fingerprint: str, transient: _Transient) -> bool:
+        """True when this request drew this server error before (remembered otherwise)."""
+        if transient.status is None or transient.status < 500 or transient.status in _BUSY:
+            return False  # lost connections, timeouts, rate limits and a busy server do pass
+        if self._answers.get(fingerprint) == transient.reason:
+            return True
+        self._answers[fingerprint] = transient.reason
+        while len(self._answers) > _REMEMBERED_ANSWERS:
+            self._answers.pop(next(iter(self._answers)))
+        return False
+
+    def _final_hint(self, transient: _Transient) -> str | None:
+        """What to do after the last attempt; a server error is no reason to doubt the URL."""
+        if transient.status is not None and transient.status >= 500:
+            return (
+                f"the {self.endpoint.role} model's server failed on this request; its log says "
+                "why (a full context or a malformed history are common causes)"
+            )
+        if transient.status == 429:
+            return "the endpoint is rate-limiting; wait, or raise TILTH_MODEL_BACKOFF_SECONDS"
+        if transient.timed_out:
+            return (
+                "the server is slow or stalled; TILTH_MODEL_TIMEOUT_SECONDS sets the wait, "
+                "TILTH_MODEL_MAX_RETRIES the retries"
+            )
+        return self._status_hint(None)
 
     def _call_once(self, options: dict[str, Any], on_delta: OnDelta | None) -> AssistantTurn:
         """One request, streamed unless the endpoint refused streaming before."""
@@ -236,12 +297,25 @@ class OpenAIModel:
                 raise _StreamRefused(reason) from None
             if is_retryable_status(exc.status_code):
                 failure = f"could not get an answer from the {self._where}: {reason}"
-                raise _Transient(reason, failure, retry_after(exc.response.headers)) from None
+                raise _Transient(
+                    reason, failure, retry_after(exc.response.headers), status=exc.status_code
+                ) from None
             message = f"the {self._where} refused the request: {reason}"
+            overflow = context_overflow(exc.status_code, exc.body, reason)
+            if overflow is not None:
+                raise ContextOverflow(
+                    self._scrub(message),
+                    hint="summarize the conversation (/summarize in chat, `tilth summarize`) "
+                    "or give the model a larger context",
+                    prompt_tokens=overflow[0],
+                    window=overflow[1],
+                ) from None
             raise self._error(message, self._status_hint(exc.status_code)) from None
         except openai.APITimeoutError:
             reason = f"no answer within {self.timeout_seconds:g}s"
-            raise _Transient(reason, f"could not reach the {self._where}: {reason}") from None
+            raise _Transient(
+                reason, f"could not reach the {self._where}: {reason}", timed_out=True
+            ) from None
         except openai.APIConnectionError as exc:
             reason = _connection_reason(exc)
             raise _Transient(reason, f"could not reach the {self._where}: {reason}") from None
@@ -303,11 +377,54 @@ class _StreamRefused(Exception):
 class _Transient(Exception):
     """A failure a retry may fix: ``reason`` for the retry event, ``failure`` for the last error."""
 
-    def __init__(self, reason: str, failure: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        failure: str,
+        retry_after: float | None = None,
+        *,
+        status: int | None = None,
+        timed_out: bool = False,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.failure = failure
         self.retry_after = retry_after
+        self.status = status
+        self.timed_out = timed_out
+
+
+def _fingerprint(options: dict[str, Any]) -> str:
+    import hashlib
+
+    text = json.dumps(options, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def context_overflow(status: int, body: Any, reason: str) -> tuple[int | None, int | None] | None:
+    """``(prompt tokens, window)`` when a refusal is about the context window, else None.
+
+    llama.cpp answers ``exceed_context_size_error`` with ``n_prompt_tokens`` and ``n_ctx``;
+    OpenAI says ``context_length_exceeded``; vLLM and others say it in words.
+    """
+    if status not in (400, 413, 422):
+        return None
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        error = {}
+    kinds = {str(error.get("type") or ""), str(error.get("code") or "")}
+    if not kinds & {"exceed_context_size_error", "context_length_exceeded"} and not (
+        _OVERFLOW_WORDS.search(reason)
+    ):
+        return None
+    prompt, window = error.get("n_prompt_tokens"), error.get("n_ctx")
+    found = _LLAMA_OVERFLOW.search(reason)
+    if found and not isinstance(prompt, int):
+        prompt, window = int(found.group(1)), int(found.group(2))
+    return (
+        prompt if isinstance(prompt, int) else None,
+        window if isinstance(window, int) else None,
+    )
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from tilth.errors import ModelError
-from tilth.model.base import AssistantTurn, Delta, OnDelta
+from tilth.model.base import AssistantTurn, Delta, OnDelta, RetryHook
 from tilth.model.script import WAITS, Script, turn_from_reply
 
 
@@ -35,12 +35,17 @@ class ScriptedModel:
         with self._lock:
             return list(self._requests)
 
+    def context_window(self) -> int | None:
+        """A scripted model has no window of its own (``TILTH_CONTEXT_TOKENS`` applies)."""
+        return None
+
     def complete(
         self,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
         on_delta: OnDelta | None = None,
+        on_retry: RetryHook | None = None,
     ) -> AssistantTurn:
         """The next scripted turn; error (and raw HTTP) replies raise ``ModelError``."""
         # Copies, because callers keep appending to their message lists.

@@ -18,8 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tilth.agent.context import ContextKeeper
 from tilth.agent.stops import StopReason
-from tilth.agent.turn import Actor, answer, log_call, say, take_turn
+from tilth.agent.turn import Actor, Notice, answer, log_call, say, take_turn
 from tilth.errors import TilthError
 from tilth.model.base import Model, OnDelta, ToolCall
 from tilth.seed.frontend import InterviewFrontend, SeedSink
@@ -105,8 +106,14 @@ def run_interview(
     backoff_seconds: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
     on_delta: OnDelta | None = None,
+    on_notice: Notice | None = None,
+    context: ContextKeeper | None = None,
+    max_reply_tokens: int | None = None,
 ) -> InterviewResult:
-    """Interview until a seed is written; raises ``InterviewAbort`` when it cannot be."""
+    """Interview until a seed is written; raises ``InterviewAbort`` when it cannot be.
+
+    ``on_notice`` hears retries and cut-off replies; ``context`` keeps the thread within
+    the model's window."""
     actor = Actor(
         session=session,
         name=ACTOR,
@@ -116,6 +123,9 @@ def run_interview(
         control_schemas=CONTROL_SCHEMAS,
         scripted=model.name.lower().startswith("scripted"),
         on_delta=on_delta,
+        on_notice=on_notice,
+        context=context,
+        max_reply_tokens=max_reply_tokens,
     )
     actor.thread.append({"role": "system", "content": system_prompt()}, turn=0)
     actor.thread.append({"role": "user", "content": opening_message(source, brief)}, turn=0)
@@ -177,9 +187,10 @@ def _control_calls(
             continue
         try:
             args = call.parse_arguments()
-        except ValueError as exc:
+        except ValueError as exc:  # JSON, but not an object (the turn answered non-JSON)
             log_call(actor, number, call)
-            answer(actor, number, call, _unparseable(call, str(exc)), is_error=True)
+            text = f"ERROR: could not read the {call.name} call: {exc}. Call it again."
+            answer(actor, number, call, text, is_error=True)
             continue
         if call.name == ASK_USER:
             log_call(actor, number, call, args)
@@ -283,16 +294,6 @@ def seed_meta(args: dict[str, Any], model_name: str, tally: _Tally) -> dict[str,
         "blockers": lists["blockers"],
         "scope_notes": scope_notes,
     }
-
-
-def _unparseable(call: ToolCall, reason: str) -> str:
-    advice = (
-        " The bundle was probably too long or badly escaped: keep test files short (one "
-        "focused test per criterion) and make sure every string is valid JSON."
-        if call.name == WRITE_SEED
-        else ""
-    )
-    return f"ERROR: could not read the {call.name} call: {reason}. Call it again.{advice}"
 
 
 def _preview_seed_args(args: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git, git_worktrees
+from tilth.agent.context import ContextKeeper
 from tilth.agent.stops import StopReason
+from tilth.agent.turn import Notice
 from tilth.config import Settings
 from tilth.errors import Interrupted, SetupFailed, TilthError
 from tilth.model.base import Model, OnDelta
@@ -56,17 +58,28 @@ def prepare(
     on_started: Callable[[Session, Path], None] = lambda session, worktree: None,
     on_delta: OnDelta | None = None,
     on_progress: Callable[[str], Any] | None = None,
+    on_notice: Notice | None = None,
 ) -> Prepared:
     """Run a whole prep; on any failure the session is marked ``failed`` and the error raised.
 
-    ``on_delta`` hears the interviewer's replies as they stream in; ``on_progress`` that
+    ``on_delta`` hears the interviewer's replies as they stream in; ``on_notice`` its retries
+    and cut-off replies; ``on_progress`` that
     ``TILTH_SETUP_COMMAND`` starts.
     """
     session = Session.create(settings.sessions_dir, source)
     with session.lock():
         try:
             return _prepare(
-                session, settings, source, brief, model, frontend, on_started, on_delta, on_progress
+                session,
+                settings,
+                source,
+                brief,
+                model,
+                frontend,
+                on_started,
+                on_delta,
+                on_progress,
+                on_notice,
             )
         except KeyboardInterrupt:
             _fail(session, "interrupted", "interrupted by the user")
@@ -99,6 +112,7 @@ def _prepare(
     on_started: Callable[[Session, Path], None],
     on_delta: OnDelta | None,
     on_progress: Callable[[str], Any] | None,
+    on_notice: Notice | None,
 ) -> Prepared:
     worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
@@ -121,6 +135,9 @@ def _prepare(
         brief=brief,
         backoff_seconds=settings.model_backoff_seconds,
         on_delta=on_delta,
+        on_notice=on_notice,
+        context=ContextKeeper.for_actor(model, settings),
+        max_reply_tokens=settings.max_reply_tokens,
     )
     message = seed_commit_message(result.tasks, len(result.test_files))
     # Always a commit, even when every test already existed verbatim: it anchors reset --to-seed.

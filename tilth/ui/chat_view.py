@@ -67,9 +67,11 @@ def status_text(turn: int | None, tokens: int, turn_tokens: int | None = None) -
 class ChatView:
     """A listener that prints a chat's events on ``console``."""
 
-    def __init__(self, console: Console, *, live: bool) -> None:
+    def __init__(self, console: Console, *, live: bool, errors: Console | None = None) -> None:
         self.console = console
         self.live = live
+        self.errors = errors or console
+        """Where a failed turn's ``error:`` line goes (stderr, so piped output stays clean)."""
         self._text = ""
         self._display: Any = None
         self._last_refresh = 0.0
@@ -233,7 +235,7 @@ class ChatView:
         self.end_block()
         outcome = data.get("outcome")
         if outcome == "error":
-            self.console.print(
+            self.errors.print(
                 Text(
                     f"error: {terminal_safe(str(data.get('error')))} "
                     "(the turn stopped; the chat goes on)",

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tilth.errors import UsageError
-from tilth.model.base import Model
+from tilth.errors import ModelError, UsageError
+from tilth.model.base import Model, RetryHook
+from tilth.model.call import ask
 from tilth.session.store import Session
 from tilth.session.threads import StoredMessage, Thread
 from tilth.timeline.record.checkpoints import Checkpoint
@@ -141,7 +142,10 @@ def split_thread(
     return stored[:cut], stored[cut:], []
 
 
-def _transcript(messages: list[StoredMessage]) -> str:
+def _transcript(messages: list[StoredMessage], max_chars: int | None = None) -> str:
+    cap = _TRANSCRIPT_CAP
+    if max_chars is not None and messages:
+        cap = max(200, min(cap, max_chars // len(messages)))
     parts = []
     for stored in messages:
         message = stored.message
@@ -151,8 +155,8 @@ def _transcript(messages: list[StoredMessage]) -> str:
         for call in message.get("tool_calls") or []:
             function = call.get("function", {}) if isinstance(call, dict) else {}
             body += f"\n[tool call {function.get('name')}: {function.get('arguments')}]"
-        if len(body) > _TRANSCRIPT_CAP:
-            body = body[:_TRANSCRIPT_CAP] + f"... [{len(body)} chars]"
+        if len(body) > cap:
+            body = body[:cap] + f"... [{len(body)} chars]"
         parts.append(f"--- {role} ({stored.id})\n{body}")
     return "\n".join(parts)
 
@@ -215,16 +219,33 @@ def summarize(
             f"nothing to summarize {direction} {target.id} in thread {key}",
             hint="the other --direction may be what you meant",
         )
+    return summarize_span(session, thread, (before, chosen, after), direction, model, target.id)
+
+
+def summarize_span(
+    session: Session,
+    thread: Thread,
+    parts: tuple[list[StoredMessage], list[StoredMessage], list[StoredMessage]],
+    direction: str,
+    model: Model,
+    checkpoint: str | None,
+    *,
+    max_chars: int | None = None,
+    on_retry: RetryHook | None = None,
+    **logged: Any,
+) -> SummaryResult:
+    """Replace ``parts``' middle with ``model``'s summary; logs ``model_call`` and ``summarize``.
+
+    ``max_chars`` bounds the transcript the summarizer reads (a small context window);
+    ``logged`` is added to the ``summarize`` event (automatic compaction says why).
+    """
+    before, chosen, after = parts
     request = [
         {"role": "system", "content": SUMMARY_PROMPT},
-        {"role": "user", "content": _transcript(chosen)},
+        {"role": "user", "content": _transcript(chosen, max_chars)},
     ]
-    turn = model.complete(request, [])
+    turn = ask(model, request, [], on_retry=on_retry)
     text = (turn.content or "").strip()
-    if not text:
-        from tilth.errors import ModelError
-
-        raise ModelError("the summarizer returned an empty summary; the thread was not changed")
     tokens = turn.usage.total
     session.add_tokens(tokens)
     session.log(
@@ -234,20 +255,25 @@ def summarize(
         prompt_tokens=turn.usage.prompt_tokens,
         completion_tokens=turn.usage.completion_tokens,
         tokens_used_total=session.tokens_used,
+        finish_reason=turn.finish_reason,
     )
+    if not text:
+        raise ModelError("the summarizer returned an empty summary; the thread was not changed")
+    stored = thread.read()
     summary = _new_message(thread, stored, text, chosen, direction)
     thread.rewrite([*before, summary, *after] if direction == "up-to" else [*before, summary])
     replaced = [m.id for m in chosen]
     session.log(
         "summarize",
-        checkpoint=target.id,
-        thread=key,
+        checkpoint=checkpoint,
+        thread=thread.key,
         direction=direction,
         summary_id=summary.id,
         summary_of=replaced,
         model=model.name,
+        **logged,
     )
-    return SummaryResult(key, summary, replaced, direction)
+    return SummaryResult(thread.key, summary, replaced, direction)
 
 
 def _new_message(

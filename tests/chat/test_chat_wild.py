@@ -1,0 +1,151 @@
+"""``tilth chat`` (stdin piped) against a server with llama.cpp's manners (SPEC §12).
+
+A cut-off tool call does not jam the chat (nor a resumed one whose thread holds invalid
+arguments); retries, cut-off and repeating replies are told on a line of their own; errors
+go to stderr; a chat whose every turn failed is not listed as done.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.chat.tty import chat_env
+from tests.sessionview import SessionView
+from tests.warm_cli import shared
+from tilth.model import FakeServer, Script, error, reply, tool_call_raw
+from tilth.model.fake_replies import invalid_arguments
+from tilth.model.fake_server import LlamaManners
+
+LLAMA = LlamaManners(refuse_invalid_arguments=True, n_ctx=32_768, count_prompt_tokens=True)
+CUT = reply(None, tool_call_raw("write_file", '{"path": "a.py", "'), finish_reason="length")
+
+
+def chat(
+    tmp_path: Path,
+    lines: list[str],
+    server: FakeServer,
+    *args: str,
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "work").mkdir(exist_ok=True)
+    return shared().run(
+        ["chat", *(args or ("work",))],
+        input_text="".join(line + "\n" for line in lines),
+        cwd=tmp_path,
+        env=chat_env(tmp_path / "home", server, **env),
+        timeout=120,
+    )
+
+
+def only_session(tmp_path: Path) -> SessionView:
+    return SessionView.only(tmp_path / "home" / "sessions")
+
+
+def test_a_cut_off_call_is_told_and_the_chat_goes_on(tmp_path: Path) -> None:
+    replies = [CUT, reply("I will write it in two parts."), reply("Still here.")]
+    with FakeServer(Script({"worker": replies}), manners=LLAMA) as server:
+        result = chat(tmp_path, ["write a.py", "and now?"], server)
+        bodies = [r["body"] for r in server.requests]
+    assert result.returncode == 0, result.stderr
+    assert "note: the reply hit the reply-length limit (8,192 tokens)" in result.stdout
+    assert "Still here." in result.stdout and "error" not in result.stderr.lower()
+    assert len(bodies) == 3 and not [b for b in bodies if invalid_arguments(b)]
+    answered = bodies[1]["messages"][-1]
+    assert "was cut off and not run" in answered["content"]
+    assert all(b["max_tokens"] == 8192 for b in bodies)
+
+
+def test_a_resumed_chat_with_invalid_arguments_in_its_thread_is_not_stuck(
+    tmp_path: Path,
+) -> None:
+    with FakeServer(Script({"worker": [reply("Hello.")]}), manners=LLAMA) as server:
+        assert chat(tmp_path, ["hi"], server).returncode == 0
+    view = only_session(tmp_path)
+    # A thread written before the fix: a cut-off call kept with its broken arguments.
+    thread = view.session.threads.get("chat")
+    broken = {"id": "call_9", "type": "function"}
+    broken["function"] = {"name": "write_file", "arguments": '{"path": "a.py", "'}
+    thread.append({"role": "assistant", "content": "", "tool_calls": [broken]}, turn=1)
+    thread.append({"role": "tool", "tool_call_id": "call_9", "content": "ERROR: bad"}, turn=1)
+    with FakeServer(Script({"worker": [reply("Back again.")]}), manners=LLAMA) as server:
+        result = chat(tmp_path, ["go on"], server, "--resume", view.session.id)
+        bodies = [r["body"] for r in server.requests]
+    assert result.returncode == 0, result.stderr
+    assert "Back again." in result.stdout
+    assert len(bodies) == 1 and invalid_arguments(bodies[0]) is None
+
+
+def test_each_retry_is_a_line_and_is_logged(tmp_path: Path) -> None:
+    replies = [error(503, "overloaded"), reply("Made it.")]
+    with FakeServer(Script({"worker": replies})) as server:
+        result = chat(
+            tmp_path,
+            ["hello"],
+            server,
+            TILTH_MODEL_MAX_RETRIES="2",
+            TILTH_MODEL_BACKOFF_SECONDS="0.01",
+        )
+    assert result.returncode == 0, result.stderr
+    assert "note: chat model call failed (HTTP 503: overloaded); retry 1 in" in result.stdout
+    retries = only_session(tmp_path).payloads("model_retry")
+    assert [(r["actor"], r["attempt"]) for r in retries] == [("chat", 1)]
+
+
+def test_a_server_error_the_same_request_drew_twice_is_not_retried_again(
+    tmp_path: Path,
+) -> None:
+    failure = error(500, "Failed to parse tool call arguments as JSON")
+    with FakeServer(Script({"worker": [failure] * 5})) as server:
+        result = chat(
+            tmp_path,
+            ["hello"],
+            server,
+            TILTH_MODEL_MAX_RETRIES="4",
+            TILTH_MODEL_BACKOFF_SECONDS="0.01",
+        )
+        asked = len(server.requests)
+    assert asked == 2, "one retry, then the same answer again: no more"
+    assert "the same request drew the same answer" in result.stderr
+    assert "TILTH_BASE_URL" not in result.stdout + result.stderr
+
+
+def test_a_reply_that_only_repeats_itself_is_cut_short(tmp_path: Path) -> None:
+    looping = reply("Let me think.\n" + "I will check the file again.\n" * 3000)
+    with FakeServer(Script({"worker": [looping, reply("Fine now.")]})) as server:
+        result = chat(tmp_path, ["loop", "again"], server)
+    assert result.returncode == 0, result.stderr
+    assert "note: the reply only repeated itself; it was cut short" in result.stdout
+    view = only_session(tmp_path)
+    said = next(m for m in view.thread("chat") if m["role"] == "assistant")["content"]
+    assert len(said) < 2_100
+    assert view.payloads("reply_cut_off")[0]["finish_reason"] == "repetition"
+    assert "Fine now." in result.stdout
+
+
+def test_errors_go_to_stderr_and_an_all_failed_chat_is_not_done(tmp_path: Path) -> None:
+    with FakeServer(Script({"worker": [error(400, "bad request")] * 2})) as server:
+        result = chat(tmp_path, ["one", "two"], server)
+    assert result.returncode == 0
+    assert result.stderr.count("error: ") == 2 and "bad request" in result.stderr
+    assert "error" not in result.stdout.lower()
+    view = only_session(tmp_path)
+    assert view.status == "failed"
+    assert view.payloads("stop")[-1]["reason"] == "error"
+    listed: Any = json.loads(
+        shared()
+        .run(["sessions", "--json"], cwd=tmp_path, env=chat_env(tmp_path / "home", server))
+        .stdout
+    )
+    assert "all_done" not in json.dumps(listed)
+
+
+def test_a_chat_too_long_for_the_window_says_what_shortens_it(tmp_path: Path) -> None:
+    tiny = LlamaManners(n_ctx=300, count_prompt_tokens=True)
+    with FakeServer(Script({"worker": [reply("never")]}), manners=tiny) as server:
+        result = chat(tmp_path, ["hello"], server)
+    assert "exceeds the available context size" in result.stderr
+    assert "/summarize N up-to or /rewind N shortens it" in result.stderr
+    assert "tilth resume" not in result.stdout + result.stderr
