@@ -168,11 +168,16 @@ class LlamaServer:
 
 
 def threads() -> int:
-    """``LIVE_THREADS``, else one per core this process may use (at most four)."""
+    """``LIVE_THREADS``; else one per core (at most four), or one on a machine already busier
+    than its cores: llama.cpp's threads wait for each other by spinning, and on a loaded
+    machine two of them run several times slower than one."""
     given = os.environ.get("LIVE_THREADS", "").strip()
     if given.isdigit() and int(given) > 0:
         return int(given)
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+    cores = len(os.sched_getaffinity(0))
+    if os.getloadavg()[0] > cores:
+        return 1
+    return max(1, min(4, cores))
 
 
 def _die_with_parent() -> None:

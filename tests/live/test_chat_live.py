@@ -31,13 +31,14 @@ pytestmark = pytest.mark.timeout(900)
 REPLY_TOKENS = 48
 """Short replies: fast, and the model's tool calls are often cut off mid-arguments."""
 WRITE = "Write a file hello.py that prints hello."
+FIX = "Fix the bug in app.py."
 ASK = "What does this package do?"
 
 
 def test_chat_goes_on_after_a_cut_off_call(proxy: RecordingProxy, tmp_path: Path) -> None:
     work = project(tmp_path)
     env = live_env(tmp_path / "home", proxy.base_url, REPLY_TOKENS)
-    result = tilth(["chat", str(work)], env, tmp_path, stdin=f"{WRITE}\n{ASK}\n")
+    result = tilth(["chat", str(work)], env, tmp_path, stdin=f"{WRITE}\n{FIX}\n{ASK}\n")
 
     assert result.returncode == 0, result.stderr
     exchanges = check_requests(proxy, REPLY_TOKENS)
@@ -45,9 +46,9 @@ def test_chat_goes_on_after_a_cut_off_call(proxy: RecordingProxy, tmp_path: Path
     assert sent_tool_calls(exchanges), "the model made no tool call the chat sent back"
     assert any("length" in e.finish_reasons() for e in exchanges)
     assert "reply-length limit" in result.stdout + result.stderr, result.stdout[-2000:]
-    # The chat went on: the second prompt reached the server and was answered.
-    second = [e for e in exchanges if last_user_text(e) == ASK]
-    assert second and second[0].status == 200, [e.status for e in exchanges]
+    # The chat went on: the last prompt reached the server and was answered.
+    last = [e for e in exchanges if last_user_text(e) == ASK]
+    assert last and last[0].status == 200, [e.status for e in exchanges]
     turns = SessionView.only(tmp_path / "home" / "sessions").payloads("model_call")
     assert turns, "no model_call was logged"
 
