@@ -29,6 +29,7 @@ class Exchange:
     body: Any
     status: int = 0
     answer: bytes = b""
+    """What was passed on to the client."""
     started: float = 0.0
     """``time.perf_counter()`` when the request arrived."""
     ended: float = 0.0
@@ -85,11 +86,21 @@ class Recording:
         with self.lock:
             return [e for e in self.exchanges if e.is_completion]
 
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until every exchange has ended (a paced relay notices a gone client late)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(e.ended for e in self.exchanges):
+                    return
+            time.sleep(0.1)
+
 
 class RecordingProxy:
-    """``http://127.0.0.1:<port>`` relaying to ``upstream`` (host, port), recording each call."""
+    """``http://127.0.0.1:<port>`` relaying to the server at ``upstream_port``, recording each
+    call; with ``pace``, a streamed answer is passed on one event every ``pace`` seconds."""
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, pace: float = 0.0) -> None:
         self.recording = Recording()
         recording = self.recording
 
@@ -131,18 +142,38 @@ class RecordingProxy:
                         self.send_header(key, value)
                 self.send_header("Connection", "close")
                 self.end_headers()
-                pieces: list[bytes] = []
                 try:
                     while piece := answer.read1(65536):
-                        pieces.append(piece)
-                        self.wfile.write(piece)
-                        self.wfile.flush()
+                        if pace:
+                            self._paced(piece, answer, exchange)
+                            break
+                        self._send(piece, exchange)
                 except OSError:
                     pass  # the client went away (a cancelled turn): stop relaying
                 finally:
-                    exchange.answer = b"".join(pieces)
                     exchange.ended = time.perf_counter()
                     upstream.close()
+
+            def _send(self, data: bytes, exchange: Exchange) -> None:
+                self.wfile.write(data)
+                self.wfile.flush()
+                exchange.answer += data
+
+            def _paced(
+                self, pending: bytes, answer: http.client.HTTPResponse, exchange: Exchange
+            ) -> None:
+                """Pass the stream on one event every ``pace`` seconds (a slow server)."""
+                while True:
+                    while b"\n\n" in pending:
+                        event, pending = pending.split(b"\n\n", 1)
+                        self._send(event + b"\n\n", exchange)
+                        time.sleep(pace)
+                    more = answer.read1(65536)
+                    if not more:
+                        break
+                    pending += more
+                if pending:
+                    self._send(pending, exchange)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

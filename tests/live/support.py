@@ -93,6 +93,7 @@ def check_requests(proxy: RecordingProxy, reply_tokens: int) -> list[Exchange]:
     Each carries ``max_tokens`` no larger than the setting; none was refused for the tool-call
     arguments in its history; every tool call in a history has a JSON object as arguments.
     """
+    proxy.recording.settle()
     exchanges = proxy.recording.completions()
     assert exchanges, "no completion request reached the server"
     for exchange in exchanges:

@@ -72,15 +72,20 @@ def test_a_run_against_the_real_worker_ends_in_a_clear_stop(
     check_requests(proxy, 64)
 
 
-def test_the_wall_clock_cap_holds_inside_a_turn(proxy: RecordingProxy, tmp_path: Path) -> None:
-    """A long reply still streaming at the deadline is abandoned, not waited for."""
+def test_the_wall_clock_cap_holds_inside_a_turn(llama: LlamaServer, tmp_path: Path) -> None:
+    """A reply still streaming at the deadline is abandoned, not waited for.
+
+    The pass-through hands the real server's stream on one event a second, so a reply of up
+    to 1,024 tokens would take many minutes, on any machine, against a 30-second cap.
+    """
     source, sessions = seeded(tmp_path)
-    env = run_env(tmp_path, proxy.base_url, 1024, TILTH_MAX_WALL_CLOCK_MINUTES="0.1")
-    result = tilth(["run", str(source)], env, tmp_path)
+    with RecordingProxy(llama.port, pace=1.0) as slow:
+        env = run_env(tmp_path, slow.base_url, 1024, TILTH_MAX_WALL_CLOCK_MINUTES="0.5")
+        result = tilth(["run", str(source)], env, tmp_path)
+        exchanges = check_requests(slow, 1024)
 
     stop = only_stop(sessions)
     assert stop["reason"] == "wall_clock", (stop, result.stderr[-2000:])
-    exchanges = check_requests(proxy, 1024)
     # The reply in flight at the deadline never got to its end: Tilth let go of it.
     assert not exchanges[-1].finish_reasons(), exchanges[-1].answer_text()[-500:]
 
