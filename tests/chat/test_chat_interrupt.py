@@ -47,7 +47,9 @@ def test_ctrl_c_abandons_a_model_call_that_does_not_answer(tmp_path: Path) -> No
         chat.prompt()
         chat.send("answer slowly")
         chat.child.expect_exact("answer slowly")
-        time.sleep(0.5)  # the request is out and the endpoint says nothing
+        waited = time.monotonic() + 30
+        while not server.requests and time.monotonic() < waited:
+            time.sleep(0.05)  # until the request is out (the endpoint then says nothing)
         assert len(server.requests) == 1
         interrupt(chat)
 

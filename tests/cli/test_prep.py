@@ -266,7 +266,9 @@ def test_malformed_arguments_unknown_tools_and_one_nudge_are_recovered_from(
         result = cli("prep-feature", str(repo), "--brief", "b", env=cli_env(server))
         requests = server.requests
     assert result.returncode == 0, result.stderr
-    assert "could not read the write_seed call" in tool_messages(requests[1])[-1]
+    cut = tool_messages(requests[1])[-1]
+    assert "the arguments of this write_seed call could not be read" in cut
+    assert "badly escaped" not in cut, "a cut-off call is not blamed on escaping"
     assert "must be a JSON object" in tool_messages(requests[2])[-1]
     assert "unknown tool 'bash'" in tool_messages(requests[3])[-1]
     escaped = tool_messages(requests[4])[-1]

@@ -45,3 +45,15 @@ def test_the_window_is_read_from_props_or_models_metadata() -> None:
     assert window_from_models(vllm, "qwen") == (32768, "/models max_model_len")
     assert window_from_models(vllm, "other") == (None, None)
     assert server_root("http://127.0.0.1:8080/v1/") == "http://127.0.0.1:8080"
+
+
+def test_every_request_carries_max_tokens() -> None:
+    from tilth.config import Endpoint
+    from tilth.model import FakeServer, OpenAIModel, Script, reply
+
+    with FakeServer(Script([reply("a"), reply("b")])) as server:
+        endpoint = Endpoint("worker", server.base_url, "k", "m")
+        OpenAIModel(endpoint).complete([{"role": "user", "content": "hi"}], [])
+        OpenAIModel(endpoint, max_reply_tokens=300).complete([{"role": "user", "content": "x"}], [])
+        sent = [r["body"]["max_tokens"] for r in server.requests]
+    assert sent == [8192, 300]

@@ -117,6 +117,18 @@ class ContextKeeper:
             return False
         label = f"before summarizing {len(parts[1])} older message(s): context nearly full"
         checkpoint = self.checkpoint(label) if self.checkpoint is not None else None
+
+        def on_retry(attempt: int, reason: str, delay: float) -> None:
+            actor.session.log(
+                "model_retry",
+                **{**actor.scope(), "actor": "summarizer"},
+                role="summarizer",
+                attempt=attempt,
+                reason=reason,
+                delay=round(delay, 2),
+            )
+            actor.notice("retry", f"summarizer model call failed ({reason}); retry {attempt}")
+
         try:
             result = summarize_span(
                 actor.session,
@@ -126,6 +138,7 @@ class ContextKeeper:
                 actor.model,
                 checkpoint,
                 max_chars=self.window * FIRST_GUESS_CHARS_PER_TOKEN // 2,
+                on_retry=on_retry,
                 actor=actor.name,
                 reason=why,
                 automatic=True,

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from tilth.agent.context import ContextKeeper
+from tilth.agent.context import ContextKeeper, window_for
 from tilth.agent.prompts import CONTEXT_FILES_CAP, context_files
 from tilth.agent.stops import StopReason
 from tilth.agent.turn import Actor, take_turn
@@ -116,6 +116,14 @@ class ChatEngine(ChatTimeline):
         self._first_use = True
         self._context: ContextKeeper | None = None
         """The thread's size against the model's window (made on the first turn)."""
+        self._window: dict[str, int] = {}
+        self._window_asked = threading.Thread(
+            target=lambda: self._window.update(tokens=window_for(model, settings)),
+            name="tilth-chat-window",
+            daemon=True,
+        )
+        # Asked of the endpoint now, so the first prompt does not wait for the answer.
+        self._window_asked.start()
         self._checkpoint: str | None = None
         """The checkpoint of the turn in flight."""
         self._streamed = False
@@ -290,7 +298,7 @@ class ChatEngine(ChatTimeline):
         gc.register_root(self.store, self.session.dir.parent)
         gc.collect_in_background(self.settings)
 
-    def _actor(self, number: int, cancel: CancelToken) -> Actor:
+    def _actor(self, cancel: CancelToken) -> Actor:
         def run_tool(call: ToolCall) -> ToolOutcome:
             return self._tool(call)
 
@@ -307,7 +315,9 @@ class ChatEngine(ChatTimeline):
             self.emit("notice", text=text, kind=kind)
 
         if self._context is None:
-            self._context = ContextKeeper.for_actor(self.model, self.settings, checkpoint)
+            self._window_asked.join()
+            window = self._window.get("tokens") or window_for(self.model, self.settings)
+            self._context = ContextKeeper(window, checkpoint)
         return Actor(
             self.session,
             "chat",
@@ -324,7 +334,7 @@ class ChatEngine(ChatTimeline):
 
     def _steps(self, number: int, cancel: CancelToken) -> None:
         """The turn loop (``tilth.agent.turn``) until the model stops calling tools."""
-        actor = self._actor(number, cancel)
+        actor = self._actor(cancel)
         for step in range(1, MAX_STEPS_PER_TURN + 1):
             if cancel.cancelled:
                 raise TurnCancelled

@@ -47,6 +47,8 @@ _OVERFLOW_WORDS = re.compile(
 )
 _LLAMA_OVERFLOW = re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+)")
 _REMEMBERED_ANSWERS = 32
+DEFAULT_REPLY_TOKENS = 8192
+"""``max_tokens`` when none is given (``TILTH_MAX_REPLY_TOKENS``'s default)."""
 _BUSY = (502, 503, 504)
 """Server errors that say the server is busy or away, never that the request is at fault."""
 
@@ -102,7 +104,7 @@ class OpenAIModel:
         request_reasoning: bool | None = None,
         stream: bool = True,
         on_stream_refused: StreamRefusedHook | None = None,
-        max_reply_tokens: int | None = None,
+        max_reply_tokens: int | None = DEFAULT_REPLY_TOKENS,
         context_tokens: int | None = None,
     ) -> None:
         self.endpoint = endpoint
