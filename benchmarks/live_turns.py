@@ -231,9 +231,10 @@ def main() -> int:
         verdict = 0 if within else 1
     else:
         print("too few worker turns in one thread to measure (the model ended them early)")
-    print(f"demo story, prompt tokens per worker turn ({len(counts)} turns):")
+    print(f"demo story, prompt tokens per worker turn ({len(counts)} turns; a stage starts a")
+    print("new thread, so the count falls back at each stage's first turn):")
     for number, count in enumerate(counts, start=1):
-        grew = f"  (+{count - counts[number - 2]:,})" if number > 1 else ""
+        grew = f"  ({count - counts[number - 2]:+,})" if number > 1 else ""
         print(f"  turn {number:>2}: {count:>7,}{grew}")
     return verdict
 
