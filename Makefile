@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tilth-installed
 
-.PHONY: test test-postgres demo lint bench clean
+.PHONY: test test-postgres demo lint bench clean live-deps test-live
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -28,6 +28,16 @@ test: lint
 # loopback; Debian's postgresql package). Under CI=true a missing server fails, never skips.
 test-postgres: $(STAMP)
 	$(BIN)/python -m pytest -q -n 0 -m postgres tests/postgres
+
+# The live tier (tests/live): llama.cpp's llama-server and a small model, built and fetched once
+# into ~/.cache/tilth/live (tests/live/deps.py), then Tilth against them. Not part of `make test`.
+live-deps: $(STAMP)
+	$(BIN)/python -m tests.live.deps
+
+test-live: live-deps
+	@$(BIN)/python -m pytest -q -n 0 tests/live; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no live tests: failing on purpose"; fi; \
+	exit $$rc
 
 demo: $(STAMP)
 	$(BIN)/tilth demo
