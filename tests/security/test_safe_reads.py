@@ -15,6 +15,16 @@ READERS = {"read_text", "read_bytes"}
 OWN = "session state or the snapshot store: Tilth's own files"
 
 RAW_READS = {
+    "tilth/proc.py:children": "the kernel's process table (/proc), to end a call's processes",
+    "tilth/tools/launcher_main.py:children": "the kernel's process table (/proc), in the launcher",
+    "tilth/tools/landlock.py:_last_capability": "the kernel's capability count (/proc/sys)",
+    "tilth/tools/landlock.py:_add": "opens a directory to grant it to the ruleset, never reads it",
+    "tilth/tools/files.py:_write_text": "writes through a descriptor paths.open checked",
+    "tilth/tools/paths.py:open": "the worker's file tools: opens one component at a time, no links",
+    "tilth/tools/launcher.py:_snapshots": (
+        "the worktree's .git file before a call (no link, < 64 kB; no command runs meanwhile)"
+    ),
+    "tilth/tools/launcher_main.py:_restore": "compares the .git file it will put back, in the launcher",
     "tilth/agent/prompts.py:load_prompt": "package data",
     "tilth/agent/prompts.py:progress_tail": OWN,
     "tilth/agent/pytest_runner.py:dump": "writes the launcher's report",
