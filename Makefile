@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tilth-installed
 
-.PHONY: test test-postgres demo lint bench clean live-deps test-live
+.PHONY: test test-slow test-postgres demo lint bench clean live-deps test-live
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -26,6 +26,10 @@ test: lint
 
 # The durable queue against a real PostgreSQL server (initdb in a temporary directory, on
 # loopback; Debian's postgresql package). Under CI=true a missing server fails, never skips.
+# The suite's slowest end-to-end tests (best of N with killed workers, Ctrl-C, a browser).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m slow tests/attempts tests/web/test_attempts_view.py
+
 test-postgres: $(STAMP)
 	$(BIN)/python -m pytest -q -n 0 -m postgres tests/postgres
 

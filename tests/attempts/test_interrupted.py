@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.agent.support import model_env, team_server
 from tests.attempts.queue_support import slow, wait_for
 from tests.attempts.support import RIGHT, differing_team, seed_add
@@ -17,6 +19,7 @@ from tests.conftest import run_cli
 from tilth.session.pipelines import L1_STAGES
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_attempts_then_resume(repo: Path, sessions_dir: Path, tmp_path: Path) -> None:
     seeded = seed_add(sessions_dir, repo)
     env = {

@@ -24,7 +24,7 @@ RAW_READS = {
     "tilth/tools/launcher.py:_snapshots": (
         "the worktree's .git file before a call (no link, < 64 kB; no command runs meanwhile)"
     ),
-    "tilth/tools/launcher_main.py:_restore": "compares the .git file it will put back, in the launcher",
+    "tilth/tools/launcher_main.py:_restore": "compares the .git file it puts back (the launcher)",
     "tilth/agent/prompts.py:load_prompt": "package data",
     "tilth/agent/prompts.py:progress_tail": OWN,
     "tilth/agent/pytest_runner.py:dump": "writes the launcher's report",

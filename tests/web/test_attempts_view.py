@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.agent.support import model_env, team_server
 from tests.attempts.support import differing_team, seed_add
 from tests.conftest import run_cli
@@ -14,6 +16,7 @@ from tests.web.support import serve, wait_for
 from tests.web.test_browser import confirm, new_page, open_session
 
 
+@pytest.mark.slow
 def test_attempts_are_shown_picked_and_undone(
     browser: Any, repo: Path, sessions_dir: Path, tilth_home: Path, tmp_path: Path
 ) -> None:
