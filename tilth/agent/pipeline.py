@@ -41,31 +41,39 @@ def next_stage(stages: tuple[str, ...], done: list[str]) -> str | None:
     return next((stage for stage in stages if stage not in done), None)
 
 
-def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
-    """Run ``task``'s remaining stages; may raise ``StopRun``, ``ModelError``, Ctrl-C."""
+def begin_task(ctx: RunContext, task: dict[str, Any], state: TaskState) -> object | None:
+    """Mark ``task`` in progress: a retried one gets fresh budgets (progress kept); one never
+    started logs ``task_start`` and records its checkpoint, which is returned (else None)."""
     task_id = str(task["id"])
-    stages = stages_for(task, ctx.settings.default_tier)
-    state = TaskState.load(ctx.session, task_id)
     set_task_status(ctx.session, task_id, "in_progress")
     if state.failure:
-        # The previous attempt failed and was retried: fresh budgets, progress kept.
         ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
         state.failure, state.turns, state.rejections = None, 0, 0
         state.review_rejections = {}
         state.verify_failures = 0
         state.save(ctx.session)
-    if state.base_commit is None:
-        state.base_commit = git.head(ctx.worktree)
-        state.save(ctx.session)
-        ctx.session.log(
-            "task_start",
-            task_id=task_id,
-            title=task.get("title", ""),
-            tier=str(task.get("tier") or ctx.settings.default_tier).upper(),
-            stages=list(stages),
-            base_commit=state.base_commit,
-        )
-        ctx.recorder.task_start(task_id)
+    if state.base_commit is not None:
+        return None
+    state.base_commit = git.head(ctx.worktree)
+    state.save(ctx.session)
+    ctx.session.log(
+        "task_start",
+        task_id=task_id,
+        title=task.get("title", ""),
+        tier=str(task.get("tier") or ctx.settings.default_tier).upper(),
+        stages=list(stages_for(task, ctx.settings.default_tier)),
+        base_commit=state.base_commit,
+    )
+    recorded: object | None = ctx.recorder.task_start(task_id)
+    return recorded
+
+
+def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
+    """Run ``task``'s remaining stages; may raise ``StopRun``, ``ModelError``, Ctrl-C."""
+    task_id = str(task["id"])
+    stages = stages_for(task, ctx.settings.default_tier)
+    state = TaskState.load(ctx.session, task_id)
+    begin_task(ctx, task, state)
     _commit_finished_stages(ctx, state)
     stage: str | None = None
     try:

@@ -263,7 +263,10 @@ def _unreadable(calls: list[ToolCall]) -> dict[str, str]:
 def _is_json(text: str) -> bool:
     try:
         json.loads(text) if text.strip() else None
-    except (json.JSONDecodeError, RecursionError):  # nesting past the parser's depth is unreadable too
+    except (
+        json.JSONDecodeError,
+        RecursionError,
+    ):  # nesting past the parser's depth is unreadable too
         return False
     return True
 

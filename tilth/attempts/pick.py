@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth import git
+from tilth.agent.pipeline import set_task_status
 from tilth.attempts.graft import graft
 from tilth.attempts.listing import list_attempts
-from tilth.attempts.task import attempt_record, placeholder_of, set_task_status
+from tilth.attempts.task import attempt_record, placeholder_of
 from tilth.errors import UsageError
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth import git
-from tilth.agent.pipeline import TaskOutcome, run_task, set_task_status
+from tilth.agent.pipeline import TaskOutcome, begin_task, run_task
 from tilth.agent.run_context import RunContext
 from tilth.agent.stops import FailureReason, StopRun
 from tilth.agent.task_state import TaskState
@@ -99,27 +99,9 @@ class AttemptsRunner:
 def _task_start(ctx: RunContext, task: dict[str, Any], state: TaskState) -> Checkpoint:
     """The task's start on the parent's timeline (recorded now when it has none)."""
     task_id = str(task["id"])
-    set_task_status(ctx.session, task_id, "in_progress")
-    if state.failure:
-        ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
-        state.failure, state.turns, state.rejections, state.verify_failures = None, 0, 0, 0
-        state.save(ctx.session)
-    if state.base_commit is None:
-        from tilth.session.pipelines import stages_for
-
-        state.base_commit = git.head(ctx.worktree)
-        state.save(ctx.session)
-        ctx.session.log(
-            "task_start",
-            task_id=task_id,
-            title=task.get("title", ""),
-            tier=str(task.get("tier") or ctx.settings.default_tier).upper(),
-            stages=list(stages_for(task, ctx.settings.default_tier)),
-            base_commit=state.base_commit,
-        )
-        recorded = ctx.recorder.task_start(task_id)
-        if isinstance(recorded, Checkpoint):
-            return recorded
+    recorded = begin_task(ctx, task, state)
+    if isinstance(recorded, Checkpoint):
+        return recorded
     starts = [
         c
         for c in list_checkpoints(ctx.session)
