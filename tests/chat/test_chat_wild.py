@@ -149,3 +149,48 @@ def test_a_chat_too_long_for_the_window_says_what_shortens_it(tmp_path: Path) ->
     assert "exceeds the available context size" in result.stderr
     assert "/summarize N up-to or /rewind N shortens it" in result.stderr
     assert "tilth resume" not in result.stdout + result.stderr
+
+
+STRICT = LlamaManners(refuse_invalid_arguments=True, refuse_unanswered_calls=True)
+
+
+def test_a_made_up_tool_is_answered_shown_and_the_chat_goes_on(tmp_path: Path) -> None:
+    replies = [
+        reply(None, tool_call_raw("launch_rockets", "{}")),
+        reply("Sorry, no such tool."),
+        reply("Still here."),
+    ]
+    with FakeServer(Script({"worker": replies}), manners=STRICT) as server:
+        result = chat(tmp_path, ["go", "and now?"], server)
+        bodies = [r["body"] for r in server.requests]
+    assert result.returncode == 0, result.stderr
+    assert "launch_rockets: not run, there is no such tool" in result.stdout
+    assert "Still here." in result.stdout
+    assert len(bodies) == 3
+    answered = bodies[1]["messages"][-1]
+    assert answered["role"] == "tool" and "unknown tool 'launch_rockets'" in answered["content"]
+    assert "write_file" in answered["content"]  # the tools it does have
+
+
+def test_unreadable_or_non_object_arguments_are_shown_and_kept_as_an_object(
+    tmp_path: Path,
+) -> None:
+    replies = [
+        reply(None, tool_call_raw("write_file", '{"path": "x.py", "content": "unterminated')),
+        reply(None, tool_call_raw("bash", "[1, 2]")),
+        reply("Done."),
+    ]
+    with FakeServer(Script({"worker": replies}), manners=STRICT) as server:
+        result = chat(tmp_path, ["go"], server)
+        bodies = [r["body"] for r in server.requests]
+    assert result.returncode == 0, result.stderr
+    assert "write_file: not run, its arguments could not be read" in result.stdout
+    assert "Done." in result.stdout
+    assert len(bodies) == 3 and not [b for b in bodies if invalid_arguments(b)]
+    kept = [
+        call["function"]["arguments"]
+        for message in bodies[2]["messages"]
+        for call in message.get("tool_calls") or []
+    ]
+    assert kept == ["{}", "{}"]
+    assert "must be a JSON object" in bodies[2]["messages"][-1]["content"]

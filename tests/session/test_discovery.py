@@ -126,3 +126,17 @@ def test_state_tells_a_live_owner_from_a_clean_stop_and_a_killed_one(tmp_path: P
     assert describe(session).as_dict()["status"] == "running", "the record is left as it is"
     session.set_status("prepared")
     assert state_of(session) == "prepared"
+
+
+def test_a_recorded_stop_held_by_a_live_process_is_running(tmp_path: Path) -> None:
+    """A resume sets out from ``failed`` (environment check, recovery, plan) before it
+    records ``running``: listings must not say ``failed`` meanwhile."""
+    from tests.lock_holder import held_elsewhere
+    from tilth.session.discovery import state_of
+
+    session = Session.create(tmp_path, tmp_path / "repo")
+    session.set_status("failed")
+    with held_elsewhere(session):
+        assert state_of(session) == "running"
+        assert describe(session).as_dict()["state"] == "running"
+    assert state_of(session) == "failed"

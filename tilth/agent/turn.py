@@ -95,6 +95,8 @@ class TurnResult:
     tool_calls_run: int = 0
     unreadable_calls: int = 0
     """Calls answered with an error because their arguments were not valid JSON."""
+    unknown_calls: int = 0
+    """Calls answered with an error because no tool has their name."""
 
     @property
     def empty(self) -> bool:
@@ -137,10 +139,11 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
     if turn.is_empty:
         return result
     unreadable = _unreadable(turn.tool_calls)
-    actor.thread.append(_with_valid_arguments(turn, unreadable).history_message(), turn=number)
+    actor.thread.append(_with_valid_arguments(turn).history_message(), turn=number)
     if result.cut_off:
         _tell_cut_off(actor, number, turn)
     known = {s["function"]["name"] for s in actor.toolbox.schemas()} if actor.toolbox else set()
+    controls = {s["function"]["name"] for s in actor.control_schemas}
     for index, call in enumerate(turn.tool_calls):
         if actor.cancel is not None and actor.cancel.cancelled:
             for skipped in turn.tool_calls[index:]:
@@ -150,6 +153,7 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
             log_call(actor, number, call)
             text = _unreadable_answer(actor, call, unreadable[call.id], turn.finish_reason)
             answer(actor, number, call, text, is_error=True)
+            actor.notice("refused", f"{call.name}: not run, its arguments could not be read")
             result.unreadable_calls += 1
         elif call.name in known:
             assert actor.toolbox is not None
@@ -169,8 +173,15 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
                 blocked=outcome.blocked,
             )
             result.tool_calls_run += 1
-        else:
+        elif call.name in controls:
             result.control_calls.append(call)
+        else:  # a name the model made up: answered here, or the thread holds an open call
+            log_call(actor, number, call)
+            available = ", ".join(sorted(known | controls)) or "none"
+            text = f"ERROR: unknown tool '{call.name}'. Available: {available}"
+            answer(actor, number, call, text, is_error=True)
+            actor.notice("refused", f"{call.name}: not run, there is no such tool")
+            result.unknown_calls += 1
     return result
 
 
@@ -242,7 +253,7 @@ def _valid_call(call: Any) -> Any:
     if not isinstance(function, dict):
         return call
     text = function.get("arguments")
-    if isinstance(text, str) and not _is_json(text):
+    if isinstance(text, str) and not _is_object(text):
         return {**call, "function": {**function, "arguments": "{}"}}
     return call
 
@@ -271,12 +282,23 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def _with_valid_arguments(turn: AssistantTurn, unreadable: dict[str, str]) -> AssistantTurn:
-    """The turn as the thread keeps it: unreadable arguments become ``{}``."""
-    if not unreadable:
+def _is_object(text: str) -> bool:
+    """``text`` is a JSON object (what chat templates iterate over; blank is not JSON)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+
+
+def _with_valid_arguments(turn: AssistantTurn) -> AssistantTurn:
+    """The turn as the thread keeps it: arguments that are not a JSON object become ``{}``
+    (llama.cpp's chat templates iterate over them as an object; anything else makes the
+    server refuse every later request)."""
+    if all(_is_object(call.arguments) for call in turn.tool_calls):
         return turn
     calls = [
-        replace(call, arguments="{}") if call.id in unreadable else call for call in turn.tool_calls
+        call if _is_object(call.arguments) else replace(call, arguments="{}")
+        for call in turn.tool_calls
     ]
     return replace(turn, tool_calls=calls)
 

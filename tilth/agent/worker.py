@@ -262,12 +262,7 @@ def _submit(actor: Actor, spec: StageSpec, result: TurnResult) -> Submission | N
     """Answer every control call of the turn; the accepted submission, if any."""
     accepted: Submission | None = None
     for call in result.control_calls:
-        log_call(actor, result.number, call)
-        if call.name != spec.tool:
-            available = ", ".join(s["function"]["name"] for s in actor.schemas())
-            text = f"ERROR: unknown tool '{call.name}' in this stage. Available: {available}"
-            answer(actor, result.number, call, text, is_error=True)
-            continue
+        log_call(actor, result.number, call)  # the stage's own tool: the turn answered others
         if accepted is not None:
             answer(actor, result.number, call, DUPLICATE.format(tool=spec.tool))
             continue

@@ -35,7 +35,8 @@ def prompt_tokens(body: dict[str, Any]) -> int:
 
 
 def invalid_arguments(body: dict[str, Any]) -> dict[str, Any] | None:
-    """llama.cpp's HTTP 500 body for a history holding tool-call arguments that are not JSON."""
+    """llama.cpp's HTTP 500 body for a history holding tool-call arguments that are not a
+    JSON object."""
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
@@ -45,7 +46,7 @@ def invalid_arguments(body: dict[str, Any]) -> dict[str, Any] | None:
             if not isinstance(text, str):
                 continue
             try:
-                json.loads(text)
+                value = json.loads(text)
             except json.JSONDecodeError as exc:
                 return {
                     "error": {
@@ -56,7 +57,44 @@ def invalid_arguments(body: dict[str, Any]) -> dict[str, Any] | None:
                         "type": "server_error",
                     }
                 }
+            if not isinstance(value, dict):  # the template iterates the arguments' items
+                return {
+                    "error": {
+                        "code": 500,
+                        "message": "Failed to apply the chat template: tool call arguments "
+                        "are not an object",
+                        "type": "server_error",
+                    }
+                }
     return None
+
+
+def unanswered_call(body: dict[str, Any]) -> dict[str, Any] | None:
+    """OpenAI's HTTP 400 body for a history with a tool call no tool message answers."""
+    open_ids: list[str] = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") in open_ids:
+                open_ids.remove(message["tool_call_id"])
+            continue
+        if open_ids:
+            break
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict):
+                open_ids.append(str(call.get("id")))
+    if not open_ids:
+        return None
+    return {
+        "error": {
+            "code": 400,
+            "message": "An assistant message with 'tool_calls' must be followed by tool "
+            "messages responding to each 'tool_call_id'. The following tool_call_ids did not "
+            f"have response messages: {', '.join(open_ids)}",
+            "type": "invalid_request_error",
+        }
+    }
 
 
 def context_refusal(body: dict[str, Any], n_ctx: int) -> dict[str, Any] | None:

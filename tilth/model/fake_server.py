@@ -35,6 +35,7 @@ from tilth.model.fake_replies import (
     invalid_arguments,
     prompt_tokens,
     stream_chunks,
+    unanswered_call,
 )
 from tilth.model.script import Reply, Script
 
@@ -51,6 +52,9 @@ class LlamaManners:
 
     refuse_invalid_arguments: bool = False
     """Answer a history whose tool-call arguments are not valid JSON with HTTP 500."""
+    refuse_unanswered_calls: bool = False
+    """Answer a history with a tool call no tool message answers with HTTP 400 (OpenAI's
+    rule, which hosted servers and vLLM keep; llama.cpp lets it pass)."""
     n_ctx: int | None = None
     """The context window: ``/props`` reports it, a longer prompt is refused (HTTP 400)."""
     supports_tools: bool | None = None
@@ -300,6 +304,10 @@ class _Handler(BaseHTTPRequestHandler):
         manners = self.fake.manners
         if manners.refuse_invalid_arguments:
             bad = invalid_arguments(body)
+            if bad is not None:
+                return bad
+        if manners.refuse_unanswered_calls:
+            bad = unanswered_call(body)
             if bad is not None:
                 return bad
         if manners.n_ctx is not None:

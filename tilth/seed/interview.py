@@ -24,7 +24,7 @@ from tilth.agent.turn import Actor, Notice, answer, log_call, say, take_turn
 from tilth.errors import TilthError
 from tilth.model.base import Model, OnDelta, ToolCall
 from tilth.seed.frontend import InterviewFrontend, SeedSink
-from tilth.seed.tools import ASK_USER, CONTROL_SCHEMAS, WRITE_SEED
+from tilth.seed.tools import ASK_USER, CONTROL_SCHEMAS
 from tilth.session.events import utc_now
 from tilth.session.seed_rules import SeedRuleError
 from tilth.session.store import Session
@@ -178,7 +178,7 @@ def _control_calls(
     sink: SeedSink,
     tally: _Tally,
 ) -> InterviewResult | None:
-    """Answer ``ask_user``, ``write_seed`` and unknown calls; the result once a seed is written."""
+    """Answer ``ask_user`` and ``write_seed`` calls; the result once a seed is written."""
     done: InterviewResult | None = None
     for call in calls:
         if done is not None:
@@ -195,14 +195,9 @@ def _control_calls(
         if call.name == ASK_USER:
             log_call(actor, number, call, args)
             _ask(actor, number, call, args, frontend)
-        elif call.name == WRITE_SEED:
+        else:  # write_seed: the turn answered every name that is not a control tool
             log_call(actor, number, call, _preview_seed_args(args))
             done = _write(actor, number, call, args, sink, tally)
-        else:
-            log_call(actor, number, call, args)
-            names = [s["function"]["name"] for s in actor.schemas()]
-            message = f"ERROR: unknown tool '{call.name}'. Available: {', '.join(names)}"
-            answer(actor, number, call, message, is_error=True)
     return done
 
 

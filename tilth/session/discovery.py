@@ -50,7 +50,7 @@ def session_ids(sessions_dir: Path) -> list[str]:
 
 
 def state_of(session: Session, status: str | None = None) -> str:
-    """The status a person should see: ``running`` only while a live process drives it.
+    """The status a person should see: ``running`` exactly while a live process holds it.
 
     A recorded ``running`` whose owner was killed (``kill -9``, a crash: its pid is left
     behind and the process is gone, or a later command found it so and noted it in
@@ -62,11 +62,11 @@ def state_of(session: Session, status: str | None = None) -> str:
             status = session.status
         except (SessionCorrupt, OSError):
             return "unreadable"
-    if status != "running":
-        return status
     pid, alive = session.lock().owner()
     if alive:
-        return "running"
+        return "running"  # also while a resume or a go-back sets out from a recorded stop
+    if status != "running":
+        return status
     if pid is not None or session.died_path.exists():
         return "interrupted"
     return "stopped"
