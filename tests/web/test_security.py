@@ -142,6 +142,8 @@ def test_errors_are_json_never_tracebacks(client: TestClient, built: Built) -> N
         ("restart", b'{"task": "T-404"}', 400),
         ("restart", b'{"task": "T-001", "from": "nonsense"}', 400),
         ("fork", b"{}", 400),
+        ("rewind", b"[" * 100_000, 400),  # nesting past the parser's depth
+        ("rewind", b'{"to": "' + b"a" * (3 << 20) + b'"}', 413),
     ]
     for verb, body, status in cases:
         headers = {"content-type": "application/json"}
@@ -173,3 +175,15 @@ def test_the_cookie_of_another_port_does_not_count(built: Built) -> None:
         other.cookies.set(cookie_name(9999), TOKEN)
         assert other.get("/api/sessions").status_code == 401
     assert BASE.endswith(":8765")
+
+
+def test_a_long_reference_is_not_echoed_whole_and_hints_name_fields(
+    client: TestClient, built: Built
+) -> None:
+    answer = client.post(f"/api/sessions/{built.id}/rewind", json={"to": "a" * 100_000})
+    assert answer.status_code == 400
+    assert len(answer.text) < 1_000 and "100,000 chars" in answer.json()["error"]
+    client.post(f"/api/sessions/{built.id}/reset-to-seed", json={})
+    answer = client.post(f"/api/sessions/{built.id}/undo", json={"dry_run": True})
+    hint = answer.json()["hint"] or ""
+    assert hint.endswith("reset-to-seed does not"), hint

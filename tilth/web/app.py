@@ -36,6 +36,7 @@ from tilth.errors import (
 )
 from tilth.session.store import is_session_id
 from tilth.web import api, attempts_api, chat_api
+from tilth.web.bodies import BodyTooLarge
 from tilth.web.json_response import JSONResponse
 from tilth.web.runs import Runs
 from tilth.web.scrub import ScrubResponses
@@ -55,6 +56,8 @@ def status_for(exc: TilthError) -> int:
         return 404
     if isinstance(exc, SessionLocked):
         return 409
+    if isinstance(exc, BodyTooLarge):
+        return 413
     if isinstance(exc, UsageError):
         return 400
     if isinstance(exc, SessionCorrupt | GitError):
@@ -62,7 +65,7 @@ def status_for(exc: TilthError) -> int:
     return 409
 
 
-_FLAG = re.compile(r"(?<![\w-])--(from|to|direction|scope|at|task)\b")
+_FLAG = re.compile(r"(?<![\w-])--(from|to|direction|scope|at|task)(?![\w-])")
 
 
 def api_words(text: str | None) -> str | None:
@@ -70,6 +73,7 @@ def api_words(text: str | None) -> str | None:
     (``valid --from stages`` → ``valid "from" stages``); a quoted command stays as written."""
     if not text:
         return text
+    text = text.replace("reset --to-seed", "reset-to-seed")  # the endpoint's name
     parts = text.split("`")
     return "`".join(p if i % 2 else _FLAG.sub(r'"\1"', p) for i, p in enumerate(parts))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from starlette.requests import Request
@@ -9,18 +10,36 @@ from starlette.requests import Request
 from tilth.errors import UsageError
 from tilth.timeline.rewind.plan import RewindPlan
 
+MAX_BODY_BYTES = 2 << 20
+"""The largest request body read (a chat message longer than this fits no model's context)."""
+
 
 class BadRequest(UsageError):
     """The request body is not what the endpoint takes."""
 
 
+class BodyTooLarge(BadRequest):
+    """The request body is over ``MAX_BODY_BYTES`` (HTTP 413)."""
+
+
 async def read_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    """The JSON object a request carries (``{}`` for none), read up to ``MAX_BODY_BYTES``."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise BodyTooLarge(
+                f"the request body is over {MAX_BODY_BYTES >> 20} MiB",
+                hint="send a shorter message",
+            )
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:
-        data = await request.json()
-    except ValueError:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # nesting past the parser's depth is not JSON either
         raise BadRequest("the request body is not JSON", hint="send a JSON object") from None
     if not isinstance(data, dict):
         raise BadRequest("the request body must be a JSON object")

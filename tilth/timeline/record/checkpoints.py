@@ -243,8 +243,15 @@ def resolve_checkpoint(session: Session, ref: str) -> Checkpoint:
         match = stages[-1] if stages else None
     if match is None:
         raise UsageError(
-            f"no checkpoint {ref!r} in session {session.id}",
+            f"no checkpoint {_shown(ref)} in session {session.id}",
             hint="`tilth checkpoints` lists them; refer to one by id (cp-0007), number, "
             "seed, latest, a task (T-001) or a stage (T-001/planning)",
         )
     return match
+
+
+def _shown(ref: str, limit: int = 60) -> str:
+    """``ref`` quoted for a message, cut when long (a pasted file is not echoed whole)."""
+    if len(ref) <= limit:
+        return repr(ref)
+    return f"{ref[:limit]!r}… ({len(ref):,} chars)"
