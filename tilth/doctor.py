@@ -22,6 +22,7 @@ from tilth.config import ROLES, Endpoint, Settings, find_env_file, read_env_file
 from tilth.errors import ConfigError, TilthError
 from tilth.model.endpoint_facts import (
     DEFAULT_CONTEXT_TOKENS,
+    NO_TOOLS_FIX,
     facts_from_props,
     get_json,
     model_ids,
@@ -30,6 +31,8 @@ from tilth.model.endpoint_facts import (
 )
 
 ENDPOINT_TIMEOUT = 10.0
+SMALLEST_USEFUL_WINDOW = 4096
+"""Below this a stage's first request (instructions, tools, the task) leaves no room to work."""
 LOW_DISK_BYTES = 1 << 30
 SECRET_SUFFIX = "_API_KEY"
 
@@ -160,6 +163,16 @@ def _model_rows(
     )
     listed = "" if names is None else f"; {model} listed"
     yield Check(f"{role} model", True, f"{where}: {found.detail}{listed}; {context}")
+    if window and window < SMALLEST_USEFUL_WINDOW:
+        yield Check(
+            f"{role} context",
+            False,
+            f"a {window:,}-token window is too small: Tilth's instructions and tool schemas "
+            f"take about 2,500 tokens before any work, and each reply needs room of its own",
+            f"give the model at least {SMALLEST_USEFUL_WINDOW:,} tokens "
+            "(llama-server -c 8192; Ollama's num_ctx; vLLM's --max-model-len)",
+            required=False,
+        )
     if tools is False:
         yield Check(
             f"{role} tools",
@@ -167,8 +180,7 @@ def _model_rows(
             f"{endpoint.base_url} cannot take tool calls: its chat template has no tool support "
             "(/props chat_template_caps.supports_tools is false), so the model never sees "
             "Tilth's tools",
-            "start llama-server with --jinja and a chat template that supports tools "
-            "(--chat-template-file); see docs/models.md",
+            NO_TOOLS_FIX,
             required=False,
         )
 

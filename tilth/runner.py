@@ -26,6 +26,7 @@ from tilth.agent.stops import CAP_SETTINGS, Stop
 from tilth.config import Role, Settings
 from tilth.errors import ContextOverflow, SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
+from tilth.model.endpoint_facts import no_tools_warning
 from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
 from tilth.tools.sandbox import (
@@ -172,6 +173,8 @@ def drive(
     with session.lock(), _sigterm_as_interrupt():
         # Models before anything else: a missing setting fails here, with nothing changed yet.
         worker, evaluator = models or models_for_run(settings, session, out)
+        for warning in dict.fromkeys(filter(None, map(no_tools_warning, (worker, evaluator)))):
+            out.warn(warning)
         sandboxed = check_sandbox(settings, out)
         from tilth.timeline import Recorder
 

@@ -91,6 +91,20 @@ def test_a_run_on_a_llama_like_server_ends_all_done(repo: Path, sessions_dir: Pa
     before = listed[compacted[0].payload["checkpoint"]]
     assert before["label"].startswith("before summarizing")
     assert "oldest" in output and "summarized" in output
+    assert "cannot take tool calls" not in output
+
+
+def test_a_run_on_a_server_that_takes_no_tools_says_so_first(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
+    deaf = LlamaManners(n_ctx=N_CTX, supports_tools=False)
+    with FakeServer(Script(Story(listings=0)), manners=deaf) as server:
+        result = tilth("run", str(repo), env=model_env(server.base_url))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr.count("cannot take tool calls") == 1, "once for a server both roles use"
+    assert "--chat-template-file" in result.stderr
+    assert seeded.session.status == "all_done"
 
 
 def test_a_context_refusal_is_summarized_and_retried_once(repo: Path, sessions_dir: Path) -> None:

@@ -194,3 +194,15 @@ def test_unreadable_or_non_object_arguments_are_shown_and_kept_as_an_object(
     ]
     assert kept == ["{}", "{}"]
     assert "must be a JSON object" in bodies[2]["messages"][-1]["content"]
+
+
+def test_a_server_that_takes_no_tools_is_told_before_the_first_turn(tmp_path: Path) -> None:
+    manners = LlamaManners(n_ctx=8192, supports_tools=False)
+    with FakeServer(Script({"worker": [reply("I cannot see any tools.")]}), manners=manners) as s:
+        result = chat(tmp_path, ["read hello.py"], s)
+    assert result.returncode == 0, result.stderr
+    warning = "cannot take tool calls (/props chat_template_caps.supports_tools is false)"
+    assert warning in result.stderr and "--chat-template-file" in result.stderr
+    with FakeServer(Script({"worker": [reply("Fine.")]}), manners=LLAMA) as server:
+        result = chat(tmp_path, ["hi"], server)
+    assert "cannot take tool calls" not in result.stderr + result.stdout

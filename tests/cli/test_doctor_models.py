@@ -75,3 +75,19 @@ def test_the_window_comes_from_models_metadata_or_the_setting(repo: Path, tilth_
     assert "context window unknown: 32,768 assumed" in str(plain["worker model"]["detail"])
     assert "context 6,000 tokens (TILTH_CONTEXT_TOKENS)" in str(told["worker model"]["detail"])
     assert "worker tools" not in plain, "no /props: nothing said about tools"
+
+
+def test_a_window_too_small_for_tilths_own_prompts_is_a_warning(
+    repo: Path, tilth_home: Path
+) -> None:
+    manners = LlamaManners(n_ctx=2048, supports_tools=True)
+    with FakeServer(Script({"worker-m": [], "judge-m": []}), manners=manners) as server:
+        small = checks_of(tilth("doctor", str(repo), "--json", env=env_for(server)).stdout)
+    row = small["worker context"]
+    assert row["ok"] is False and row["required"] is False
+    assert "2,048-token window is too small" in str(row["detail"])
+    assert "-c 8192" in str(row["fix"])
+    manners = LlamaManners(n_ctx=8192, supports_tools=True)
+    with FakeServer(Script({"worker-m": [], "judge-m": []}), manners=manners) as server:
+        roomy = checks_of(tilth("doctor", str(repo), "--json", env=env_for(server)).stdout)
+    assert "worker context" not in roomy

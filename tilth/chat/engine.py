@@ -45,6 +45,7 @@ from tilth.errors import (
     UsageError,
 )
 from tilth.model.base import Delta, Model, ToolCall
+from tilth.model.endpoint_facts import no_tools_warning
 from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.lock import SessionLock
 from tilth.session.store import Session
@@ -211,6 +212,10 @@ class ChatEngine(ChatTimeline):
         if self.sandbox is not None:
             return None
         return unsandboxed_warning(sandbox_status(self.settings)[1])
+
+    def tools_warning(self) -> str | None:
+        """The one line to show when the model's server says it takes no tools."""
+        return no_tools_warning(self.model)
 
     @property
     def tokens_used(self) -> int:

@@ -64,9 +64,9 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
         engine = start_chat(cfg, where, model, **options)
         out.note(f"tilth chat: session {engine.id} in {engine.directory}")
     view.tokens = lambda: engine.tokens_used
-    warning = engine.sandbox_warning()
-    if warning:
-        out.warn(warning)
+    for warning in (engine.sandbox_warning(), engine.tools_warning()):
+        if warning:
+            out.warn(warning)
     if interactive:
         out.note("/help for commands · Esc Esc on an empty prompt to rewind · Ctrl-D to leave")
     repl = ChatRepl(engine, out, view, interactive=interactive, history=cfg.home / "chat-history")

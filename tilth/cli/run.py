@@ -84,7 +84,8 @@ def run(workspace: Path, attempts: int | None, parallel: int | None) -> int:
 
         print_rows(out, prepared)
         out.say(
-            "→ discard the ones you don't want with `tilth reset <id>` until one remains",
+            "→ run one with `tilth resume <id>`, or discard the ones you don't want with "
+            "`tilth reset <id>` until one remains",
             style="yellow",
         )
         return EXIT_USAGE

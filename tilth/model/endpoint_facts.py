@@ -112,6 +112,35 @@ def model_facts(endpoint: Endpoint, timeout: float = PROBE_TIMEOUT) -> ModelFact
 
 
 @cache
+def cached_facts(endpoint: Endpoint) -> ModelFacts:
+    """``model_facts`` asked once per process and endpoint."""
+    return model_facts(endpoint)
+
+
 def cached_window(endpoint: Endpoint) -> int | None:
     """The endpoint's context window for its model, asked once per process."""
-    return model_facts(endpoint).context_window
+    return cached_facts(endpoint).context_window
+
+
+NO_TOOLS_FIX = (
+    "start llama-server with --jinja and a chat template that supports tools "
+    "(--chat-template-file); see docs/models.md"
+)
+
+
+def no_tools_warning(model: object) -> str | None:
+    """The line to show before work starts when ``model``'s server says its chat template
+    takes no tools (the model would never see one); None when it takes them or cannot say.
+
+    A model that can tell has ``takes_tools() -> bool | None`` (``OpenAIModel`` asks its
+    endpoint's ``/props``); the ``Model`` seam does not require it.
+    """
+    asked = getattr(model, "takes_tools", None)
+    if not callable(asked) or asked() is not False:
+        return None
+    endpoint = getattr(model, "endpoint", None)
+    where = endpoint.base_url if isinstance(endpoint, Endpoint) else "the model's server"
+    return (
+        f"{where} cannot take tool calls (/props chat_template_caps.supports_tools is "
+        f"false): the model will never see Tilth's tools → {NO_TOOLS_FIX}"
+    )

@@ -196,6 +196,13 @@ class OpenAIModel:
 
         return cached_window(self.endpoint) or self.context_tokens
 
+    def takes_tools(self) -> bool | None:
+        """Whether the endpoint's chat template takes tools (llama.cpp's ``/props``; None:
+        it does not say)."""
+        from tilth.model.endpoint_facts import cached_facts
+
+        return cached_facts(self.endpoint).supports_tools
+
     def _seen_before(self, fingerprint: str, transient: _Transient) -> bool:
         """True when this request drew this server error before (remembered otherwise)."""
         if transient.status is None or transient.status < 500 or transient.status in _BUSY:
