@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+STOP_SIGNALS: dict[int, str] = {
+    signal.SIGTERM: "stopped by SIGTERM",
+    signal.SIGHUP: "the terminal was closed (SIGHUP)",
+}
+"""The signals that stop a run or a chat as Ctrl-C does, with the words a ``stop`` records."""
+
 
 class Launch(Protocol):
     """How a child starts when not by ``Popen`` itself (``tilth.tools.launcher.Launcher``:

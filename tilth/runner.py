@@ -27,6 +27,7 @@ from tilth.config import Role, Settings
 from tilth.errors import ContextOverflow, SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
 from tilth.model.endpoint_facts import no_tools_warning
+from tilth.proc import STOP_SIGNALS
 from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
 from tilth.tools.sandbox import (
@@ -276,22 +277,16 @@ def check_sandbox(settings: Settings, out: Notices) -> dict[str, Any]:
     return {"sandboxed": usable, "detail": detail}
 
 
-_STOP_SIGNALS: dict[int, str] = {
-    signal.SIGTERM: "stopped by SIGTERM",
-    signal.SIGHUP: "the terminal was closed (SIGHUP)",
-}
-
-
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP stop the run like Ctrl-C: state saved, ``stop {interrupted}``,
     summary, lock released. (A closed output pipe does the same through ``IO``.)"""
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(_STOP_SIGNALS.get(signum, f"signal {signum}"))
+        raise KeyboardInterrupt(STOP_SIGNALS.get(signum, f"signal {signum}"))
 
     try:
-        previous = {sig: signal.signal(sig, interrupt) for sig in _STOP_SIGNALS}
+        previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return

@@ -179,10 +179,13 @@ class ChatEngine(ChatTimeline):
         session.log("session_resume", kind="chat", turns=len(engine.turns()))
         return engine
 
-    def close(self, *, status: Literal["all_done", "failed"] = "all_done") -> None:
+    def close(
+        self, *, status: Literal["all_done", "failed"] = "all_done", stopped: str | None = None
+    ) -> None:
         """Stop watching the directory, record how the chat ended, let another front end open it.
 
         A chat whose every turn failed ends ``failed``, whatever the front end says.
+        ``stopped``: a signal ended it (``stop {interrupted, detail}``; it resumes as ever).
         """
         self.capture.close()
         details: dict[str, Any] = {}
@@ -190,6 +193,8 @@ class ChatEngine(ChatTimeline):
             status = "failed"
             details["detail"] = f"every turn failed; the last: {self._last_error}"
         reason: StopReason = "all_done" if status == "all_done" else "error"
+        if stopped is not None:
+            reason, details["detail"] = "interrupted", stopped
         try:
             with self.session.lock():
                 self.session.update_checkpoint(status=status)

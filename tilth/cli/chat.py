@@ -76,5 +76,7 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
         code = repl.run()
         finished = True
     finally:
-        engine.close(status="all_done" if finished else "failed")
+        engine.close(status="all_done" if finished else "failed", stopped=repl.leaving)
+    if repl.leaving:
+        out.warn(f"{repl.leaving}: the chat is saved — `tilth chat --resume {engine.id}` goes on")
     return code

@@ -13,15 +13,18 @@ inline, errors as lines, the end of input ends the chat.
 from __future__ import annotations
 
 import queue
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tilth.chat import CancelToken, ChatEngine
 from tilth.chat.commands import is_command, parse
 from tilth.errors import Aborted, TilthError
+from tilth.proc import STOP_SIGNALS
 from tilth.ui.chat_commands import ChatCommands
 from tilth.ui.chat_view import ChatView, status_text, terminal_safe
 from tilth.ui.io import IO
@@ -59,21 +62,53 @@ class ChatRepl(ChatCommands):
         self._requested = threading.Event()
         self._prompt: Any = None
         self._turns = len(engine.turns())
+        self.leaving: str | None = None
+        """Why a signal (SIGTERM, SIGHUP) ended the chat; None while it goes on."""
 
     # ---- the loops -------------------------------------------------------------------------------
     def run(self) -> int:
-        """Until Ctrl-D, ``/exit`` or the end of input; returns the exit code (0)."""
+        """Until Ctrl-D, ``/exit``, the end of input or SIGTERM/SIGHUP; returns the exit code
+        (0; 130 when a signal ended it: ``leaving`` then says which)."""
         try:
-            if self.interactive:
-                self._interactive_loop()
-            else:
-                for raw in self.io.stdin:
-                    line = raw.rstrip("\r\n")
-                    if line.strip() and not self.handle(line):
-                        break
+            with self._stop_signals():
+                if self.interactive:
+                    self._interactive_loop()
+                else:
+                    self._piped_loop()
+        except KeyboardInterrupt:
+            if self.leaving is None:
+                raise
         finally:
             self._wait_worker()
-        return 0
+        return 130 if self.leaving else 0
+
+    @contextmanager
+    def _stop_signals(self) -> Iterator[None]:
+        """SIGTERM and SIGHUP end the chat as Ctrl-C then Ctrl-D would: a running turn is
+        cancelled at its next safe point, then the loop ends (``leaving`` says why)."""
+
+        def leave(signum: int, frame: object) -> None:
+            self.leaving = STOP_SIGNALS.get(signum, f"signal {signum}")
+            raise KeyboardInterrupt  # wakes the main thread wherever it waits
+
+        try:
+            previous = {sig: signal.signal(sig, leave) for sig in STOP_SIGNALS}
+        except ValueError:  # not the main thread: leave signals alone
+            yield
+            return
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _piped_loop(self) -> None:
+        for raw in self.io.stdin:
+            line = raw.rstrip("\r\n")
+            if line.strip() and not self.handle(line):
+                return
+            if self.leaving:
+                return
 
     def _interactive_loop(self) -> None:
         while True:
@@ -82,11 +117,13 @@ class ChatRepl(ChatCommands):
             except EOFError:
                 return
             except KeyboardInterrupt:
+                if self.leaving:
+                    return
                 continue
             if text == PICKER:
                 self._guarded(self._picker)
                 continue
-            if text.strip() and not self.handle(text):
+            if (text.strip() and not self.handle(text)) or self.leaving:
                 return
 
     def handle(self, line: str) -> bool:
