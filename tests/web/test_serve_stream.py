@@ -167,3 +167,16 @@ def test_ctrl_c_ends_open_event_streams_at_once(built: Built) -> None:
         # well before the 3 s graceful-shutdown limit: the stream was ended, not waited out
         assert time.monotonic() - start < 2.5
         assert ended.wait(5)
+
+
+def test_a_damaged_line_in_the_log_is_never_streamed(built: Built) -> None:
+    session: Session = built.session
+    existing = [e.seq for e in session.events.events()]
+    with (session.dir / "events.jsonl").open("ab") as log:
+        log.write(b'{"v": 1, "seq": 99, "ty\xff\xfe garbage\n[1, 2]\n')
+    session.log("note", text="after the damage")
+    with serve() as served, served.client(timeout=httpx.Timeout(30, read=30)) as client:
+        stream = messages(_stream(client, built.id))
+        sent = take(stream, len(existing) + 1)
+    assert [m.data["seq"] for m in sent[:-1]] == existing
+    assert sent[-1].data["payload"]["text"] == "after the damage"

@@ -196,15 +196,21 @@ _SEQ_PREFIX = re.compile(LINE_HEAD)
 once per follower, and a tool result can be a long line)."""
 
 
+UNREADABLE = -1
+"""The ``seq`` of a line that is no JSON object (torn, or damaged by hand): never sent."""
+
+
 def _seq(line: bytes) -> int:
     written = _SEQ_PREFIX.match(line)
     if written and line.endswith(b"}"):
         return int(written.group("seq"))
     try:
         record = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return 0
-    seq = record.get("seq") if isinstance(record, dict) else None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return UNREADABLE
+    if not isinstance(record, dict):
+        return UNREADABLE
+    seq = record.get("seq")
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
 
 
@@ -321,6 +327,8 @@ class Follower:
         last = self.last_seq
         for line in lines:
             seq = _seq(line)
+            if seq == UNREADABLE:
+                continue  # a client's JSON.parse would throw on it
             if seq and seq <= last:
                 return None
             if seq:
