@@ -63,6 +63,11 @@ def test_full_interview_writes_commits_and_records_the_seed(
     assert "0) Other" in result.stdout
     assert "── seed written ──" in result.stdout and "should feature 1 log?" in result.stdout
     assert f"tilth run {repo}" in result.stdout
+    # Piped, a slow model is never silent: a line before the first reply, one after each.
+    waiting = result.stdout.index("waiting for the prep model")
+    strips = [n for n, line in enumerate(result.stdout.splitlines()) if "[interview · " in line]
+    assert waiting < result.stdout.index("[interview · prompt ")
+    assert len(strips) == len([r for r in requests if r["path"].endswith("/completions")])
 
     # The model saw exactly the five interview tools, the brief, and each answer.
     bodies = [r["body"] for r in requests]

@@ -84,6 +84,8 @@ def prep_feature(
         out.say(f"session  {session.id}")
         out.say(f"branch   {session.branch}")
         out.say(f"model    {endpoint.model}")
+        if not out.stdout.isatty():
+            out.dim("waiting for the prep model: a line follows each of its replies")
 
     frontend = terminal_frontend(out, answer_lines, str(answers))
     with _terminate_as_interrupt(), _live_count_cleared(frontend):

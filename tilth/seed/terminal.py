@@ -80,10 +80,13 @@ class TerminalFrontend:
                     self.io.say(f"  - {item}")
 
     def update_tokens(self, prompt_total: int, completion_total: int) -> None:
-        """Remember the totals; shown before the next question."""
+        """Remember the totals: shown before the next question on a terminal, at once
+        elsewhere (a log then shows a line after every reply of a slow model)."""
         self.clear_live()
         self._prompt_total = prompt_total
         self._completion_total = completion_total
+        if not _is_tty(self.io.stdout):
+            self._strip()
 
     # ---- the live count ------------------------------------------------------------------------
     def on_delta(self, delta: Delta) -> None:
@@ -105,6 +108,10 @@ class TerminalFrontend:
 
     # ---- helpers -----------------------------------------------------------------------------
     def _show_tokens(self) -> None:
+        if _is_tty(self.io.stdout):
+            self._strip()  # elsewhere it was shown as the reply came
+
+    def _strip(self) -> None:
         total = self._prompt_total + self._completion_total
         if total:
             self.io.dim(
