@@ -338,14 +338,40 @@ def enqueue_sessions(sessions: list[Session], settings: Settings | None = None) 
     return engine.enqueue_from_outside(settings or load_settings(), sessions)
 
 
-def run_worker(settings: Settings, parallel: int, stop: Any) -> None:
+def run_worker(
+    settings: Settings, parallel: int, stop: Any, on_line: Callable[[str], None] | None = None
+) -> None:
     """Take sessions and attempts from the durable queue, ``parallel`` at a time, until the
-    ``threading.Event`` ``stop`` is set (``tilth worker``)."""
+    ``threading.Event`` ``stop`` is set (``tilth worker``). ``on_line`` hears a line as each
+    session starts and one as it stops (its reason, and what to do next)."""
     from tilth.attempts import engine
     from tilth.attempts.parallel import default_driver
     from tilth.runner import drive
 
-    engine.work(settings, default_driver(drive), parallel=parallel, stop=stop)
+    driver = default_driver(drive)
+    if on_line is not None:
+        driver = _announced(driver, on_line)
+    engine.work(settings, driver, parallel=parallel, stop=stop)
+
+
+def _announced(
+    driver: Callable[[str, str], dict[str, Any]], on_line: Callable[[str], None]
+) -> Callable[[str, str], dict[str, Any]]:
+    def by_id(session_id: str, sessions_dir: str) -> dict[str, Any]:
+        on_line(f"{session_id}: taken from the queue")
+        try:
+            result = driver(session_id, sessions_dir)
+        except Exception as exc:
+            on_line(f"{session_id}: failed: {type(exc).__name__}: {exc}")
+            raise
+        reason, detail = result.get("reason"), result.get("detail")
+        line = f"{session_id}: {reason}" + (f" ({detail})" if detail else "")
+        if reason != "all_done":
+            line += f" → tilth resume {session_id}"
+        on_line(line)
+        return result
+
+    return by_id
 
 
 # The front ends the CLI starts: chat, the web UI, the demo.

@@ -101,6 +101,13 @@ def kill_a_worker_mid_run(seeded: Seeded, extra_env: Mapping[str, str], tmp_path
             wait_for(lambda: seeded.session.status == "all_done", 120, "the other worker")
             survivor = holder(seeded.session)
             assert survivor is None or survivor != first
+            sid = seeded.session.id
+
+            def said() -> str:
+                return "".join(log.read_text() for log in tmp_path.glob("worker-*.log"))
+
+            wait_for(lambda: f"{sid}: all_done" in said(), 30, "the worker to say it finished")
+            assert f"{sid}: taken from the queue" in said()
     expected = [f"task/T-001: complete {stage} stage" for stage in L1_STAGES]
     assert seeded.subjects() == expected, (tmp_path / "worker-1.log").read_text()
     assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]

@@ -147,7 +147,7 @@ def worker(parallel: int | None) -> None:
     count = parallel or cfg.parallel or 1
     out.say(f"worker: taking work from the queue, {count} at a time (Ctrl-C stops)")
     try:
-        run_worker(cfg, count, stop)
+        run_worker(cfg, count, stop, on_line=out.say)
     except KeyboardInterrupt:
         stop.set()
         out.say("worker stopped")
