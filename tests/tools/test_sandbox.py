@@ -81,6 +81,28 @@ def test_the_source_git_dir_is_read_only_but_readable(world: dict[str, Path]) ->
     assert "project env" in _run(_box(world), f"cat {world['source']}/venv-marker.txt")
 
 
+def test_a_repository_inside_the_workspace_keeps_its_git_dir_read_only(
+    world: dict[str, Path],
+) -> None:
+    """A chat in a directory of several repositories: a hook planted in one of them would
+    run unconfined at the person's next ``git commit`` there."""
+    inner = world["ws"] / "projects" / "app" / ".git"
+    (inner / "hooks").mkdir(parents=True)
+    (inner / "config").write_text("[core]\n")
+    (world["ws"] / "projects" / "app" / "main.py").write_text("print(1)\n")
+    out = _run(
+        _box(world),
+        "echo evil > projects/app/.git/hooks/pre-commit; echo rc=$?; "
+        "echo x >> projects/app/.git/config; echo rc=$?; "
+        "echo changed > projects/app/main.py; cat projects/app/.git/config",
+    )
+    assert out.count("rc=1") == 2, out
+    assert "[core]" in out
+    assert not (inner / "hooks" / "pre-commit").exists()
+    assert (inner / "config").read_text() == "[core]\n"
+    assert (world["ws"] / "projects" / "app" / "main.py").read_text() == "changed\n"
+
+
 def test_tmp_is_private(world: dict[str, Path], tmp_path: Path) -> None:
     if str(world["backend"]) == "landlock":
         return _landlock_tmp_is_private(world)

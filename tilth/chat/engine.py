@@ -31,6 +31,7 @@ from tilth.chat.session import (
     create_chat_session,
     hold_open,
     open_chat_session,
+    tilth_places,
     transcript,
 )
 from tilth.chat.toolview import describe_call, edit_diff, line_count, preview, read_before
@@ -90,7 +91,7 @@ class ChatEngine(ChatTimeline):
         self.session = session
         self.settings = settings
         self.model = model
-        self.directory = chat_workspace(session)
+        self.directory = chat_workspace(session, keep_out=tilth_places(settings))
         self.listener: Listener = listener or (lambda event: None)
         self.confirm = confirm
         self.controller = TimelineController(session, settings)
@@ -160,7 +161,7 @@ class ChatEngine(ChatTimeline):
         cls, settings: Settings, directory: Path | str, model: Model, **options: Any
     ) -> ChatEngine:
         """A new chat session working in ``directory`` (checked: exists, is writable)."""
-        where = chat_directory(directory)
+        where = chat_directory(directory, keep_out=tilth_places(settings))
         session = create_chat_session(settings, where)
         session.threads.get(THREAD_KEY).append(
             {"role": "system", "content": system_prompt(where, settings)}, kind="system"

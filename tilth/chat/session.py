@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,16 @@ CHAT_KIND = "chat"
 THREAD_KEY = "chat"
 
 
-def chat_directory(raw: Path | str) -> Path:
-    """``raw`` resolved, or a ``UsageError`` saying why a chat cannot work there."""
+def chat_directory(
+    raw: Path | str, *, keep_out: Sequence[Path] = (), own: Path | None = None
+) -> Path:
+    """``raw`` resolved, or a ``UsageError`` saying why a chat cannot work there.
+
+    ``keep_out``: Tilth's own places (``$TILTH_HOME``, the sessions directory). The model
+    writes anywhere in a chat's directory, so a directory holding one of them (its ``.env``
+    steers the settings; other sessions' records) or inside one (a run's worktree) is
+    refused — but for ``own``, the session's own directory, where a fork of a chat works.
+    """
     path = Path(raw).expanduser()
     if not path.exists():
         raise UsageError(
@@ -42,12 +51,30 @@ def chat_directory(raw: Path | str) -> Path:
             f"{resolved} is too broad a place for a chat: every file in it is captured",
             hint="run tilth chat in a project directory: tilth chat ~/src/project",
         )
+    for place in (p.resolve() for p in keep_out):
+        if place.is_relative_to(resolved):
+            raise UsageError(
+                f"{resolved} holds Tilth's own files ({place}): the model could rewrite "
+                "your settings and other sessions there",
+                hint="run tilth chat in a project directory, or move TILTH_HOME out of it",
+            )
+        if resolved.is_relative_to(place) and not (own and resolved.is_relative_to(own.resolve())):
+            raise UsageError(
+                f"{resolved} is inside Tilth's own files ({place})",
+                hint="a run's worktree is changed through tilth resume, rewind and restart; "
+                "run tilth chat in a project directory",
+            )
     if not os.access(resolved, os.W_OK | os.X_OK):
         raise UsageError(
             f"{resolved} is not writable, so the chat could not change files there",
             hint="choose a directory you can write to, or fix its permissions",
         )
     return resolved
+
+
+def tilth_places(settings: Settings) -> tuple[Path, ...]:
+    """Where Tilth keeps its own files: no chat may work in, around or under them."""
+    return (settings.home, settings.sessions_dir)
 
 
 def is_chat(session: Session) -> bool:
@@ -103,13 +130,13 @@ def hold_open(session: Session) -> SessionLock:
         ) from None
 
 
-def chat_workspace(session: Session) -> Path:
+def chat_workspace(session: Session, keep_out: Sequence[Path] = ()) -> Path:
     """The directory the chat works in, checked again (it may have moved since)."""
     raw = session.checkpoint().get("workspace")
     if not raw:
         raise SessionCorrupt(f"chat session {session.id} names no directory")
     try:
-        return chat_directory(Path(str(raw)))
+        return chat_directory(Path(str(raw)), keep_out=keep_out, own=session.dir)
     except UsageError as exc:
         # The hint of a new chat (give a DIR) does not fit: a chat resumes where it started.
         raise UsageError(

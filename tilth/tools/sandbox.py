@@ -100,7 +100,7 @@ class Sandbox:
         ``read_only`` (a project environment there stays writable unless named in it:
         ``tilth chat`` lets a person's model install packages into DIR's own ``.venv``).
         """
-        paths = [self.writable / ".git", *self.read_only]
+        paths = [self.writable / ".git", *self.read_only, *nested_git_dirs(self.writable)]
         return [p for p in paths if _inside(p, self.writable) and p.exists()]
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
@@ -169,6 +169,37 @@ def bound_sockets(table: Path = Path("/proc/net/unix")) -> list[Path]:
             except OSError:
                 continue
     return sorted(found)
+
+
+NOT_SEARCHED = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".tox"})
+"""Directories never searched for a repository inside (large, and never a person's repo)."""
+SEARCH_LIMIT = 200_000
+"""Directory entries looked at, at most, when searching for repositories inside."""
+
+
+def nested_git_dirs(root: Path) -> list[Path]:
+    """The ``.git`` directories of repositories inside ``root`` (not its own): kept
+    read-only like ``root``'s, or a hook planted there would run unconfined at the
+    person's next ``git commit`` in that repository (``tilth chat`` in a directory of
+    several repositories)."""
+    found: list[Path] = []
+    pending, seen = [str(root)], 0
+    while pending and seen < SEARCH_LIMIT:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        seen += len(entries)
+        for entry in entries:
+            try:
+                if not entry.is_dir(follow_symlinks=False) or entry.name in NOT_SEARCHED:
+                    continue
+            except OSError:
+                continue
+            if os.path.isdir(os.path.join(entry.path, ".git")):
+                found.append(Path(entry.path) / ".git")
+            pending.append(entry.path)
+    return found
 
 
 def make_sandbox(
