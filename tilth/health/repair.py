@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tilth import git, git_worktrees
 from tilth.errors import GitError, SessionCorrupt, TilthError
+from tilth.health.problem import Problem
 from tilth.health.recorded import (
     CHAT_KIND,
     chat_directory_of,
@@ -34,6 +34,7 @@ from tilth.health.recorded import (
     source_of,
     status_now,
 )
+from tilth.health.records import RECORD_REPAIRS, record_problems
 from tilth.session.events import EventLog, utc_now
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
@@ -47,22 +48,6 @@ from tilth.timeline.rewind.journal import (
     read_journal,
     read_operations,
 )
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a session, and how (or whether) it can be put right."""
-
-    key: str
-    """``checkpoint``, ``source``, ``events``, ``prd``, ``branch``, ``worktree``, ``head``."""
-    what: str
-    fix: str | None
-    """What ``repair`` will do; None when the record cannot fix it."""
-    hint: str | None = None
-    """What the user can do when there is no fix."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"problem": self.key, "what": self.what, "fix": self.fix, "hint": self.hint}
 
 
 # ---- diagnosis --------------------------------------------------------------------------------
@@ -80,7 +65,7 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
             )
         )
     if is_chat_record(session):
-        return problems + _chat_problems(session, reset)
+        return problems + _chat_problems(session, reset) + record_problems(session)
     repo = _source_problem(session, source, problems, reset)
     if not session.events.path.exists():
         problems.append(
@@ -95,7 +80,7 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
     problems += _journal_problems(session)
     if repo is not None:
         problems += _git_problems(session, repo, reset)
-    return problems
+    return problems + record_problems(session)
 
 
 def _chat_problems(session: Session, reset: str) -> list[Problem]:
@@ -393,4 +378,5 @@ _REPAIRS: dict[str, Callable[[Session, Path | None], str]] = {
     "branch": _repoint_branch,
     "worktree": _recreate_worktree,
     "head": _check_out_branch,
+    **RECORD_REPAIRS,
 }
