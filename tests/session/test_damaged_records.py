@@ -67,6 +67,10 @@ def test_a_damaged_task_state_is_refused_named_and_restored(story: Story) -> Non
     before = json.loads(path.read_text())
     path.write_text(json.dumps({**before, "stages_done": 5}))
     _lists_both(story, other)
+    listed = json.loads(story.cli("sessions", "--json").stdout)
+    (row,) = [r for r in listed if r["id"] == story.sid]
+    assert "tasks/T-002.json: stages_done is 5" in row["problem"]
+    assert "damaged: " in story.cli("sessions").stdout
     refused = story.cli("resume", story.sid)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "tasks/T-002.json: stages_done is 5" in refused.stderr
