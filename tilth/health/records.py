@@ -35,7 +35,14 @@ from tilth.timeline.record.checkpoints import list_checkpoints
 from tilth.worktree_env import RECORD as WORKTREE_ENV
 from tilth.worktree_env import trusted_worktree_env
 
-VERDICT_FIELDS = ("verdict", "rejection_category", "concern", "evidence", "next_step")
+VERDICT_FIELDS = (
+    "verdict",
+    "rejection_category",
+    "concern",
+    "evidence",
+    "next_step",
+    "parse_failed",
+)
 
 
 # ---- diagnosis --------------------------------------------------------------------------------
