@@ -21,10 +21,14 @@ from tilth.session.validate import seed_meta_problem, task_state_problem, worktr
 LineProblem = Callable[[Any], "str | None"]
 
 
-def read_task_state(path: Path, task_id: str, *, hint: str | None = None) -> dict[str, Any] | None:
+def read_task_state(
+    path: Path, task_id: str, *, hint: str | None = None, as_stored: bool = False
+) -> dict[str, Any] | None:
     """``tasks/<task_id>.json`` brought up to date and checked; None when there is none.
 
-    A damaged one raises ``SessionCorrupt`` naming what is wrong (``hint`` says what to do).
+    ``as_stored`` returns it as the file holds it (checked all the same): a checkpoint
+    records the file, so that restoring it writes back the same bytes. A damaged one
+    raises ``SessionCorrupt`` naming what is wrong (``hint`` says what to do).
     """
     where = f"tasks/{task_id}.json"
     session_id = path.parent.parent.name
@@ -35,12 +39,11 @@ def read_task_state(path: Path, task_id: str, *, hint: str | None = None) -> dic
         return None
     except SessionCorrupt as exc:
         raise SessionCorrupt(exc.message, hint=hint) from None
-    if isinstance(data, dict):
-        data = upgrade("task", data, where=where)
-    problem = task_state_problem(data, task_id)
+    current = upgrade("task", data, where=where) if isinstance(data, dict) else data
+    problem = task_state_problem(current, task_id)
     if problem is not None:
         raise SessionCorrupt(f"{where}: {problem}", hint=hint)
-    return dict(data)
+    return dict(data if as_stored else current)
 
 
 def seed_meta_damage(path: Path) -> str | None:

@@ -115,7 +115,7 @@ def capture_state(session: Session) -> dict[str, Any]:
     tasks: dict[str, Any] = {}
     if session.tasks_dir.is_dir():
         for path in sorted(session.tasks_dir.glob("*.json")):
-            tasks[path.stem] = read_task_state(path, path.stem)
+            tasks[path.stem] = read_task_state(path, path.stem, as_stored=True)
     ledger_dir = session.ledger.directory
     ledger = {}
     if ledger_dir.is_dir():
