@@ -7,6 +7,10 @@ and in every ``.env`` file Tilth read (``config`` tells this module about those)
 responses pass everything through it. Values shorter than ``MIN_SECRET`` characters
 are not treated as secrets (a local server's ``x`` or ``ollama`` would otherwise blank
 every occurrence of an ordinary word).
+
+A stream (a response sent in chunks, a reply streamed delta by delta) is filtered by a
+``StreamScrubber``: it holds back the end of what it was given while that end could be
+the start of a key, so a key split across two chunks is still found whole.
 """
 
 from __future__ import annotations
@@ -70,6 +74,59 @@ def scrub_bytes(data: bytes) -> bytes:
     return scrub(data.decode("utf-8", "surrogateescape"), secrets).encode(
         "utf-8", "surrogateescape"
     )
+
+
+def _held_back(text: str, forms: list[str]) -> int:
+    """How many characters at the end of ``text`` could begin one of ``forms``."""
+    for size in range(min(len(text), max((len(f) for f in forms), default=1) - 1), 0, -1):
+        tail = text[-size:]
+        if any(form.startswith(tail) for form in forms):
+            return size
+    return 0
+
+
+class StreamScrubber:
+    """The secret filter for a stream of text pieces: ``feed`` each, ``flush`` at the end.
+
+    What ``feed`` returns never contains a key, nor the start of one that the next piece
+    could finish: that end is held back until a later piece (or ``flush``) settles it.
+    """
+
+    def __init__(self, secrets: Iterable[str] | None = None) -> None:
+        chosen = known_secrets() if secrets is None else secrets
+        self.secrets = [secret for secret in chosen if len(secret) >= MIN_SECRET]
+        self.forms = [form for secret in self.secrets for form in _forms(secret)]
+        self.pending = ""
+
+    def feed(self, piece: str) -> str:
+        """What of ``pending + piece`` is safe to pass on now (keys replaced)."""
+        if not self.forms:
+            return piece
+        text = scrub(self.pending + piece, self.secrets)
+        keep = _held_back(text, self.forms)
+        self.pending = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """The held-back end: the stream is over, so it can begin no key any more."""
+        out, self.pending = self.pending, ""
+        return out
+
+
+class ByteStreamScrubber:
+    """``StreamScrubber`` for UTF-8 bytes (a response body sent in chunks)."""
+
+    def __init__(self) -> None:
+        self.text = StreamScrubber()
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not self.text.forms and not self.text.pending:
+            return chunk
+        decoded = chunk.decode("utf-8", "surrogateescape")
+        return self.text.feed(decoded).encode("utf-8", "surrogateescape")
+
+    def flush(self) -> bytes:
+        return self.text.flush().encode("utf-8", "surrogateescape")
 
 
 def scrub_value(value: Any) -> Any:

@@ -16,8 +16,8 @@ from pathlib import Path
 from tilth.errors import SessionCorrupt
 from tilth.project_env import WORKTREE_ENTRIES, worktree_entries
 from tilth.session.events import payloads_of
-from tilth.session.files import atomic_write_json, read_json
-from tilth.session.migrations import upgrade
+from tilth.session.files import atomic_write_json
+from tilth.session.records import read_worktree_env
 from tilth.session.store import Session
 
 RECORD = "worktree-env.json"
@@ -43,14 +43,11 @@ def trusted_worktree_env(session: Session, worktree: Path) -> set[str]:
     """
     path = session.dir / RECORD
     try:
-        stored = upgrade(
-            "worktree-env", read_json(path, what="the worktree environment record"), where=RECORD
-        )
-        return {str(name) for name in stored.get("trusted") or []} & set(WORKTREE_ENTRIES)
-    except FileNotFoundError:
-        pass
-    except (SessionCorrupt, AttributeError, TypeError):
-        return set()  # unreadable: trust nothing rather than guess
+        stored = read_worktree_env(path)
+    except SessionCorrupt:
+        return set()  # damaged: trust nothing rather than guess (`tilth doctor` names it)
+    if stored is not None:
+        return set(stored["trusted"]) & set(WORKTREE_ENTRIES)
     if next(payloads_of(session.events.path, "tool_call"), None) is None:
         return record_worktree_env(session, worktree)
     atomic_write_json(path, {"schema": SCHEMA, "worktree": str(worktree), "trusted": []})

@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilth.session.files import atomic_write_json, read_json
-from tilth.session.migrations import CURRENT, upgrade
+from tilth.session.files import atomic_write_json
+from tilth.session.migrations import CURRENT
+from tilth.session.records import read_task_state
 from tilth.session.store import Session
 
 TASK_STATE_SCHEMA = CURRENT["task"]
@@ -52,11 +53,9 @@ class TaskState:
     @classmethod
     def load(cls, session: Session, task_id: str) -> TaskState:
         """The stored state, or a fresh one when the task never started."""
-        path = cls.path(session, task_id)
-        if not path.exists():
+        data = read_task_state(cls.path(session, task_id), task_id)
+        if data is None:
             return cls(task_id)
-        where = f"tasks/{task_id}.json"
-        data = upgrade("task", read_json(path, what=where), where=where)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 

@@ -13,14 +13,14 @@ commits of every stage; the seed checkpoint names the seed commit.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tilth import git, git_worktrees
 from tilth.errors import GitError, SessionCorrupt, TilthError
+from tilth.health.journal_repair import close_journal, journal_problems
+from tilth.health.problem import Problem
 from tilth.health.recorded import (
     CHAT_KIND,
     chat_directory_of,
@@ -34,35 +34,13 @@ from tilth.health.recorded import (
     source_of,
     status_now,
 )
+from tilth.health.records import RECORD_REPAIRS, record_problems
 from tilth.session.events import EventLog, utc_now
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
 from tilth.session.teardown import recorded_source
 from tilth.session.validate import prd_problem
 from tilth.timeline.record.log_epoch import raise_epoch
-from tilth.timeline.rewind.journal import (
-    clear_journal,
-    journal_path,
-    log_operation,
-    read_journal,
-    read_operations,
-)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a session, and how (or whether) it can be put right."""
-
-    key: str
-    """``checkpoint``, ``source``, ``events``, ``prd``, ``branch``, ``worktree``, ``head``."""
-    what: str
-    fix: str | None
-    """What ``repair`` will do; None when the record cannot fix it."""
-    hint: str | None = None
-    """What the user can do when there is no fix."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"problem": self.key, "what": self.what, "fix": self.fix, "hint": self.hint}
 
 
 # ---- diagnosis --------------------------------------------------------------------------------
@@ -80,7 +58,7 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
             )
         )
     if is_chat_record(session):
-        return problems + _chat_problems(session, reset)
+        return problems + _chat_problems(session, reset) + record_problems(session)
     repo = _source_problem(session, source, problems, reset)
     if not session.events.path.exists():
         problems.append(
@@ -92,10 +70,10 @@ def diagnose(session: Session, *, source: Path | None = None) -> list[Problem]:
             )
         )
     problems += _prd_problems(session, reset)
-    problems += _journal_problems(session)
+    problems += journal_problems(session)
     if repo is not None:
         problems += _git_problems(session, repo, reset)
-    return problems
+    return problems + record_problems(session)
 
 
 def _chat_problems(session: Session, reset: str) -> list[Problem]:
@@ -183,23 +161,6 @@ def _prd_problems(session: Session, reset: str) -> list[Problem]:
     latest = copies[-1]
     fix = f"restore prd.json from {latest.id} ({latest.label}), with the task statuses logged since"
     return [Problem("prd", what, fix)]
-
-
-def _journal_problems(session: Session) -> list[Problem]:
-    """A torn intent journal: the go-back it recorded can be neither finished nor undone."""
-    try:
-        read_journal(session)
-        return []
-    except SessionCorrupt as exc:
-        what = f"the journal of an interrupted go-back is torn ({exc.message})"
-    return [
-        Problem(
-            "journal",
-            what,
-            "close the interrupted go-back: finished when the operations log records it, "
-            "else cancelled and logged (the worktree stays as it was left)",
-        )
-    ]
 
 
 def _git_problems(session: Session, repo: Path, reset: str) -> list[Problem]:
@@ -366,26 +327,8 @@ def _check_out_branch(session: Session, source: Path | None) -> str:
     return f"checked out {session.branch} in the worktree"
 
 
-def _close_journal(session: Session, source: Path | None) -> str:
-    raw = journal_path(session).read_bytes()
-    found = re.search(rb'"op_id"\s*:\s*"([^"\\]{1,200})"', raw)
-    op_id = found.group(1).decode("utf-8", "replace") if found else f"torn-{utc_now()}"
-    finished = any(entry.get("op_id") == op_id for entry in read_operations(session))
-    if not finished:
-        log_operation(session, op_id, "unknown", outcome="abandoned", reason="torn journal")
-    clear_journal(session)
-    if session.events.path.exists():
-        session.log("journal_repaired", op_id=op_id, finished=finished)
-    if finished:
-        return f"the interrupted go-back {op_id} had finished; removed its torn journal"
-    return (
-        f"cancelled the interrupted go-back {op_id} (its journal was torn); the worktree "
-        f"is as it was left: `tilth checkpoints {session.id}` shows where you can go back to"
-    )
-
-
 _REPAIRS: dict[str, Callable[[Session, Path | None], str]] = {
-    "journal": _close_journal,
+    "journal": close_journal,
     "checkpoint": _rebuild_checkpoint,
     "source": _reattach,
     "events": _restart_log,
@@ -393,4 +336,5 @@ _REPAIRS: dict[str, Callable[[Session, Path | None], str]] = {
     "branch": _repoint_branch,
     "worktree": _recreate_worktree,
     "head": _check_out_branch,
+    **RECORD_REPAIRS,
 }

@@ -88,7 +88,7 @@ def describe(session: Session) -> SessionInfo:
         # A prepared-but-never-seeded session has no prd.json: nothing is damaged then.
         if session.prd_path.exists():
             problem = str(exc)
-    problem = problem or _journal_problem(session)
+    problem = problem or _journal_problem(session) or _task_state_problem(session)
     status = str(cp.get("status", "running"))
     return SessionInfo(
         id=session.id,
@@ -117,6 +117,20 @@ def _journal_problem(session: Session) -> str | None:
     except (SessionCorrupt, OSError) as exc:
         return str(exc)
     return None if problem is None else f"the timeline journal {path}: {problem}"
+
+
+def _task_state_problem(session: Session) -> str | None:
+    """The first damaged ``tasks/<T>.json`` (a resume refuses it until the doctor repairs it)."""
+    if not session.tasks_dir.is_dir():
+        return None
+    from tilth.session.records import read_task_state
+
+    for path in sorted(session.tasks_dir.glob("*.json")):
+        try:
+            read_task_state(path, path.stem)
+        except (SessionCorrupt, OSError) as exc:
+            return str(exc)
+    return None
 
 
 def list_sessions(sessions_dir: Path) -> list[SessionInfo]:

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tilth.session.events import read_json_objects, utc_now
+from tilth.session.events import utc_now
 from tilth.session.files import append_line
+from tilth.session.records import read_line_records
+from tilth.session.validate import ledger_entry_problem
 
 LEDGER_SCHEMA = 1
 
@@ -32,8 +34,9 @@ class Ledger:
         return record
 
     def read(self, task_id: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """Entries oldest first; ``limit`` keeps the last N. Bad lines are skipped."""
-        entries = read_json_objects(self.path(task_id))
+        """Entries oldest first; ``limit`` keeps the last N. Bad lines are skipped (and
+        ``tilth doctor`` names them: ``tilth.session.validate.ledger_entry_problem``)."""
+        entries, _ = read_line_records(self.path(task_id), ledger_entry_problem)
         if limit is not None:
             return entries[-limit:] if limit > 0 else []
         return entries

@@ -19,6 +19,7 @@ from tilth.session.files import atomic_write_json, read_json
 from tilth.session.ledger import Ledger
 from tilth.session.lock import SessionLock
 from tilth.session.migrations import upgrade
+from tilth.session.records import read_seed_meta
 from tilth.session.threads import Threads
 from tilth.session.validate import (
     SESSION_STATUSES,
@@ -314,8 +315,4 @@ class Session:
 
     def seed_meta(self) -> dict[str, Any]:
         """``seed-meta.json`` as a dict ({} if missing or malformed)."""
-        try:
-            data = read_json(self.seed_meta_path, what="seed-meta.json")
-        except (FileNotFoundError, SessionCorrupt):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return read_seed_meta(self.seed_meta_path)

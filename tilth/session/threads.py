@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilth.session.events import read_json_objects
 from tilth.session.files import append_line, atomic_write_text
+from tilth.session.records import read_line_records
+from tilth.session.validate import thread_line_problem
 
 THREAD_SCHEMA = 1
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+#[0-9]+$")
 
 
 @dataclass
@@ -55,18 +55,17 @@ class Thread:
 
     def read(self) -> list[StoredMessage]:
         """Every readable message, in order (a torn last line is skipped)."""
-        out: list[StoredMessage] = []
-        for record in read_json_objects(self.path):
-            if not isinstance(record.get("message"), dict):
-                continue
-            message_id = record.get("id")
-            if not isinstance(message_id, str) or not _ID_RE.match(message_id):
-                continue  # an id we cannot number would break id allocation
-            meta = record.get("meta")
-            out.append(
-                StoredMessage(message_id, record["message"], meta if isinstance(meta, dict) else {})
+        records, _ = read_line_records(self.path, self.line_problem)
+        return [
+            StoredMessage(
+                r["id"], r["message"], r["meta"] if isinstance(r.get("meta"), dict) else {}
             )
-        return out
+            for r in records
+        ]
+
+    def line_problem(self, record: Any) -> str | None:
+        """What is wrong with one parsed line of this thread (``tilth doctor`` names it)."""
+        return thread_line_problem(record, self.key)
 
     def messages(self) -> list[dict[str, Any]]:
         """The plain messages, ready to send to a model."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from tilth.errors import SessionCorrupt
 from tilth.session.discovery import state_of
 from tilth.session.files import read_json
+from tilth.session.records import read_seed_meta
 from tilth.session.store import Session
 from tilth.ui.io import IO
 
@@ -61,10 +62,9 @@ def session_label(session: Session, max_chars: int = LABEL_CHARS) -> str:
 
 def _label_from_meta(path: Path) -> str:
     try:
-        meta = read_json(path, what="seed-meta.json")
-    except (OSError, SessionCorrupt):
+        tldr = read_seed_meta(path).get("tldr")
+    except OSError:
         return ""
-    tldr = meta.get("tldr") if isinstance(meta, dict) else None
     if not isinstance(tldr, str):
         return ""
     for line in tldr.splitlines():

@@ -28,6 +28,7 @@ from tilth.web import views
 from tilth.web.bodies import BadRequest, plan_json, read_body
 from tilth.web.json_response import JSONResponse
 from tilth.web.markdown import to_tree
+from tilth.web.scrub import DeltaScrubber
 from tilth.web.state import ServerState, state_of
 
 """The chat's conversation thread (``tilth.chat.THREAD_KEY``)."""
@@ -134,10 +135,14 @@ async def _stream_turn(state: ServerState, session: Session, text: str) -> Respo
 
     async def body() -> AsyncIterator[bytes]:
         item: dict[str, Any] | None = first
+        deltas = DeltaScrubber()  # a key split across two deltas is still one key
         while item is not None:
-            text = json.dumps(item, ensure_ascii=False)  # a lone surrogate goes as its escape
-            yield b"data: " + text.encode("utf-8", "backslashreplace") + b"\n\n"
+            for shown in deltas.events(item):
+                text = json.dumps(shown, ensure_ascii=False)  # a lone surrogate: its escape
+                yield b"data: " + text.encode("utf-8", "backslashreplace") + b"\n\n"
             item = await queue.get()
+        for shown in deltas.flush():
+            yield b"data: " + json.dumps(shown).encode() + b"\n\n"
         try:
             result = await turn
             yield b"event: done\ndata: " + json.dumps(result).encode() + b"\n\n"

@@ -13,8 +13,8 @@ from typing import Any
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
 from tilth.session.discovery import describe, session_ids, state_of
-from tilth.session.files import read_json
 from tilth.session.lock import pid_alive
+from tilth.session.records import read_task_state
 from tilth.session.store import Session, is_session_id
 from tilth.timeline.controller import TimelineController
 
@@ -82,12 +82,10 @@ def checkpoints(controller: TimelineController) -> dict[str, Any]:
 
 
 def _task_state(session: Session, task_id: str) -> dict[str, Any]:
-    path = session.tasks_dir / f"{task_id}.json"
     try:
-        data = read_json(path, what=f"tasks/{task_id}.json")
-    except (FileNotFoundError, SessionCorrupt):
+        return read_task_state(session.tasks_dir / f"{task_id}.json", task_id) or {}
+    except SessionCorrupt:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _worktree(record: dict[str, Any]) -> Path | None:

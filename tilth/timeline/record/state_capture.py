@@ -15,6 +15,7 @@ from typing import Any
 
 from tilth.errors import SessionCorrupt
 from tilth.session.files import read_json
+from tilth.session.records import read_task_state
 from tilth.session.store import Session
 from tilth.session.threads import Thread
 
@@ -114,7 +115,7 @@ def capture_state(session: Session) -> dict[str, Any]:
     tasks: dict[str, Any] = {}
     if session.tasks_dir.is_dir():
         for path in sorted(session.tasks_dir.glob("*.json")):
-            tasks[path.stem] = _read_optional_json(path, f"tasks/{path.name}")
+            tasks[path.stem] = read_task_state(path, path.stem, as_stored=True)
     ledger_dir = session.ledger.directory
     ledger = {}
     if ledger_dir.is_dir():

@@ -69,16 +69,16 @@ def write_journal(session: Session, journal: Journal) -> None:
 def read_journal(session: Session) -> Journal | None:
     """The journal of an interrupted operation, or None when nothing is in flight."""
     path = journal_path(session)
+    hint = f"`tilth doctor {session.id} --repair` finishes or cancels what it recorded"
     try:
         data = read_json(path, what="timeline journal")
     except FileNotFoundError:
         return None
+    except SessionCorrupt as exc:
+        raise SessionCorrupt(exc.message, hint=hint) from None
     problem = journal_problem(data)
     if problem is not None:
-        raise SessionCorrupt(
-            f"the rewind journal {path} is not readable: {problem}",
-            hint=f"`tilth doctor {session.id} --repair` finishes or cancels what it recorded",
-        )
+        raise SessionCorrupt(f"the rewind journal {path} is not readable: {problem}", hint=hint)
     return Journal(
         op_id=str(data.get("op_id", "")),
         plan=data["plan"],
@@ -86,6 +86,67 @@ def read_journal(session: Session) -> Journal | None:
         started=[str(s) for s in data.get("started", [])],
         done=[str(s) for s in data.get("done", [])],
     )
+
+
+def salvage_journal(session: Session) -> Journal | None:
+    """What a torn journal still records in full: its op id, its whole plan and its steps
+    (with the steps it had started and finished, as far as those survived); None when any
+    of the first three is cut or damaged, so the operation cannot be finished from it."""
+    try:
+        raw = journal_path(session).read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    fields = _whole_fields(raw)
+    op_id, plan, steps = fields.get("op_id"), fields.get("plan"), fields.get("steps")
+    if not isinstance(op_id, str) or not op_id or not isinstance(plan, dict):
+        return None
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
+        return None
+    started: Any = fields.get("started")
+    done: Any = fields.get("done")
+    if not _names(started):
+        # Cut before it said whether a step had started: the steps are idempotent, so
+        # finishing is safe either way, and it is what the command was asked to do.
+        return Journal(op_id, plan, list(steps), [steps[0]], [])
+    return Journal(op_id, plan, list(steps), list(started), list(done) if _names(done) else [])
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _whole_fields(raw: str) -> dict[str, Any]:
+    """The top-level fields of a JSON object whose values are complete, read from its start
+    until the text is cut or stops making sense (a torn file's surviving prefix)."""
+    decoder = json.JSONDecoder()
+    fields: dict[str, Any] = {}
+    at = _skip(raw, 0)
+    if not raw.startswith("{", at):
+        return fields
+    at += 1
+    while True:
+        try:
+            at = _skip(raw, at)
+            key, at = decoder.raw_decode(raw, at)
+            at = _skip(raw, at)
+            if not raw.startswith(":", at):
+                return fields
+            value, at = decoder.raw_decode(raw, _skip(raw, at + 1))
+        except (json.JSONDecodeError, RecursionError):
+            return fields
+        if not isinstance(key, str):
+            return fields
+        fields[key] = value
+        at = _skip(raw, at)
+        if not raw.startswith(",", at):
+            return fields
+        at += 1
+
+
+def _skip(raw: str, at: int) -> int:
+    while at < len(raw) and raw[at] in " \t\r\n":
+        at += 1
+    return at
 
 
 def clear_journal(session: Session) -> None:
