@@ -35,18 +35,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tilth  # noqa: E402
+from benchmarks._helpers import GIT_IDENTITY, make_repo  # noqa: E402
 from tilth import git, git_worktrees  # noqa: E402
 from tilth.demo.script import Recipe, Team  # noqa: E402
 from tilth.session.files import atomic_write_json  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder, TimelineController  # noqa: E402
 
-ENV = {
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@localhost",
-}
+ENV = GIT_IDENTITY
 TASK = {
     "id": "T-001",
     "title": "Add numbers",
@@ -59,19 +55,6 @@ TEST = (
 )
 RIGHT = {"calc.py": "def add(a, b):\n    return a + b\n"}
 THROUGHPUT_GOAL = 3.0
-
-
-def make_repo(path: Path, files: int) -> Path:
-    """A repository of ``files`` small files, 100 per directory, in one commit."""
-    path.mkdir(parents=True)
-    (path / "README.md").write_text("# bench\n")
-    for i in range(files):
-        target = path / f"d{i // 100:04d}" / f"f{i % 100:02d}.txt"
-        target.parent.mkdir(exist_ok=True)
-        target.write_text(f"file {i}\n")
-    git.git("init", "-q", "-b", "main", cwd=path)
-    git.commit_all(path, "initial")
-    return path
 
 
 def seed(sessions_dir: Path, source: Path) -> Session:
