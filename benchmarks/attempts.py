@@ -31,11 +31,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from _helpers import GIT_IDENTITY, make_repo  # noqa: E402
 
 import tilth  # noqa: E402
-from benchmarks._helpers import GIT_IDENTITY, make_repo  # noqa: E402
 from tilth import git, git_worktrees  # noqa: E402
 from tilth.demo.script import Recipe, Team  # noqa: E402
 from tilth.session.files import atomic_write_json  # noqa: E402

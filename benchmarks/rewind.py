@@ -37,11 +37,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-from benchmarks._helpers import GIT_IDENTITY  # noqa: E402
-from benchmarks._helpers import make_repo as shared_repo  # noqa: E402
+from _helpers import GIT_IDENTITY  # noqa: E402
+from _helpers import make_repo as shared_repo  # noqa: E402
+
 from tilth import git, git_worktrees  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder, execute_rewind, plan_rewind, resolve_checkpoint  # noqa: E402

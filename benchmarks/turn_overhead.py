@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-from benchmarks._helpers import make_repo as shared_repo  # noqa: E402
+from _helpers import make_repo as shared_repo  # noqa: E402
+
 from tilth import git_worktrees  # noqa: E402
 from tilth.agent.pipeline import run_task  # noqa: E402
 from tilth.agent.progress_sinks import SilentProgress  # noqa: E402

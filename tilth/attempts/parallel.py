@@ -8,7 +8,7 @@ the queue's workflows call back into the same ``drive`` a plain run uses.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -78,16 +78,17 @@ def attempts_runner(
     """The task runner of a best-of-``settings.attempts`` run of ``session``."""
     cancel = threading.Event()
 
-    def run_all(children: list[Session]) -> list[Any]:
+    def run_all(children: Iterator[Session]) -> list[Any]:
         from tilth.attempts import engine
 
-        parallel = settings.parallel or len(children)
+        parallel = settings.parallel or settings.attempts
         engine.launch(settings, default_driver(drive), parallel=parallel)
         with lanes_for(shown) as lanes:
             ids = []
-            for child in children:
-                number = attempt_record(child).get("number") or "?"
-                lane = lanes.add(f"attempt {number}/{len(children)} {child.id}", cancel)
+            for child in children:  # each is queued as soon as it is made
+                record = attempt_record(child)
+                label = f"attempt {record.get('number', '?')}/{record.get('of', '?')} {child.id}"
+                lane = lanes.add(label, cancel)
 
                 def local(child: Session = child, lane: LaneProgress = lane) -> dict[str, Any]:
                     out = LineNotices(None)

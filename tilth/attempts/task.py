@@ -12,7 +12,7 @@ A parent that stopped half-way through its attempts finds them again on resume.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +44,9 @@ class AttemptsRunner:
     """``RunContext.task_runner`` for a best-of-N run."""
 
     count: int
-    run_all: Callable[[list[Session]], list[Any]]
-    """Runs the attempt sessions to their stops (on the queue); a result per session."""
+    run_all: Callable[[Iterator[Session]], list[Any]]
+    """Runs the attempt sessions to their stops (on the queue), each from when it is
+    made (the next is forked while it runs); a result per session."""
     on_line: Callable[[str], Any] | None = None
 
     def __call__(self, ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
@@ -58,16 +59,13 @@ class AttemptsRunner:
         start = _task_start(ctx, task, state)
         tokens_at_start = _tokens_at(start, ctx.session.tokens_used)
         children = _attempts_of(ctx.session, task_id, start)
-        if not children:
-            children = [self._fork(ctx, start, task_id, n) for n in range(1, self.count + 1)]
-            ctx.session.log(
-                "attempts_started",
-                task_id=task_id,
-                checkpoint=start.id,
-                attempts=[c.id for c in children],
-            )
-        ctx.progress.note(f"  {task_id}: {len(children)} attempts from {start.id}")
-        self.run_all(children)
+        count = len(children) or self.count
+        ctx.progress.note(f"  {task_id}: {count} attempts from {start.id}")
+        if children:
+            self.run_all(iter(children))
+        else:
+            children = []
+            self.run_all(self._forks(ctx, start, task_id, children))
         cut_short = [c for c in children if not task_over(c)]
         if any(c.last_stop() == "token_cap" for c in cut_short):
             # They shared the session's token cap (``spend``): the run stops as on its own.
@@ -87,6 +85,22 @@ class AttemptsRunner:
         base = state.base_commit or start.head
         figures = [measure(c, task_id, base, tokens_at_start) for c in children]
         return _select(ctx, task_id, start, children, figures)
+
+    def _forks(
+        self, ctx: RunContext, start: Checkpoint, task_id: str, made: list[Session]
+    ) -> Iterator[Session]:
+        """The N attempts, forked one by one (each added to ``made``); once all exist,
+        ``attempts_started`` records them (a resumed parent finds them by it)."""
+        for number in range(1, self.count + 1):
+            child = self._fork(ctx, start, task_id, number)
+            made.append(child)
+            yield child
+        ctx.session.log(
+            "attempts_started",
+            task_id=task_id,
+            checkpoint=start.id,
+            attempts=[c.id for c in made],
+        )
 
     def _fork(self, ctx: RunContext, start: Checkpoint, task_id: str, number: int) -> Session:
         controller = TimelineController(ctx.session, ctx.settings)
