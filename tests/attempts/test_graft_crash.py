@@ -1,5 +1,6 @@
 """Grafting the winner, and ``tilth attempts --pick``, go through the timeline journal: a
-``kill -9`` half-way leaves the parent half-updated, and the next command finishes it."""
+``kill -9`` half-way leaves the parent half-updated, and the next ``tilth resume`` or
+``tilth doctor --repair`` finishes it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.conftest import run_cli
 from tilth.session.pipelines import L1_STAGES
 
 
-def test_a_graft_killed_half_way_is_finished_by_resume_and_a_pick_by_the_next_command(
+def test_a_graft_killed_half_way_is_finished_by_resume_and_a_pick_by_doctor_repair(
     repo: Path, sessions_dir: Path, tmp_path: Path
 ) -> None:
     seeded = seed_add(sessions_dir, repo)
@@ -52,9 +53,9 @@ def test_a_graft_killed_half_way_is_finished_by_resume_and_a_pick_by_the_next_co
     assert picked.returncode == -signal.SIGKILL, picked.stdout + picked.stderr
     assert journal.is_file()
     assert not [e for e in seeded.events() if e.type == "stage_completed"]
-    listed = run_cli("checkpoints", seeded.session.id, cwd=tmp_path)
-    assert listed.returncode == 0, listed.stdout + listed.stderr
-    assert "finished an interrupted rewind" in listed.stderr
+    repaired = run_cli("doctor", seeded.session.id, "--repair", "-y", cwd=tmp_path)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "finished an interrupted rewind" in repaired.stdout + repaired.stderr
     assert not journal.exists()
     assert (seeded.worktree / "calc.py").read_text() == WRONG["calc.py"]
     states = json.loads(run_cli("attempts", seeded.session.id, "--json").stdout)
