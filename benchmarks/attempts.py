@@ -1,8 +1,8 @@
 """Best of N: the throughput of parallel attempts, and the time to make one attempt.
 
-Run: ``python benchmarks/attempts.py`` (``TILTH_BENCH_SIZES`` sets the repository sizes
-for the second part, default ``10000,100000``; ``TILTH_BENCH_DELAYS`` the model's answer
-times for the first, default ``1,0.2``).
+Run: ``python benchmarks/attempts.py [--sizes 10000,100000] [--delays 1,0.2] [--rounds 2]``
+(or ``TILTH_BENCH_SIZES``, ``TILTH_BENCH_DELAYS``, ``TILTH_BENCH_ROUNDS``; an empty list
+skips that part: ``--delays ''`` times only the forks, ``--sizes ''`` only the throughput).
 
 1. Throughput. A one-task seed runs with a scripted model that answers every request
    after a fixed delay (real models take seconds; the gates' pytest runs are CPU work
@@ -14,12 +14,15 @@ times for the first, default ``1,0.2``).
    worktree through the planner and journal) on repositories of 10k and 100k files,
    against ``git worktree add`` of the same commit in the same run; goal: no slower
    than git's own checkout (the fork's worktree is such a checkout, plus its records).
+   The two alternate, git first, ``rounds`` times each (the first checkout of a new
+   repository reads its objects cold); the fastest of each is compared.
 
 Returns 1 when a goal is missed. Not run by the test suite; figures depend on the machine.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -31,8 +34,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from _helpers import GIT_IDENTITY, make_repo  # noqa: E402
 
 import tilth  # noqa: E402
 from tilth import git, git_worktrees  # noqa: E402
@@ -41,12 +47,7 @@ from tilth.session.files import atomic_write_json  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder, TimelineController  # noqa: E402
 
-ENV = {
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@localhost",
-}
+ENV = GIT_IDENTITY
 TASK = {
     "id": "T-001",
     "title": "Add numbers",
@@ -59,19 +60,6 @@ TEST = (
 )
 RIGHT = {"calc.py": "def add(a, b):\n    return a + b\n"}
 THROUGHPUT_GOAL = 3.0
-
-
-def make_repo(path: Path, files: int) -> Path:
-    """A repository of ``files`` small files, 100 per directory, in one commit."""
-    path.mkdir(parents=True)
-    (path / "README.md").write_text("# bench\n")
-    for i in range(files):
-        target = path / f"d{i // 100:04d}" / f"f{i % 100:02d}.txt"
-        target.parent.mkdir(exist_ok=True)
-        target.write_text(f"file {i}\n")
-    git.git("init", "-q", "-b", "main", cwd=path)
-    git.commit_all(path, "initial")
-    return path
 
 
 def seed(sessions_dir: Path, source: Path) -> Session:
@@ -141,36 +129,54 @@ def throughput(root: Path, settings: tilth.Settings, delays: list[float]) -> boo
     return ok
 
 
-def fork_time(root: Path, settings: tilth.Settings, files: int) -> bool:
+def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> bool:
     repo = make_repo(root / f"big-{files}", files)
     session = seed(settings.sessions_dir, repo)
     recorder = Recorder(session, session.workspace_dir, settings)
     start = recorder.task_start("T-001")
     recorder.close()
-    began = time.perf_counter()
-    child = TimelineController(session, settings).fork(start).session
-    forked = time.perf_counter() - began
-    target = root / f"plain-{files}"
-    began = time.perf_counter()
-    subprocess.run(
-        ["git", "worktree", "add", "-q", "--detach", str(target), start.head],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
-    plain = time.perf_counter() - began
-    verdict = "meets" if forked <= plain else "MISSES"
+    plain: list[float] = []
+    forked: list[float] = []
+    for n in range(rounds):
+        target = root / f"plain-{files}-{n}"
+        began = time.perf_counter()
+        subprocess.run(
+            ["git", "worktree", "add", "-q", "--detach", str(target), start.head],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
+        plain.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        TimelineController(session, settings).fork(start)
+        forked.append(time.perf_counter() - began)
+    ok = min(forked) <= min(plain)
+    verdict = "meets" if ok else "MISSES"
     print(
-        f"{files:>7} files: one attempt (fork + worktree) {forked * 1000:.0f} ms, "
-        f"git worktree add {plain * 1000:.0f} ms -> {verdict} the goal (no slower than git)"
+        f"{files:>7} files: one attempt (fork + worktree) {min(forked) * 1000:.0f} ms, "
+        f"git worktree add {min(plain) * 1000:.0f} ms -> {verdict} the goal (no slower than "
+        f"git; fastest of {rounds}: fork {_ms(forked)}, git {_ms(plain)})"
     )
-    del child
-    return forked <= plain
+    return ok
+
+
+def _ms(times: list[float]) -> str:
+    return "/".join(f"{t * 1000:.0f}" for t in times)
+
+
+def _options() -> argparse.Namespace:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sizes", default=env("TILTH_BENCH_SIZES", "10000,100000"))
+    parser.add_argument("--delays", default=env("TILTH_BENCH_DELAYS", "1,0.2"))
+    parser.add_argument("--rounds", type=int, default=int(env("TILTH_BENCH_ROUNDS", "2")))
+    return parser.parse_args()
 
 
 def main() -> int:
-    sizes = [int(s) for s in os.environ.get("TILTH_BENCH_SIZES", "10000,100000").split(",") if s]
-    delays = [float(s) for s in os.environ.get("TILTH_BENCH_DELAYS", "1,0.2").split(",") if s]
+    options = _options()
+    sizes = [int(s) for s in options.sizes.split(",") if s.strip()]
+    delays = [float(s) for s in options.delays.split(",") if s.strip()]
     root = Path(tempfile.mkdtemp(prefix="tilth-bench-attempts-"))
     saved = dict(os.environ)
     try:
@@ -189,7 +195,7 @@ def main() -> int:
         print(f"durable queue: DBOS imported and launched in {time.perf_counter() - began:.1f}s")
         ok = throughput(root, settings, delays)
         for files in sizes:
-            ok = fork_time(root, settings, files) and ok
+            ok = fork_time(root, settings, files, max(1, options.rounds)) and ok
     finally:
         from tilth.attempts import engine
 

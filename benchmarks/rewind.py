@@ -37,8 +37,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from _helpers import GIT_IDENTITY  # noqa: E402
+from _helpers import make_repo as shared_repo  # noqa: E402
 
 from tilth import git, git_worktrees  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
@@ -47,12 +51,7 @@ from tilth.timeline.record.state_capture import log_tail  # noqa: E402
 from tilth.timeline.rewind.change_report import tally_events  # noqa: E402
 from tilth.timeline.rewind.seed_reset import find_anchor, plan_reset_to_seed, preflight  # noqa: E402
 
-ENV = {
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@localhost",
-}
+ENV = GIT_IDENTITY
 
 
 def _sh(cwd: Path, *args: str) -> None:
@@ -60,15 +59,8 @@ def _sh(cwd: Path, *args: str) -> None:
 
 
 def make_repo(path: Path, files: int) -> None:
-    """A repository of ``files`` small files, 100 per directory, in one commit."""
-    path.mkdir(parents=True)
-    for i in range(files):
-        target = path / f"d{i // 100:03d}" / f"f{i % 100:02d}.txt"
-        target.parent.mkdir(exist_ok=True)
-        target.write_text(f"file {i}\n" * 8)
-    _sh(path, "git", "init", "-q", "-b", "main")
-    _sh(path, "git", "add", "-A")
-    _sh(path, "git", "commit", "-q", "-m", "initial")
+    """A repository of ``files`` small files (8 lines each), 100 per directory."""
+    shared_repo(path, files, lambda i: (f"d{i // 100:03d}/f{i % 100:02d}.txt", f"file {i}\n" * 8))
 
 
 def bulk_events(session: Session, megabytes: float, seq: int) -> int:

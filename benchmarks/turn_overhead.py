@@ -25,16 +25,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tilth import git, git_worktrees
-from tilth.agent.pipeline import run_task
-from tilth.agent.progress_sinks import SilentProgress
-from tilth.agent.run_context import RunContext
-from tilth.config import load_settings
-from tilth.model import Script, ScriptedModel, reply, tool_call
-from tilth.model.base import AssistantTurn
-from tilth.session.store import Session
-from tilth.timeline import Recorder
-from tilth.tools import ToolBox
+ROOT = Path(__file__).resolve().parent.parent
+for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _helpers
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from _helpers import make_repo as shared_repo  # noqa: E402
+
+from tilth import git_worktrees  # noqa: E402
+from tilth.agent.pipeline import run_task  # noqa: E402
+from tilth.agent.progress_sinks import SilentProgress  # noqa: E402
+from tilth.agent.run_context import RunContext  # noqa: E402
+from tilth.config import load_settings  # noqa: E402
+from tilth.model import Script, ScriptedModel, reply, tool_call  # noqa: E402
+from tilth.model.base import AssistantTurn  # noqa: E402
+from tilth.session.store import Session  # noqa: E402
+from tilth.timeline import Recorder  # noqa: E402
+from tilth.tools import ToolBox  # noqa: E402
 
 GOAL_MS = 30.0
 TASK = {
@@ -87,17 +94,12 @@ def worker_reply(_model: str, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_repo(root: Path, files: int) -> Path:
-    """A git repository with ``files`` small files, 100 per directory, committed."""
-    repo = root / "repo"
-    repo.mkdir()
-    (repo / "README.md").write_text("# bench\n")
-    for n in range(files):
-        target = repo / f"pkg{n // 100:03d}" / f"mod{n % 100:03d}.py"
-        target.parent.mkdir(exist_ok=True)
-        target.write_text(f"VALUE_{n} = {n}\n")
-    git.git("init", "-q", "-b", "main", cwd=repo)
-    git.commit_all(repo, "initial")
-    return repo
+    """A git repository with ``files`` small Python modules, 100 per directory, committed."""
+    return shared_repo(
+        root / "repo",
+        files,
+        lambda n: (f"pkg{n // 100:03d}/mod{n % 100:03d}.py", f"VALUE_{n} = {n}\n"),
+    )
 
 
 def harness_gaps(root: Path, repo: Path, turns: int) -> list[float]:

@@ -36,10 +36,15 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     git("worktree", "prune", cwd=source)
     path.parent.mkdir(parents=True, exist_ok=True)
     if branch_exists(source, branch):
-        git("worktree", "add", "-q", str(path), branch, cwd=source)
+        git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", str(path), branch, cwd=source)
     else:
-        git("worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
+        git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
     return path.resolve()
+
+
+PARALLEL_CHECKOUT = ("-c", "checkout.workers=0")
+"""Write a new worktree's files with one worker per core (git's own parallel checkout):
+on a large repository (an attempt's fork of 100k files) that is most of its making."""
 
 
 def init_submodules(worktree: Path, timeout: float = 600.0) -> str | None:

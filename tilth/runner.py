@@ -237,11 +237,14 @@ def _silent(label: str) -> AbstractContextManager[Progress]:
 def _attempts(ctx: RunContext, models: tuple[Model, Model] | None, drive: Any) -> None:
     """An attempt session runs its one task; a best-of-N run tries each task N times."""
     from tilth.attempts.parallel import attempt_note, attempts_runner
+    from tilth.attempts.spend import SiblingSpend
 
     note = attempt_note(ctx.session)
     if note is not None:
+        record = ctx.session.checkpoint()["attempt"]
         ctx.attempt_note = note
-        ctx.only_task = str(ctx.session.checkpoint()["attempt"].get("task_id"))
+        ctx.only_task = str(record.get("task_id"))
+        ctx.shared_tokens = SiblingSpend(ctx.session, record)
     elif ctx.settings.attempts > 1:
         ctx.task_runner = attempts_runner(
             ctx.session, ctx.settings, drive, models=models, shown=ctx.progress

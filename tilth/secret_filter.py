@@ -38,13 +38,29 @@ def remember(values: Mapping[str, str]) -> None:
             _read_from_files.add(value.strip())
 
 
+_known: list[tuple[object, list[str]]] = []
+"""The last ``known_secrets`` answer, with what it was made from."""
+
+
 def known_secrets() -> list[str]:
-    """Every key the filter removes, longest first (so a key inside another goes too)."""
+    """Every key the filter removes, longest first (so a key inside another goes too).
+
+    Every session file written asks; decoding ``os.environ`` item by item each time was a
+    fifth of a best-of-N run's harness time, so the answer is kept until the raw
+    environment or the keys read from files change (compared whole: a hundred times cheaper).
+    """
+    raw = getattr(os.environ, "_data", None)
+    key = (frozenset(raw.items()), frozenset(_read_from_files)) if isinstance(raw, dict) else None
+    if key is not None and _known and _known[0][0] == key:
+        return list(_known[0][1])
     found = set(_read_from_files)
     for name, value in os.environ.items():
         if is_secret_name(name) and len(value.strip()) >= MIN_SECRET:
             found.add(value.strip())
-    return sorted(found, key=len, reverse=True)
+    secrets = sorted(found, key=len, reverse=True)
+    if key is not None:
+        _known[:] = [(key, secrets)]
+    return list(secrets)
 
 
 def _forms(secret: str) -> Iterable[str]:

@@ -114,6 +114,8 @@ class RunContext:
     """An attempt session's one task: the run stops once it is no longer open."""
     attempt_note: str | None = None
     """Told to the worker of an attempt ("attempt 2 of 3"), so attempts may differ."""
+    shared_tokens: Callable[[], int] | None = None
+    """An attempt's siblings' spend since their fork, counted toward the token cap."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
     _seed_sha: str | None = field(default=None, init=False, repr=False)
@@ -155,10 +157,12 @@ class RunContext:
         }
 
     def run_tokens(self) -> int:
-        """Tokens spent by runs only: the interview's spend does not count toward the cap."""
+        """Tokens spent by runs only: the interview's spend does not count toward the cap;
+        an attempt's siblings' spend does (they share the session's caps)."""
         if self._prep_tokens is None:
             self._prep_tokens = prep_tokens(self.session)
-        return max(0, self.session.tokens_used - self._prep_tokens)
+        shared = self.shared_tokens() if self.shared_tokens is not None else 0
+        return max(0, self.session.tokens_used - self._prep_tokens) + shared
 
     def check_caps(self) -> None:
         """Raise ``StopRun`` when the wall-clock or token cap is reached."""

@@ -35,6 +35,9 @@ POLL_SECONDS = 0.05
 """How often a process looks at the queue (DBOS's default, 1 s, costs a second per wait)."""
 TAKEOVER_SECONDS = 1.0
 """How often pending workflows are checked for a dead worker."""
+STATUS_SECONDS = 0.5
+"""How often a waiter reads its workflows' statuses while none of this process's ended (each
+read is a query holding the interpreter ~2 ms: K attempts' threads are slowed by it)."""
 
 Driver = Callable[[str, str], dict[str, Any]]
 """Drives the session ``(id, sessions_dir)`` to a stop; returns ``{reason, detail}``."""
@@ -43,6 +46,8 @@ _state: dict[str, Any] = {"launched": False, "driver": None, "url": None}
 _local: dict[str, Callable[[], dict[str, Any]]] = {}
 _local_lock = threading.Lock()
 _suspects: dict[str, int] = {}
+_ended = threading.Event()
+"""Set when a workflow run by this process returns (``wait`` then looks at once)."""
 
 
 class QueueError(TilthError):
@@ -58,7 +63,10 @@ def drive_session(session_id: str, sessions_dir: str) -> dict[str, Any]:
     with _local_lock:
         local = _local.pop(session_id, None)
     if local is not None:
-        return local()
+        try:
+            return local()
+        finally:
+            _ended.set()  # a waiter in this process looks at the statuses now
     driver: Driver | None = _state["driver"]
     if driver is None:
         raise QueueError("no driver: the queue was launched without one")
@@ -183,23 +191,37 @@ def wait(workflow_ids: list[str], *, seconds: float | None = None) -> list[Any]:
     handles: dict[str, Any] = {wid: DBOS.retrieve_workflow(wid) for wid in workflow_ids}
     done: dict[str, Any] = {}
     last_check = 0.0
+    next_look = 0.0
+    hot_until = 0.0
     while len(done) < len(handles):
-        for wid, handle in handles.items():
-            if wid in done:
-                continue
-            status = handle.get_status().status
-            if status in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
-                try:
-                    done[wid] = handle.get_result()
-                except Exception as exc:  # the workflow's own failure, reported per attempt
-                    done[wid] = exc
+        now = time.monotonic()
+        if now >= next_look:
+            _look(handles, done)
+            # Right after one ended here its status is written within moments: look often.
+            next_look = now + (POLL_SECONDS if now < hot_until else STATUS_SECONDS)
         if time.monotonic() - last_check > TAKEOVER_SECONDS:
             take_over_dead()
             last_check = time.monotonic()
         if deadline is not None and time.monotonic() > deadline:
             break
-        time.sleep(POLL_SECONDS)
+        if _ended.wait(POLL_SECONDS):
+            _ended.clear()
+            hot_until = time.monotonic() + 2.0
+            next_look = 0.0
     return [done.get(wid) for wid in workflow_ids]
+
+
+def _look(handles: dict[str, Any], done: dict[str, Any]) -> None:
+    """Note the result (or raised exception) of every handle that ended since last time."""
+    for wid, handle in handles.items():
+        if wid in done:
+            continue
+        status = handle.get_status().status
+        if status in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+            try:
+                done[wid] = handle.get_result()
+            except Exception as exc:  # the workflow's own failure, reported per attempt
+                done[wid] = exc
 
 
 def take_over_dead() -> list[str]:

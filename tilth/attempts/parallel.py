@@ -1,4 +1,5 @@
-"""Running a task's attempts K at a time on the durable queue, each with its own line.
+"""Running a task's attempts K at a time on the durable queue, each in its own lane of
+the run's progress (``progress_sinks.lanes_for``: a live block on a terminal).
 
 ``runner.drive`` hands itself in (``Drive``), so this package never imports the runner:
 the queue's workflows call back into the same ``drive`` a plain run uses.
@@ -7,16 +8,16 @@ the queue's workflows call back into the same ``drive`` a plain run uses.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from tilth.agent.progress_sinks import LineNotices
+from tilth.agent.progress_sinks import LaneProgress, LineNotices, lanes_for
 from tilth.agent.run_context import Notices, Progress
 from tilth.agent.stops import Stop
 from tilth.attempts.task import KIND, AttemptsRunner, attempt_record, task_over
 from tilth.config import Settings, load_settings
-from tilth.model.base import Delta, Model
+from tilth.model.base import Model
 from tilth.session.store import Session
 
 STOP_SECONDS = 60.0
@@ -38,43 +39,15 @@ class Drive(Protocol):
     ) -> Stop: ...
 
 
-class AttemptLine:
-    """One attempt's live line: its stage changes and notes, prefixed, to the run's sink."""
-
-    def __init__(
-        self, shown: Progress, label: str, lock: threading.Lock, cancel: threading.Event
-    ) -> None:
-        self.shown = shown
-        self.label = label
-        self.lock = lock
-        self.cancel = cancel
-        """Set when the run is interrupted: the attempt stops at its next step, as on Ctrl-C."""
-        self.where: tuple[str | None, str | None] = (None, None)
-
-    def status(
-        self,
-        *,
-        task: str | None = None,
-        stage: str | None = None,
-        turn: int | None = None,
-        tokens: int | None = None,
-    ) -> None:
-        """Show the attempt's stage when it changes (or stop the attempt: see ``cancel``)."""
-        if self.cancel.is_set():
-            raise KeyboardInterrupt("the run was interrupted")
-        where = (task or self.where[0], stage or self.where[1])
-        if where != self.where and where[1]:
-            self.where = where
-            with self.lock:
-                self.shown.note(f"  [{self.label}] {where[0]} {where[1]}", style="dim")
-
-    def note(self, text: str, style: str | None = None) -> None:
-        """A notable line of the attempt, prefixed."""
-        with self.lock:
-            self.shown.note(f"  [{self.label}] {text.strip()}", style=style)
-
-    def on_delta(self, delta: Delta) -> None:
-        """Streamed pieces are not shown for attempts (K of them at once)."""
+def ended_as(child: Session, stop: Stop) -> str:
+    """How an attempt's run ended, in a few words: its task's outcome, or why it stopped."""
+    task_id = attempt_record(child).get("task_id")
+    status = next((t.get("status") for t in child.load_prd() if t.get("id") == task_id), None)
+    if status == "done":
+        return f"✓ {task_id} passed"
+    if status == "failed":
+        return f"✗ {task_id} failed"
+    return f"stopped ({stop.reason})"
 
 
 def as_result(stop: Stop) -> dict[str, Any]:
@@ -103,34 +76,35 @@ def attempts_runner(
     shown: Progress,
 ) -> AttemptsRunner:
     """The task runner of a best-of-``settings.attempts`` run of ``session``."""
-    lock = threading.Lock()
     cancel = threading.Event()
 
-    def run_all(children: list[Session]) -> list[Any]:
+    def run_all(children: Iterator[Session]) -> list[Any]:
         from tilth.attempts import engine
 
-        parallel = settings.parallel or len(children)
+        parallel = settings.parallel or settings.attempts
         engine.launch(settings, default_driver(drive), parallel=parallel)
-        ids = []
-        for child in children:
-            number = attempt_record(child).get("number") or "?"
-            line = AttemptLine(shown, f"attempt {number}/{len(children)} {child.id}", lock, cancel)
+        with lanes_for(shown) as lanes:
+            ids = []
+            for child in children:  # each is queued as soon as it is made
+                record = attempt_record(child)
+                label = f"attempt {record.get('number', '?')}/{record.get('of', '?')} {child.id}"
+                lane = lanes.add(label, cancel)
 
-            def local(child: Session = child, line: AttemptLine = line) -> dict[str, Any]:
-                out = LineNotices(None)
-                return as_result(
-                    drive(child, settings, out, resume=True, models=models, progress=line)
-                )
+                def local(child: Session = child, lane: LaneProgress = lane) -> dict[str, Any]:
+                    out = LineNotices(None)
+                    stop = drive(child, settings, out, resume=True, models=models, progress=lane)
+                    lane.end(ended_as(child, stop))
+                    return as_result(stop)
 
-            again = not task_over(child)
-            ids.append(engine.enqueue_attempt(child, local=local, again=again))
-        try:
-            return engine.wait(ids)
-        except KeyboardInterrupt:
-            # Each attempt stops at its next step with its state saved (resume continues it).
-            cancel.set()
-            engine.wait(ids, seconds=STOP_SECONDS)
-            raise
+                again = not task_over(child)
+                ids.append(engine.enqueue_attempt(child, local=local, again=again))
+            try:
+                return engine.wait(ids)
+            except KeyboardInterrupt:
+                # Each attempt stops at its next step with its state saved (resume continues it).
+                cancel.set()
+                engine.wait(ids, seconds=STOP_SECONDS)
+                raise
 
     return AttemptsRunner(settings.attempts, run_all)
 

@@ -3,8 +3,9 @@
 A pick is a go-back: the parent is rewound (code and conversation, through the one
 planner and journal, so it is undoable with ``tilth rewind --undo``) to the task's
 start, the attempt whose fork point that was, and the picked attempt's work is then
-grafted as a winner's is. Tasks after it are rolled back with it (the plan says so)
-and run again on ``tilth resume``.
+grafted as a winner's is, as steps of the same journaled plan (a crash half-way is
+finished by the next command that takes the session). Tasks after it are rolled back
+with it (the plan says so) and run again on ``tilth resume``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth import git
-from tilth.agent.pipeline import set_task_status
-from tilth.attempts.graft import graft
 from tilth.attempts.listing import list_attempts
 from tilth.attempts.task import attempt_record, placeholder_of
 from tilth.errors import UsageError
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.checkpoints import Checkpoint
+from tilth.timeline.rewind.graft import graft_spec
 from tilth.timeline.rewind.plan import RewindPlan
 
 
@@ -75,37 +75,60 @@ def plan_pick(controller: TimelineController, picked: str) -> PickPlan:
     start = controller.resolve(str(record.get("checkpoint")))
     rewind = controller.plan_rewind(start, "both", survey=True)
     figures = [{"session": r.session, **{k: v for k, v in r.figures.items()}} for r in rows]
+    rewind.graft = _graft(child, task_id, start, figures)
     return PickPlan(parent, child, task_id, start, rewind, figures)
 
 
-def execute_pick(controller: TimelineController, plan: PickPlan) -> None:
-    """Carry out ``plan`` (hold ``controller.writing()``): rewind, graft, record."""
-    controller.execute(plan.rewind)
-    child = plan.child
+def _graft(
+    child: Session, task_id: str, start: Checkpoint, figures: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The graft that follows the rewind: the picked attempt's work and the new choice."""
+    picked = next(f for f in figures if f["session"] == child.id)
+    after: list[dict[str, Any]] = []
     # A failed attempt comes with its FAILED placeholder: the task is failed here too, and
     # resume unwinds the placeholder as it does after any failed task.
-    graft(plan.parent, child, plan.task_id, plan.start.seq, git.head(child.workspace_dir))
-    picked = next(f for f in plan.figures if f["session"] == child.id)
-    placeholder = placeholder_of(child, plan.task_id)
+    placeholder = placeholder_of(child, task_id)
     if placeholder is not None:
-        plan.parent.log(
-            "task_failed",
-            task_id=plan.task_id,
-            reason=picked.get("failure") or "no_case",
-            placeholder_sha=placeholder,
-            picked=child.id,
+        after.append(
+            {
+                "type": "task_failed",
+                "payload": {
+                    "task_id": task_id,
+                    "reason": picked.get("failure") or "no_case",
+                    "placeholder_sha": placeholder,
+                    "picked": child.id,
+                },
+            }
         )
-    for item in plan.figures:
-        if item["session"] == child.id:
-            item["reason"] = "picked by hand"
-        else:
-            item["reason"] = f"not picked ({item.get('reason', '')})"
-    set_task_status(plan.parent, plan.task_id, "done" if picked.get("passed") else "failed")
-    plan.parent.log(
-        "attempt_selected",
-        task_id=plan.task_id,
-        winner=child.id,
-        checkpoint=plan.start.id,
-        picked=True,
-        attempts=plan.figures,
+    chosen = [
+        {
+            **item,
+            "reason": "picked by hand"
+            if item["session"] == child.id
+            else f"not picked ({item.get('reason', '')})",
+        }
+        for item in figures
+    ]
+    selected = {
+        "task_id": task_id,
+        "winner": child.id,
+        "checkpoint": start.id,
+        "picked": True,
+        "attempts": chosen,
+    }
+    after.append({"type": "attempt_selected", "payload": selected})
+    return graft_spec(
+        child,
+        task_id,
+        start.seq,
+        git.head(child.workspace_dir),
+        status="done" if picked.get("passed") else "failed",
+        tokens=sum(int(f.get("tokens") or 0) for f in figures),
+        after=after,
     )
+
+
+def execute_pick(controller: TimelineController, plan: PickPlan) -> None:
+    """Carry out ``plan`` (hold ``controller.writing()``): the rewind, then the graft, as
+    one journaled operation."""
+    controller.execute(plan.rewind)

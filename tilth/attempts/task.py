@@ -12,7 +12,7 @@ A parent that stopped half-way through its attempts finds them again on resume.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +22,12 @@ from tilth.agent.run_context import RunContext
 from tilth.agent.stops import FailureReason, StopRun
 from tilth.agent.task_state import TaskState
 from tilth.attempts.figures import AttemptFigures, choose, measure
-from tilth.attempts.graft import graft, placeholder_files
 from tilth.errors import TilthError
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
+from tilth.timeline.rewind.graft import graft_spec, plan_graft
 
 KIND = "attempt"
 
@@ -44,8 +44,9 @@ class AttemptsRunner:
     """``RunContext.task_runner`` for a best-of-N run."""
 
     count: int
-    run_all: Callable[[list[Session]], list[Any]]
-    """Runs the attempt sessions to their stops (on the queue); a result per session."""
+    run_all: Callable[[Iterator[Session]], list[Any]]
+    """Runs the attempt sessions to their stops (on the queue), each from when it is
+    made (the next is forked while it runs); a result per session."""
     on_line: Callable[[str], Any] | None = None
 
     def __call__(self, ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
@@ -58,27 +59,48 @@ class AttemptsRunner:
         start = _task_start(ctx, task, state)
         tokens_at_start = _tokens_at(start, ctx.session.tokens_used)
         children = _attempts_of(ctx.session, task_id, start)
-        if not children:
-            children = [self._fork(ctx, start, task_id, n) for n in range(1, self.count + 1)]
-            ctx.session.log(
-                "attempts_started",
-                task_id=task_id,
-                checkpoint=start.id,
-                attempts=[c.id for c in children],
+        count = len(children) or self.count
+        ctx.progress.note(f"  {task_id}: {count} attempts from {start.id}")
+        if children:
+            self.run_all(iter(children))
+        else:
+            children = []
+            self.run_all(self._forks(ctx, start, task_id, children))
+        cut_short = [c for c in children if not task_over(c)]
+        if any(c.last_stop() == "token_cap" for c in cut_short):
+            # They shared the session's token cap (``spend``): the run stops as on its own.
+            raise StopRun(
+                "token_cap",
+                f"token cap reached by {task_id}'s attempts "
+                f"[TILTH_MAX_TOKENS={ctx.settings.max_tokens}]",
             )
-        ctx.progress.note(f"  {task_id}: {len(children)} attempts from {start.id}")
-        self.run_all(children)
-        cut_short = [c.id for c in children if not task_over(c)]
         if cut_short:
             # Not decided on half a race: resume runs them on from where they stopped.
+            stopped = ", ".join(c.id for c in cut_short)
             raise StopRun(
                 "error",
-                f"attempt(s) {', '.join(cut_short)} stopped before {task_id} was over; "
+                f"attempt(s) {stopped} stopped before {task_id} was over; "
                 f"`tilth resume {ctx.session.id}` continues them",
             )
         base = state.base_commit or start.head
         figures = [measure(c, task_id, base, tokens_at_start) for c in children]
         return _select(ctx, task_id, start, children, figures)
+
+    def _forks(
+        self, ctx: RunContext, start: Checkpoint, task_id: str, made: list[Session]
+    ) -> Iterator[Session]:
+        """The N attempts, forked one by one (each added to ``made``); once all exist,
+        ``attempts_started`` records them (a resumed parent finds them by it)."""
+        for number in range(1, self.count + 1):
+            child = self._fork(ctx, start, task_id, number)
+            made.append(child)
+            yield child
+        ctx.session.log(
+            "attempts_started",
+            task_id=task_id,
+            checkpoint=start.id,
+            attempts=[c.id for c in made],
+        )
 
     def _fork(self, ctx: RunContext, start: Checkpoint, task_id: str, number: int) -> Session:
         controller = TimelineController(ctx.session, ctx.settings)
@@ -160,14 +182,12 @@ def _select(
 ) -> TaskOutcome:
     winner_index = choose(figures)
     winner, best = children[winner_index], figures[winner_index]
-    ctx.session.add_tokens(sum(f.tokens for f in figures))
-    ctx.session.log(
-        "attempt_selected",
-        task_id=task_id,
-        winner=winner.id,
-        checkpoint=start.id,
-        attempts=[f.to_dict() for f in figures],
-    )
+    selected = {
+        "task_id": task_id,
+        "winner": winner.id,
+        "checkpoint": start.id,
+        "attempts": [f.to_dict() for f in figures],
+    }
     for number, item in enumerate(figures, 1):
         mark = "★" if item is best else " "
         ctx.progress.note(
@@ -179,11 +199,20 @@ def _select(
     placeholder = placeholder_of(winner, task_id)
     if placeholder is not None:
         head = git.rev_parse(f"{placeholder}^", winner.workspace_dir) or start.head
-    graft(ctx.session, winner, task_id, start.seq, head)
+    # Journaled: a crash half-way is finished by the next resume (or any go-back).
+    spec = graft_spec(
+        winner,
+        task_id,
+        start.seq,
+        head,
+        placeholder=None if best.passed else placeholder,
+        tokens=sum(f.tokens for f in figures),
+        before=[{"type": "attempt_selected", "payload": selected}],
+    )
+    plan = plan_graft(ctx.session, spec, f"{task_id} won by attempt {winner.id}")
+    TimelineController(ctx.session, ctx.settings).execute(plan)
     if best.passed:
         return TaskOutcome("done", summary=f"won by attempt {winner.id}: {best.reason}")
-    if placeholder is not None:
-        placeholder_files(ctx.session, placeholder)
     reason: FailureReason = _failure(best.failure)
     return TaskOutcome(
         "failed",

@@ -37,6 +37,8 @@ def session_doctor(
     wrong, 1 when a problem remains.
     """
     term = out if isinstance(out, IO) else IO(stdout=out)
+    if repair:
+        _finish_interrupted(session, term)
     problems = diagnose_session(session, source)
     if not repair:
         return _report(session, problems, term, as_json)
@@ -61,6 +63,19 @@ def session_doctor(
         else f"session {session.id}: no problems found"
     )
     return 0
+
+
+def _finish_interrupted(session: Session, term: IO) -> None:
+    """A go-back a crash interrupted (a rewind, a fork, a winner's graft, a pick) is finished
+    first, as the next command on the session would; a torn journal is a repair below."""
+    from tilth.library import open_timeline
+
+    try:
+        message = open_timeline(session).recover()
+    except TilthError:
+        return
+    if message:
+        term.warn(message)
 
 
 def _repair_all(

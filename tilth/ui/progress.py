@@ -3,6 +3,8 @@
 On a terminal a rich status line is kept up to date below the notes, and while a
 reply streams in it counts the reply's tokens live (a model thinking for minutes does
 not look hung); otherwise (CI, pipes) each change is one plain line, so logs stay readable.
+K attempts at once are a block of K lines redrawn in place (``LiveLanes``), each
+collapsing to its result when its attempt ends; off a terminal, prefixed plain lines.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from tilth.agent.progress_sinks import Lane, Lanes
 from tilth.model.base import Delta
-from tilth.ui.io import IO
+from tilth.ui.io import IO, neutralise
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.live import Live
     from rich.status import Status
 
 
@@ -70,6 +75,10 @@ class TerminalProgress:
         """A notable line, printed above the status line."""
         self.out.say(text, style=style)
         self.out.raise_if_closed()
+
+    def lanes(self) -> Lanes:
+        """Where K attempts at once are shown: a live block on a TTY, prefixed lines elsewhere."""
+        return LiveLanes(self) if self.live else Lanes(self)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> TerminalProgress:
@@ -133,3 +142,65 @@ def _is_tty(out: IO) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+class LiveLanes(Lanes):
+    """K attempts as a block of K lines redrawn in place below the notes (the run's own
+    status line makes way for it meanwhile). Warnings still print above the block."""
+
+    LOUD = frozenset({"yellow", "red", "bold red"})
+
+    def __init__(self, progress: TerminalProgress) -> None:
+        super().__init__(progress)
+        self.progress = progress
+        self._live: Live | None = None
+
+    def moved(self, lane: Lane) -> None:
+        """Drawn at the next redraw."""
+
+    def noted(self, lane: Lane, text: str, style: str | None) -> None:
+        if style in self.LOUD:
+            super().noted(lane, text, style)
+
+    def ended(self, lane: Lane) -> None:
+        if self._live is not None:
+            self._live.refresh()
+
+    def block(self) -> RenderableType:
+        """The lanes, one line each (text from a model neutralised, as every line is)."""
+        from rich.console import Group
+        from rich.text import Text
+
+        with self.lock:
+            lanes = list(self.lanes)
+        return Group(
+            *(
+                Text(neutralise(lane.line()), style="dim" if lane.result else "", no_wrap=True)
+                for lane in lanes
+            )
+        )
+
+    def __enter__(self) -> LiveLanes:
+        from rich.live import Live
+
+        self.progress.stop()
+        self._live = Live(
+            console=self.progress.out.console,
+            get_renderable=self.block,
+            refresh_per_second=4,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.stop()  # the last drawing (every result line) stays on the screen
+            self._live = None
+        self.progress.start()

@@ -11,7 +11,8 @@ Step names (also the ``TILTH_FAULT_AT`` values; ``<step>+`` = just after it):
 ``journal`` (written, nothing changed yet), ``before`` (the undo point), ``stash``,
 ``code``, ``unwind``, ``note``, ``state``, ``ledger``, ``threads``, ``paths``,
 ``events``, ``checkpoints``, ``fork-created``, ``fork-files``, ``fork-worktree``,
-``fork-record``, ``log``, ``finish``. A plan runs only the steps it needs.
+``fork-record``, ``log``, ``graft-base``, ``graft-branch``, ``graft-files``, ``graft-log``,
+``finish``. A plan runs only the steps it needs.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tilth.timeline.record.checkpoints import (
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.state_capture import last_event
 from tilth.timeline.rewind import fork as forking
+from tilth.timeline.rewind import graft as grafting
 from tilth.timeline.rewind import undo
 from tilth.timeline.rewind.code_restore import apply_files
 from tilth.timeline.rewind.code_state import note_code_state, note_restored, restore_overlay
@@ -74,6 +76,7 @@ STEP_ORDER = (
     "checkpoints",
     *FORK_STEPS,
     "log",
+    *grafting.GRAFT_STEPS,
     "finish",
 )
 
@@ -93,6 +96,7 @@ def steps_for(plan: RewindPlan) -> list[str]:
         "events": plan.event_offset is not None,
         "checkpoints": plan.keep_through_seq is not None or plan.keep_seqs is not None,
         **{step: plan.fork is not None for step in FORK_STEPS},
+        **{step: plan.graft is not None for step in grafting.GRAFT_STEPS},
         "log": plan.event is not None,
         "finish": True,
     }
@@ -233,6 +237,7 @@ def _finish(session: Session, plan: RewindPlan, *, recovered: bool) -> None:
         summary=plan.summary(),
         recovered=recovered,
         **({"child_session": plan.fork["child"]} if plan.fork else {}),
+        **({"graft_from": plan.graft["child"]} if plan.graft else {}),
     )
     clear_journal(session)
 
@@ -254,7 +259,13 @@ _STEPS: dict[str, Callable[[Session, RewindPlan], None]] = {
     "fork-worktree": forking.make_worktree,
     "fork-record": forking.finish_child,
     "log": _log,
+    "graft-base": grafting.note_base,
+    "graft-branch": grafting.branch_step,
+    "graft-files": grafting.files_step,
+    "graft-log": grafting.log_step,
 }
+PLAN_NOTING_STEPS = frozenset({"graft-base"})
+"""Steps that note a value in the plan, which the journal keeps with their being done."""
 
 
 # ---- running and recovering --------------------------------------------------------------------
@@ -273,6 +284,8 @@ def _run(session: Session, journal: Journal, plan: RewindPlan, *, recovered: boo
             return
         _STEPS[step](session, plan)
         fault_point(f"{step}+")
+        if step in PLAN_NOTING_STEPS:
+            journal.plan = plan.to_dict()
         journal.done.append(step)
         write_journal(session, journal)
 

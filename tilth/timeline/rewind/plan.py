@@ -98,6 +98,9 @@ class RewindPlan:
     fork: dict[str, Any] | None = None
     """``{child, sessions_dir, source, branch, workspace, checkpoint, copy_seqs}`` of the new
     session; ``kind: "chat"`` for a chat's fork (a directory of its own, no branch)."""
+    graft: dict[str, Any] | None = None
+    """A fork's work on one task brought into this session after the rest of the plan
+    (``rewind.graft.graft_spec``: a best-of-N winner, ``tilth attempts --pick``)."""
     snapshot_code: bool = False
     """Code is restored from file snapshots only: no git reset, no commits (chat sessions)."""
     # ---- report ----
@@ -169,6 +172,7 @@ class RewindPlan:
             or self.keep_through_seq is not None
             or self.delete_paths
             or self.fork
+            or self.graft
         )
 
     def summary(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Bringing the winning attempt's task into its parent, as if it had run there.
+"""Bringing a fork's work on one task into its parent: the winner of best of N (SPEC §11).
 
 The attempt forked from the parent's task-start checkpoint, and the parent did nothing
 to the task since, so the attempt's branch is the parent's plus the task's stage
@@ -8,6 +8,13 @@ copied whole; its events after the fork are appended to the parent's log (the ru
 own bookends left out), and its stage and turn checkpoints join the parent's timeline
 with new numbers and offsets into the parent's log. ``restart --from``, ``rewind`` and
 ``reset --to-seed`` then work on the task as on one run in place.
+
+A graft is a go-back step like the others: ``plan.graft`` says what, and the executor
+runs it through the journal (``graft-base``, ``graft-branch``, ``graft-files``,
+``graft-log``), so a crash half-way is finished by the next ``resume`` or command that
+takes the session. ``graft-base`` notes where the parent's log and timeline end; every
+later step writes absolute values from there, so repeating one is harmless. A winner's
+graft is an op of its own (``graft``); ``tilth attempts --pick`` adds it to its rewind.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import json
 import shutil
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 from tilth import git
 from tilth.errors import TilthError
@@ -27,6 +34,8 @@ from tilth.timeline.record.checkpoints import (
     list_checkpoints,
     write_checkpoint,
 )
+from tilth.timeline.record.log_epoch import raise_epoch
+from tilth.timeline.rewind.plan import RewindPlan, new_op_id
 
 RUN_BOOKENDS = frozenset(
     {
@@ -108,10 +117,11 @@ def copy_task_files(parent: Session, child: Session, task_id: str) -> None:
                 shutil.copy2(path, parent.dir / "threads" / path.name)
 
 
-def copy_events(parent: Session, child: Session) -> _LogMap:
-    """Append the attempt's task events (after its fork) to the parent's log."""
+def copy_events(parent: Session, child: Session, base_offset: int, base_seq: int) -> _LogMap:
+    """Append the attempt's task events (after its fork) to the parent's log, which ends
+    at ``base_offset`` with event ``base_seq``."""
     log = parent.events
-    mapping = _LogMap(base_offset=log.size(), base_seq=_last_seq(parent))
+    mapping = _LogMap(base_offset=base_offset, base_seq=base_seq)
     for line, _, end, complete in iter_lines(child.events.path, fork_end(child)):
         if not complete:
             break
@@ -134,10 +144,11 @@ def copy_events(parent: Session, child: Session) -> _LogMap:
     return mapping
 
 
-def copy_checkpoints(parent: Session, child: Session, after_seq: int, mapping: _LogMap) -> int:
+def copy_checkpoints(
+    parent: Session, child: Session, after_seq: int, mapping: _LogMap, next_seq: int
+) -> int:
     """The attempt's stage and turn checkpoints after ``after_seq``, renumbered into the
-    parent's timeline; returns how many."""
-    next_seq = highest_seq(parent) + 1
+    parent's timeline from ``next_seq``; returns how many."""
     copied = 0
     for checkpoint in list_checkpoints(child):
         if checkpoint.seq <= after_seq or checkpoint.is_before or checkpoint.kind == "stop":
@@ -157,17 +168,116 @@ def _last_seq(session: Session) -> int:
     return events[-1].seq if events else 0
 
 
-def graft(parent: Session, child: Session, task_id: str, start_seq: int, head: str) -> int:
-    """Bring attempt ``child``'s work on ``task_id`` into ``parent``: its branch moved to
-    ``head``, the task's files, events and checkpoints; returns the checkpoints copied."""
-    move_branch(parent, head)
-    copy_task_files(parent, child, task_id)
-    mapping = copy_events(parent, child)
-    return copy_checkpoints(parent, child, start_seq, mapping)
+GRAFT_STEPS = ("graft-base", "graft-branch", "graft-files", "graft-log")
 
 
-def placeholder_files(parent: Session, placeholder: str) -> None:
-    """Write the files of a FAILED placeholder commit into the parent's worktree (not
-    committed: the parent's own loop commits its placeholder with them)."""
-    worktree: Path = parent.workspace_dir
-    git.git("checkout", placeholder, "--", ".", cwd=worktree)
+def graft_spec(
+    child: Session,
+    task_id: str,
+    start_seq: int,
+    head: str,
+    *,
+    status: str | None = None,
+    placeholder: str | None = None,
+    tokens: int | None = None,
+    before: list[dict[str, Any]] | None = None,
+    after: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``plan.graft``: bring ``child``'s ``task_id`` (forked at checkpoint ``start_seq``)
+    in, the parent's branch moved to ``head``. ``status``: the task's new status;
+    ``placeholder``: a FAILED commit whose files are written into the worktree
+    (uncommitted); ``tokens``: added to the parent's count as it was before the graft;
+    ``before``/``after``: ``{type, payload}`` events logged around the copied ones."""
+    return {
+        "child": child.id,
+        "task_id": task_id,
+        "start_seq": start_seq,
+        "head": head,
+        "status": status,
+        "placeholder": placeholder,
+        "tokens": tokens,
+        "before": before or [],
+        "after": after or [],
+        "base": None,
+    }
+
+
+def plan_graft(parent: Session, spec: dict[str, Any], label: str) -> RewindPlan:
+    """A go-back plan that only grafts (the winner of a task's attempts)."""
+    return RewindPlan(
+        op="graft",
+        op_id=new_op_id(),
+        session_id=parent.id,
+        target=f"cp-{int(spec['start_seq']):04d}",
+        target_label=label,
+        scope="both",
+        worktree=str(parent.workspace_dir),
+        headline=f"graft {label} into session {parent.id}",
+        graft=spec,
+    )
+
+
+def _spec(plan: RewindPlan) -> dict[str, Any]:
+    assert plan.graft is not None
+    return plan.graft
+
+
+def _child(session: Session, spec: dict[str, Any]) -> Session:
+    child_id = str(spec["child"])
+    return Session(child_id, session.dir.parent / child_id)
+
+
+def note_base(session: Session, plan: RewindPlan) -> None:
+    """Where the parent's log, events, timeline and token count end before the graft (the
+    executor writes it into the journal: the later steps count from it)."""
+    _spec(plan)["base"] = {
+        "offset": session.events.size(),
+        "seq": _last_seq(session),
+        "next_checkpoint": highest_seq(session) + 1,
+        "tokens": session.tokens_used,
+    }
+
+
+def branch_step(session: Session, plan: RewindPlan) -> None:
+    move_branch(session, str(_spec(plan)["head"]))
+
+
+def files_step(session: Session, plan: RewindPlan) -> None:
+    """Task state, ledger and threads; the task's status, the placeholder's files, tokens."""
+    spec = _spec(plan)
+    task_id = str(spec["task_id"])
+    copy_task_files(session, _child(session, spec), task_id)
+    if spec.get("placeholder"):
+        git.git("checkout", str(spec["placeholder"]), "--", ".", cwd=session.workspace_dir)
+    status = spec.get("status")
+    if status:
+        tasks = session.load_prd()
+        if any(t.get("id") == task_id and t.get("status") != status for t in tasks):
+            for entry in tasks:
+                if entry.get("id") == task_id:
+                    entry["status"] = status
+            session.save_prd(tasks)
+    if isinstance(spec.get("tokens"), int):
+        session.update_checkpoint(tokens_used=int(spec["base"]["tokens"]) + int(spec["tokens"]))
+
+
+def log_step(session: Session, plan: RewindPlan) -> None:
+    """The parent's log cut back to the base, then the events and checkpoints brought in."""
+    spec = _spec(plan)
+    base = spec["base"]
+    if session.events.size() > int(base["offset"]):
+        session.events.truncate(int(base["offset"]))  # a crash half-way through this step
+        raise_epoch(session.dir, plan.op_id)
+    for event in spec.get("before") or []:
+        session.events.append(str(event["type"]), dict(event.get("payload") or {}))
+    after_before = session.events.size()
+    mapping = copy_events(session, _child(session, spec), after_before, _last_seq(session))
+    for event in spec.get("after") or []:
+        session.events.append(str(event["type"]), dict(event.get("payload") or {}))
+    copy_checkpoints(
+        session,
+        _child(session, spec),
+        int(spec["start_seq"]),
+        mapping,
+        int(base["next_checkpoint"]),
+    )
