@@ -132,9 +132,15 @@ def _project_python_on_path(root: Path) -> None:
 GROUPS = (
     ("tests/e2e/test_plain_install_e2e.py", "plain-install"),
     ("tests/e2e/", "e2e-lab"),
+    ("tests/security/test_attacks.py", "attacked-runs"),
+    ("tests/cli/test_doctor_repair.py", "doctor-story"),
+    ("tests/cli/test_damaged_state.py", "doctor-story"),
 )
 """Tests that share one expensive fixture run on one worker: the plain install's venv
-(module-scoped) and the e2e lab (the story built once, and the demo started beside it)."""
+(module-scoped), the e2e lab (the story built once, and the demo started beside it), the
+attacked runs (a whole run per backend) and the doctor's saved story (a whole run, which
+``test_damaged_state`` imports): split over both workers, each worker would build the module's
+fixture again."""
 
 SLOW_FIRST = (
     "tests/e2e/test_plain_install_e2e.py",

@@ -50,9 +50,10 @@ def clean_env(tilth_home: Path) -> Path:
     return tilth_home
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def base_worlds(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., World]:
-    """``base_worlds(tiers, turns)``: a finished simulated run, built once per module."""
+    """``base_worlds(tiers, turns)``: a finished simulated run, built once per worker (tests
+    change only their ``world_clone``; the worlds are the same for every module)."""
     cache: dict[tuple[tuple[str, ...], int, bool], World] = {}
 
     def get(tiers: tuple[str, ...] = ("L1", "L1"), turns: int = 2, run: bool = True) -> World:

@@ -8,8 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +28,12 @@ from tilth.timeline.rewind.restart import completed_stages, completed_stages_by_
 TIERS = ("L2", "L1")
 
 
+@pytest.fixture
+def world(world_clone: Callable[..., World]) -> World:
+    """The finished two-task run (an L2 task, then an L1 one), private to the test."""
+    return world_clone(TIERS, 1)
+
+
 def _last_event(world: World) -> dict[str, object]:
     return SessionView(world.session).records()[-1]
 
@@ -36,10 +44,7 @@ def _stash_subjects(world: World) -> list[str]:
 
 
 @pytest.mark.parametrize("stage", STAGES["L2"][1:])
-def test_restart_from_a_stage_rolls_back_to_the_stage_before(
-    world_clone: Callable[..., World], stage: str
-) -> None:
-    world = world_clone(TIERS, 1)
+def test_restart_from_a_stage_rolls_back_to_the_stage_before(world: World, stage: str) -> None:
     session = world.session
     previous = STAGES["L2"][STAGES["L2"].index(stage) - 1]
     target = resolve_checkpoint(session, f"T-001/{previous}")
@@ -66,9 +71,8 @@ def test_restart_from_a_stage_rolls_back_to_the_stage_before(
 
 
 def test_full_restart_stashes_uncommitted_changes_and_resets_to_the_base(
-    world_clone: Callable[..., World],
+    world: World,
 ) -> None:
-    world = world_clone(TIERS, 1)
     session = world.session
     worktree = worktree_of(session)
     (worktree / "README.md").write_text("work in progress\n")
@@ -97,8 +101,7 @@ def test_full_restart_stashes_uncommitted_changes_and_resets_to_the_base(
     assert session.status == "running", "a restarted session is resumable, never auto-run"
 
 
-def test_from_the_first_stage_is_the_full_restart(world_clone: Callable[..., World]) -> None:
-    world = world_clone(TIERS, 1)
+def test_from_the_first_stage_is_the_full_restart(world: World) -> None:
     result = world.cli("restart", world.session.id, "T-001", "--from", "brainstorming", "-y")
     assert result.returncode == 0, result.stderr
     assert git.head(worktree_of(world.session)) == resolve_checkpoint(world.session, "T-001").head
@@ -130,8 +133,7 @@ def test_only_completed_stages_are_offered(world_clone: Callable[..., World]) ->
     assert every["T-001"] == {"brainstorming", "design_review", "planning"}
 
 
-def test_refuses_while_a_run_holds_the_lock(world_clone: Callable[..., World]) -> None:
-    world = world_clone(TIERS, 1)
+def test_refuses_while_a_run_holds_the_lock(world: World) -> None:
     head = git.head(worktree_of(world.session))
     with held_elsewhere(world.session) as pid:
         result = world.cli("restart", world.session.id, "T-001", "-y")
@@ -142,9 +144,8 @@ def test_refuses_while_a_run_holds_the_lock(world_clone: Callable[..., World]) -
 
 
 def test_without_checkpoints_the_commit_comes_from_events_then_subjects(
-    world_clone: Callable[..., World],
+    world: World,
 ) -> None:
-    world = world_clone(TIERS, 1)
     session = world.session
     worktree = worktree_of(session)
     implementing = resolve_checkpoint(session, "T-002/implementing").head
@@ -159,9 +160,8 @@ def test_without_checkpoints_the_commit_comes_from_events_then_subjects(
 
 
 def test_a_stage_commit_that_cannot_be_found_falls_back_to_the_full_restart(
-    world_clone: Callable[..., World],
+    world: World,
 ) -> None:
-    world = world_clone(TIERS, 1)
     session = world.session
     worktree = worktree_of(session)
     base = resolve_checkpoint(session, "T-002").head
@@ -183,20 +183,42 @@ def test_a_stage_commit_that_cannot_be_found_falls_back_to_the_full_restart(
     assert git.head(worktree) == base
 
 
-def test_stop_interrupts_the_live_run_then_restarts(
-    world_clone: Callable[..., World], tmp_path: Path
-) -> None:
-    world = world_clone(TIERS, 1)
-    script = tmp_path / "bin" / "tilth"  # looks like the console script to restart
+@contextmanager
+def _running(argv: list[str], **popen: Any) -> Iterator[subprocess.Popen[str]]:
+    """``argv`` running beside the test; killed if it outlives the test."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, **popen)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def _live_run(
+    world: World, tmp_path: Path, *, on_sigterm: bool = False, **popen: Any
+) -> Iterator[subprocess.Popen[str]]:
+    """A stand-in for a live ``tilth run`` of the world's session, holding its lock: a script
+    named like the console script, stopped by Ctrl-C (and by SIGTERM when ``on_sigterm``, as a
+    run is) with exit 130. Restarting T-001 from scratch is checked once it has gone."""
+    script = tmp_path / "bin" / "tilth"
     script.parent.mkdir()
     script.write_text(HOLDER)
-    holder = subprocess.Popen(
-        [sys.executable, str(script), str(world.session.dir), world.session.id],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    session = world.session
+    argv = [sys.executable, str(script), str(session.dir), session.id, str(on_sigterm)]
+    with _running(argv, **popen) as holder:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield holder
+    assert git.head(worktree_of(session)) == resolve_checkpoint(session, "T-001").head
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_stop_interrupts_the_live_run_then_restarts(world: World, tmp_path: Path) -> None:
+    with _live_run(world, tmp_path) as holder:
         refused = world.cli("restart", world.session.id, "T-001", "--no-stop", "-y")
         assert refused.returncode == 2 and "--no-stop" in refused.stderr
         result = world.cli("restart", world.session.id, "T-001", "-y")
@@ -205,60 +227,32 @@ def test_stop_interrupts_the_live_run_then_restarts(
             result.stderr
         )
         assert holder.wait(timeout=30) == 130
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
-    assert git.head(worktree_of(world.session)) == resolve_checkpoint(world.session, "T-001").head
 
 
 def test_stop_reaches_a_run_started_in_the_background_by_a_script(
-    world_clone: Callable[..., World], tmp_path: Path
+    world: World, tmp_path: Path
 ) -> None:
     """`tilth run . &` in a shell script starts the run with SIGINT ignored, so Ctrl-C cannot
     stop it; restart then stops it with SIGTERM, which a run takes as Ctrl-C."""
-    world = world_clone(TIERS, 1)
-    script = tmp_path / "bin" / "tilth"
-    script.parent.mkdir()
-    script.write_text(HOLDER_AS_RUN)
-    holder = subprocess.Popen(
-        [sys.executable, str(script), str(world.session.dir), world.session.id],
-        stdout=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with _live_run(world, tmp_path, on_sigterm=True, preexec_fn=_ignore_sigint) as holder:
         started = time.monotonic()
         result = world.cli("restart", world.session.id, "T-001", "-y")
         assert result.returncode == 0, result.stderr
         assert holder.wait(timeout=30) == 130
         assert time.monotonic() - started < 30, "it stopped the run, not waited it out"
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
-    assert git.head(worktree_of(world.session)) == resolve_checkpoint(world.session, "T-001").head
 
 
-def test_stop_refuses_a_lock_holder_that_is_not_tilth(world_clone: Callable[..., World]) -> None:
-    world = world_clone(TIERS, 1)
-    other = subprocess.Popen(["sleep", "60"])
-    try:
-        with world.session.lock():
-            # The lock file names a process that is not a tilth run.
-            (world.session.dir / ".lock.pid").write_text(str(other.pid))
-            result = world.cli("restart", world.session.id, "T-001", "-y")
+def test_stop_refuses_a_lock_holder_that_is_not_tilth(world: World) -> None:
+    with _running(["sleep", "60"]) as other, world.session.lock():
+        # The lock file names a process that is not a tilth run.
+        (world.session.dir / ".lock.pid").write_text(str(other.pid))
+        result = world.cli("restart", world.session.id, "T-001", "-y")
         assert other.poll() is None, "the other process was not signalled"
-    finally:
-        other.kill()
-        other.wait()
     assert result.returncode == 2
     assert "does not look like a tilth run; not stopping it" in result.stderr
 
 
-def test_without_a_terminal_it_asks_for_y(world_clone: Callable[..., World]) -> None:
-    world = world_clone(TIERS, 1)
+def test_without_a_terminal_it_asks_for_y(world: World) -> None:
     head = git.head(worktree_of(world.session))
     result = world.cli("restart", world.session.id, "T-001", "--from", "verifying")
     assert result.returncode == 2 and "-y" in result.stderr
@@ -266,22 +260,9 @@ def test_without_a_terminal_it_asks_for_y(world_clone: Callable[..., World]) -> 
     assert git.head(worktree_of(world.session)) == head
 
 
-# A stand-in for a live `tilth run`: holds the session lock until Ctrl-C, then exits 130.
+# A stand-in for a live `tilth run`: holds the session lock until Ctrl-C, then exits 130;
+# with argv[3] "True" it takes SIGTERM as Ctrl-C, as a run does (tilth.runner).
 HOLDER = """
-import sys, time
-from pathlib import Path
-from tilth.session.lock import SessionLock
-lock = SessionLock(Path(sys.argv[1]), sys.argv[2]).acquire()
-try:  # "locked" is said inside the try: a SIGINT right after it is still handled
-    print("locked", flush=True)
-    time.sleep(120)
-except KeyboardInterrupt:
-    lock.release()
-    sys.exit(130)
-"""
-
-# The same, handling SIGTERM as a run does (tilth.runner): like Ctrl-C.
-HOLDER_AS_RUN = """
 import signal, sys, time
 from pathlib import Path
 from tilth.session.lock import SessionLock
@@ -291,9 +272,10 @@ def interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-signal.signal(signal.SIGTERM, interrupt)
+if sys.argv[3] == "True":
+    signal.signal(signal.SIGTERM, interrupt)
 lock = SessionLock(Path(sys.argv[1]), sys.argv[2]).acquire()
-try:
+try:  # "locked" is said inside the try: a SIGINT right after it is still handled
     print("locked", flush=True)
     time.sleep(120)
 except KeyboardInterrupt:
@@ -303,9 +285,8 @@ except KeyboardInterrupt:
 
 
 def test_a_stage_commit_removed_from_the_branch_by_hand_is_not_put_back(
-    world_clone: Callable[..., World],
+    world: World,
 ) -> None:
-    world = world_clone(TIERS, 1)
     session = world.session
     worktree = worktree_of(session)
     base = resolve_checkpoint(session, "T-002").head

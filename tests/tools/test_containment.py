@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from security.conftest import BACKENDS, require_backend
+from security.conftest import MATRIX, require_backend
 
 from tilth.tools import ToolBox
 from tilth.tools.sandbox import make_sandbox
@@ -41,7 +41,7 @@ def _box(tmp_path: Path, backend: str, timeout: float = 20) -> ToolBox:
 
 
 @pytest.mark.parametrize("how", sorted(ESCAPES))
-@pytest.mark.parametrize("backend", ["off", *BACKENDS])
+@pytest.mark.parametrize("backend", ["off", *MATRIX])
 def test_no_process_outlives_its_call(tmp_path: Path, backend: str, how: str) -> None:
     require_backend(backend)
     marker = f"{400 + os.getpid() % 500}.{len(how)}{len(backend)}7"
@@ -55,7 +55,7 @@ def test_no_process_outlives_its_call(tmp_path: Path, backend: str, how: str) ->
             os.kill(pid, 9)
 
 
-@pytest.mark.parametrize("backend", ["off", *BACKENDS])
+@pytest.mark.parametrize("backend", ["off", *MATRIX])
 def test_a_timed_out_call_takes_its_escaped_processes_with_it(tmp_path: Path, backend: str) -> None:
     require_backend(backend)
     marker = f"{400 + os.getpid() % 500}.{len(backend)}9"

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from security.conftest import BACKENDS, require_backend
+from security.conftest import MATRIX, require_backend
 
 from tilth.config import load_settings
 from tilth.tools import ToolBox, landlock
@@ -19,7 +19,7 @@ DENIED = ("Read-only file system", "Permission denied", "No such file")
 """How each backend says no: bubblewrap hides or mounts read-only, Landlock refuses."""
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=MATRIX)
 def world(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Path]:
     """A home with a session dir holding the workspace, and a source repo with a .git dir."""
     require_backend(str(request.param))
