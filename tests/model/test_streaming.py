@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable
 
 import pytest
@@ -13,7 +14,7 @@ from tilth.model import FakeServer, OpenAIModel, Script, function_tool, raw, rep
 from tilth.model.base import Delta
 from tilth.model.script import stall
 from tilth.ui.io import IO
-from tilth.ui.progress import TerminalProgress
+from tilth.ui.progress import TerminalProgress, _Ticking
 
 ModelFactory = Callable[..., OpenAIModel]
 USER = [{"role": "user", "content": "build the thing"}]
@@ -139,3 +140,20 @@ def test_the_progress_line_counts_tokens_live() -> None:
     assert progress.line().endswith("receiving 1,234")
     progress.status(turn=3, tokens=2_900)
     assert progress.line() == "T-001 · implementing · turn 3 · 2,900 tokens"
+
+
+def test_the_live_status_line_shows_how_long_the_step_has_taken() -> None:
+    """A slow model's long prompt shows as slow, not stuck: the line's clock moves between
+    deltas (the status re-reads it at every refresh)."""
+    from rich.console import Console
+
+    progress = TerminalProgress(IO(stdout=io.StringIO()), live=False)
+    progress.status(task="T-001", stage="planning", turn=1, tokens=30)
+    assert progress.ticking_line() == progress.line(), "no clock in the first second"
+    time.sleep(1.1)
+    assert progress.ticking_line() == "T-001 · planning · turn 1 · 30 tokens · 1s"
+    screen = io.StringIO()
+    Console(file=screen, width=120).print(_Ticking(progress))
+    assert "planning · turn 1 · 30 tokens · 1s" in screen.getvalue()
+    progress.status(turn=2)
+    assert progress.ticking_line() == progress.line(), "a new step starts its own clock"

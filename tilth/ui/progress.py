@@ -39,7 +39,8 @@ class TerminalProgress:
         """The latest piece of the reply arriving now (None between model calls)."""
         self._status: Status | None = None
         self._last_key: tuple[Any, ...] | None = None
-        self._last_draw = 0.0
+        self._since = time.monotonic()
+        """When the status last changed (a model call starts after it): the line's clock."""
 
     # ---- Progress protocol -------------------------------------------------------------
     def status(
@@ -61,15 +62,12 @@ class TerminalProgress:
         if tokens is not None:
             self.tokens = tokens
         self.streaming = None  # a status update comes between model calls
+        self._since = time.monotonic()
         self._render()
 
     def on_delta(self, delta: Delta) -> None:
         """A piece of a streamed reply: the live count is redrawn (at most ~10 times a second)."""
-        self.streaming = delta
-        now = time.monotonic()
-        if self._status is not None and now - self._last_draw >= REDRAW_SECONDS:
-            self._last_draw = now
-            self._status.update(self.line())
+        self.streaming = delta  # the status line shows it at its next refresh
 
     def note(self, text: str, style: str | None = None) -> None:
         """A notable line, printed above the status line."""
@@ -83,7 +81,7 @@ class TerminalProgress:
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> TerminalProgress:
         if self.live and self._status is None:
-            self._status = self.out.console.status(self.line(), spinner="dots")
+            self._status = self.out.console.status(_Ticking(self), spinner="dots")
             self._status.start()
         return self
 
@@ -120,20 +118,22 @@ class TerminalProgress:
             parts.append(f"{doing} {self.streaming.completion_tokens:,}")
         return " · ".join(parts) or "starting"
 
+    def ticking_line(self) -> str:
+        """``line()`` with how long the current step has taken, once it is over a second
+        (a slow model's long prompt or reply shows as slow, not stuck)."""
+        waited = time.monotonic() - self._since
+        return self.line() + (f" · {_duration(waited)}" if waited >= 1 else "")
+
     def _render(self) -> None:
         text = self.line()
         if self._status is not None:
-            self._status.update(text)
-            return
+            return  # the status line re-reads ``ticking_line`` at every refresh
         # Plain lines only when task, stage or turn moves: a token update alone is not news.
         key = (self.task, self.stage, self.turn)
         if self.live or key == self._last_key:
             return
         self._last_key = key
         self.out.say(text, style="dim")
-
-
-REDRAW_SECONDS = 0.1
 
 
 def _is_tty(out: IO) -> bool:
@@ -204,3 +204,20 @@ class LiveLanes(Lanes):
             self._live.stop()  # the last drawing (every result line) stays on the screen
             self._live = None
         self.progress.start()
+
+
+class _Ticking:
+    """The status line's text, read afresh at every refresh (so its clock moves)."""
+
+    def __init__(self, progress: TerminalProgress) -> None:
+        self.progress = progress
+
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
+        return Text(self.progress.ticking_line())
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
