@@ -8,7 +8,8 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -18,6 +19,30 @@ STOP_SIGNALS: dict[int, str] = {
     signal.SIGHUP: "the terminal was closed (SIGHUP)",
 }
 """The signals that stop a run or a chat as Ctrl-C does, with the words a ``stop`` records."""
+
+
+@contextmanager
+def stop_signals_interrupt(on_signal: Callable[[str], None] | None = None) -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise ``KeyboardInterrupt(<their words>)`` in the
+    main thread, as Ctrl-C would (``on_signal`` hears the words first); elsewhere than in
+    the main thread, signals are left alone."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        words = STOP_SIGNALS.get(signum, f"signal {signum}")
+        if on_signal is not None:
+            on_signal(words)
+        raise KeyboardInterrupt(words)
+
+    try:
+        previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Launch(Protocol):

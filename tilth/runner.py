@@ -7,7 +7,6 @@ crash interrupted is finished (or undone) before anything else reads the state.
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -27,7 +26,7 @@ from tilth.config import Role, Settings
 from tilth.errors import ContextOverflow, SetupFailed, TilthError, WorkspaceError
 from tilth.model.base import Model
 from tilth.model.endpoint_facts import no_tools_warning
-from tilth.proc import STOP_SIGNALS
+from tilth.proc import stop_signals_interrupt
 from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
 from tilth.tools.sandbox import (
@@ -280,24 +279,10 @@ def check_sandbox(settings: Settings, out: Notices) -> dict[str, Any]:
     return {"sandboxed": usable, "detail": detail}
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _sigterm_as_interrupt() -> AbstractContextManager[None]:
     """SIGTERM and SIGHUP stop the run like Ctrl-C: state saved, ``stop {interrupted}``,
     summary, lock released. (A closed output pipe does the same through ``IO``.)"""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(STOP_SIGNALS.get(signum, f"signal {signum}"))
-
-    try:
-        previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return stop_signals_interrupt()
 
 
 @contextmanager

@@ -13,18 +13,17 @@ inline, errors as lines, the end of input ends the chat.
 from __future__ import annotations
 
 import queue
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from tilth.chat import CancelToken, ChatEngine
 from tilth.chat.commands import is_command, parse
 from tilth.errors import Aborted, TilthError
-from tilth.proc import STOP_SIGNALS
+from tilth.proc import stop_signals_interrupt
 from tilth.ui.chat_commands import ChatCommands
 from tilth.ui.chat_view import ChatView, status_text, terminal_safe
 from tilth.ui.io import IO
@@ -82,25 +81,14 @@ class ChatRepl(ChatCommands):
             self._wait_worker()
         return 130 if self.leaving else 0
 
-    @contextmanager
-    def _stop_signals(self) -> Iterator[None]:
+    def _stop_signals(self) -> AbstractContextManager[None]:
         """SIGTERM and SIGHUP end the chat as Ctrl-C then Ctrl-D would: a running turn is
         cancelled at its next safe point, then the loop ends (``leaving`` says why)."""
 
-        def leave(signum: int, frame: object) -> None:
-            self.leaving = STOP_SIGNALS.get(signum, f"signal {signum}")
-            raise KeyboardInterrupt  # wakes the main thread wherever it waits
+        def leave(words: str) -> None:
+            self.leaving = words
 
-        try:
-            previous = {sig: signal.signal(sig, leave) for sig in STOP_SIGNALS}
-        except ValueError:  # not the main thread: leave signals alone
-            yield
-            return
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        return stop_signals_interrupt(leave)
 
     def _piped_loop(self) -> None:
         for raw in self.io.stdin:
