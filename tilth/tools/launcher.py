@@ -11,7 +11,9 @@ time it out, kill its tree (``tilth.proc.kill_tree``).
 
 Launchers are started one call ahead, with an empty environment, so a call pays neither
 an interpreter's start nor a fork of Tilth's own (large) process: on a busy virtual
-machine either costs tens of milliseconds.
+machine either costs tens of milliseconds. The next launcher starts when a call is
+finished, not while its command runs (on two cores it would slow the command by
+milliseconds); a model turn separates two calls.
 """
 
 from __future__ import annotations
@@ -77,10 +79,13 @@ class Launcher:
         return proc
 
     def finish(self, proc: subprocess.Popen[bytes]) -> None:
-        """Remove the call's private temporary directory (its processes are gone)."""
+        """Remove the call's private temporary directory (its processes are gone); start
+        the next call's launcher."""
         tmp = _lent.pop(proc.pid, None)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        # Only now: an interpreter starting while the command runs takes a core from it.
+        threading.Thread(target=prestart, name="tilth-launcher", daemon=True).start()
 
 
 _lent: dict[int, str] = {}
@@ -133,14 +138,13 @@ def _spawn() -> tuple[subprocess.Popen[bytes], socket.socket]:
 
 
 def _take() -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """The spare launcher (a fresh one if it died); the next spare starts meanwhile."""
+    """The spare launcher (a fresh one if it died); ``finish`` starts the next spare."""
     global _spare
     with _lock:
         taken = _spare if _spare is not None and _spare[0].poll() is None else None
         if taken is None and _spare is not None:
             _spare[1].close()
         _spare = None
-    threading.Thread(target=prestart, name="tilth-launcher", daemon=True).start()
     return taken if taken is not None else _spawn()
 
 

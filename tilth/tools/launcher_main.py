@@ -108,21 +108,30 @@ def main() -> int:
 def _reap(main: int) -> int:
     """Wait for the command; then kill and reap every process left; the command's status."""
     status: int | None = None
-    while True:
+    while status is None:
         try:
             pid, raw = os.waitpid(-1, 0)
         except ChildProcessError:
-            break
+            return 126
         if pid == main:
             status = raw
-        if status is not None:
-            for child in children(os.getpid()):
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-    if status is None:
-        return 126
+    # Orphans are re-parented here. Only while some still run is /proc read for them.
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            continue
+        for child in children(os.getpid()):
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
 
