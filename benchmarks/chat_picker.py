@@ -15,18 +15,18 @@ Goal: median ≤ 100 ms at 1,000 turns. Not run by the test suite.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
-import termios
-import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared _pty, under run_all too
+
+from _pty import Terminal
 
 from tilth.chat import ChatEngine
 from tilth.config import load_settings
@@ -35,6 +35,8 @@ from tilth.timeline.record.checkpoints import checkpoint_path
 
 GOAL_MS = 100.0
 ROUNDS = 15
+ROWS_COLUMNS = (40, 120)
+"""The terminal's size, as a person's would be."""
 
 
 def build(home: Path, directory: Path, turns: int) -> str:
@@ -59,36 +61,6 @@ def build(home: Path, directory: Path, turns: int) -> str:
     return engine.id
 
 
-class Terminal:
-    """A pseudo-terminal whose other end is read and thrown away; input from a pipe."""
-
-    def __init__(self) -> None:
-        from prompt_toolkit.input import create_pipe_input
-        from prompt_toolkit.output.vt100 import Vt100_Output
-
-        master, slave = os.openpty()
-        # a terminal of 40 rows by 120 columns, as a person's would be
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        self.master = master
-        self.stream = os.fdopen(slave, "w", encoding="utf-8")
-        self.output = Vt100_Output.from_pty(self.stream, term="xterm-256color")
-        self._input_cm = create_pipe_input()
-        self.input = self._input_cm.__enter__()
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                if not os.read(self.master, 1 << 16):
-                    return
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self._input_cm.__exit__(None, None, None)
-        self.stream.close()
-
-
 def measure(home: Path, session_id: str) -> list[float]:
     from rich.console import Console
 
@@ -98,7 +70,7 @@ def measure(home: Path, session_id: str) -> list[float]:
 
     settings = load_settings({"TILTH_HOME": str(home)})
     model = ScriptedModel(Script({"*": []}))
-    terminal = Terminal()
+    terminal = Terminal(ROWS_COLUMNS)
     console = Console(file=terminal.stream, force_terminal=True, width=120)
     view = ChatView(console, live=True)
     engine = ChatEngine.resume(settings, session_id, model, listener=view)
@@ -130,7 +102,7 @@ def measure_bare() -> list[float]:
     from prompt_toolkit.layout import Layout, Window
     from prompt_toolkit.layout.controls import FormattedTextControl
 
-    terminal = Terminal()
+    terminal = Terminal(ROWS_COLUMNS)
     keys = KeyBindings()
     keys.add("c-c")(lambda event: event.app.exit())
     samples: list[float] = []

@@ -24,10 +24,13 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared _pty, under run_all too
+
+from _pty import Terminal
 
 from tilth.chat import ChatEngine
 from tilth.config import load_settings
@@ -73,34 +76,6 @@ def replies(turns: int) -> list[dict[str, Any]]:
             call = tool_call("bash", command=command)
         out += [reply(None, call), reply(f"Turn {turn} done: **changed** a file.\n\n- one\n- two")]
     return out
-
-
-class Terminal:
-    """A pseudo-terminal whose other end is read and thrown away."""
-
-    def __init__(self) -> None:
-        from prompt_toolkit.input import create_pipe_input
-        from prompt_toolkit.output.vt100 import Vt100_Output
-
-        master, slave = os.openpty()
-        self.master = master
-        self.stream = os.fdopen(slave, "w", encoding="utf-8")
-        self.output = Vt100_Output.from_pty(self.stream, term="xterm-256color")
-        self._input_cm = create_pipe_input()
-        self.input = self._input_cm.__enter__()
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                if not os.read(self.master, 1 << 16):
-                    return
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self._input_cm.__exit__(None, None, None)
-        self.stream.close()
 
 
 def measure_chat(directory: Path, home: Path, turns: int) -> list[float]:

@@ -59,8 +59,13 @@ class Launch(Protocol):
         stderr: BinaryIO | int,
     ) -> subprocess.Popen[bytes]: ...
 
+    def wait(self, proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+        """The command's exit status once every process it started is gone, or None when
+        ``timeout`` seconds pass first (``proc`` itself may still be exiting)."""
+
     def finish(self, proc: subprocess.Popen[bytes]) -> None:
-        """After ``proc`` (from ``start``) was waited for: remove what the call was lent."""
+        """After the call: remove what it was lent, and reap ``proc`` (it has exited or
+        is about to)."""
 
 
 @dataclass(frozen=True)
@@ -319,30 +324,53 @@ def run_into(
     out)``. Its whole process group is killed when it exits or times out; with
     ``launch``, every process it started, wherever it went."""
     if launch is not None:
-        proc = launch.start(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
-    else:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-        )
+        return _run_launched(cmd, launch, stdout, stderr, cwd, timeout, env)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+    )
     timed_out = True
     try:
         timed_out = not wait_exit(proc, timeout)
     finally:
-        if launch is not None and proc.poll() is None:
+        kill_group(proc)
+        proc.wait()
+    return proc.returncode, timed_out
+
+
+def _run_launched(
+    cmd: Sequence[str],
+    launch: Launch,
+    stdout: BinaryIO,
+    stderr: BinaryIO | int,
+    cwd: Path | str | None,
+    timeout: float,
+    env: Mapping[str, str] | None,
+) -> tuple[int, bool]:
+    """``run_into`` through ``launch``: the call ends when the launcher reports that the
+    command and all it started are gone, without waiting for the launcher's own exit."""
+    proc = launch.start(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+    status: int | None = None
+    try:
+        status = launch.wait(proc, timeout)
+    finally:
+        if status is None:  # timed out (or interrupted)
             # The launcher is a subreaper: what left the group is still below it.
             kill_tree(proc.pid)
             wait_exit(proc, DRAIN_SECONDS)
-        kill_group(proc)
-        proc.wait()
-        if launch is not None:
-            launch.finish(proc)
-    return proc.returncode, timed_out
+            kill_group(proc)
+            proc.wait()
+        else:  # nothing is left below a launcher that reported; one killed left its group
+            kill_group(proc)
+        launch.finish(proc)
+    if status is None:
+        return proc.returncode, True
+    return status, False
 
 
 def read_ends(handle: BinaryIO, keep: int) -> str:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.agent.test_pipeline_kit import (
+    GOOD_ADD,
+    accept,
     build,
     case,
     dumps,
     happy_worker,
     reject,
+    write,
 )
 from tilth.agent import prompts
 from tilth.agent.pipeline import run_task
@@ -102,3 +105,26 @@ def test_the_task_heading_survives_a_blank_description() -> None:
         diff="",
     )
     assert brief.startswith("# Task to evaluate: T-007 — Tidy")
+
+
+def test_a_review_has_one_turn_label_its_checkpoint_shares(tmp_path: Path) -> None:
+    """Finding 13 of #25: one review's events said `turn 4` (the worker's count) and `turn 1`."""
+    again = [write("calc.py", GOOD_ADD + "# v2\n"), case("v2")]
+    worker = [*happy_worker(), *again, write("calc.py", GOOD_ADD + "# v3\n"), case("v3")]
+    # round 1 rejects; round 2 needs its retry (attempt 2) to reject; round 3 accepts
+    evaluator = [reject(), reply("no tool"), reject("acceptance_gap"), accept()]
+    kit = build(tmp_path, worker, evaluator, max_evaluator_calls_per_task=3)
+    assert run_task(kit.ctx, kit.task()).status == "done"
+    reviews = [e for e in kit.events() if e.payload.get("actor") == "evaluator"]
+    rounds = {(e.payload["round"], e.payload["turn"]) for e in reviews if "round" in e.payload}
+    assert rounds == {(1, 1), (2, 2), (3, 3)}, "prompt, verdict and ledger event agree"
+    calls = [(e.payload["turn"], e.payload["attempt"]) for e in reviews if e.type == "model_call"]
+    assert calls == [(1, 1), (2, 1), (2, 2), (3, 1)], "a retry is an attempt, not a turn"
+    assert [e.payload["turn"] for e in reviews if e.type == "evaluator_parse_error"] == [2]
+    answered = [e.payload["turn"] for e in reviews if e.payload.get("tool") == "submit_verdict"]
+    assert answered == [1, 1, 2, 2, 3, 3]  # tool_call and tool_result of each verdict
+    verdicts = [e.payload for e in kit.events("evaluator_verdict")]
+    worker_turns = [e["turn"] for e in kit.session.ledger.read("T-001")]
+    assert [v["worker_turns"] for v in verdicts] == worker_turns and worker_turns[0] > 1
+    rejections = [c for n, c in kit.recorder.calls if n == "turn" and c["actor"] == "evaluator"]
+    assert [c["turn"] for c in rejections] == [1, 2], "the checkpoint's label is the review's"

@@ -9,7 +9,9 @@ from typing import Any
 
 import pexpect
 
+from tests.chat.screen import Screen
 from tilth.model import FakeServer, Script
+from tilth.model.script import Reply, stall
 
 PROMPT = "›"
 
@@ -106,3 +108,35 @@ class TtyChat:
 
 def server_for(replies: list[dict[str, Any]]) -> FakeServer:
     return FakeServer(Script({"worker": replies})).start()
+
+
+def streamed(answer: Reply, pieces: int, pause: float) -> Reply:
+    """``answer`` streamed with a silence of ``pause`` s every third chunk (a model writing)."""
+    for after in range(2, pieces, 3):
+        answer = stall(pause, answer, after=after)
+    return answer
+
+
+def screen_after_one_turn(
+    tmp_path: Path, answer: Reply, dimensions: tuple[int, int], **env: str
+) -> Screen:
+    """What the terminal holds (scrollback included) after one prompt answered by ``answer``
+    and Ctrl-D: ``tilth chat`` on a real pseudo-terminal of ``dimensions`` (rows, columns)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    server = server_for([answer])
+    log = tmp_path / "tty.log"
+    chat = TtyChat(["work"], chat_env(tmp_path / "home", server, **env), tmp_path, log, dimensions)
+    try:
+        chat.prompt()
+        chat.send("please answer at length")
+        chat.expect(r"── turn 1 ·")
+        chat.prompt()
+        assert chat.leave() == 0
+    finally:
+        chat.close()
+        server.stop()
+    screen = Screen(*dimensions)
+    with log.open(encoding="utf-8", newline="") as output:
+        screen.feed(output.read())
+    return screen

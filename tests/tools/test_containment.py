@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from security.conftest import MATRIX, require_backend
 
-from tilth.tools import ToolBox
+from tilth.tools import ToolBox, launcher
 from tilth.tools.sandbox import make_sandbox
 
 ESCAPES = {
@@ -79,3 +79,35 @@ def test_the_exit_status_is_the_commands(tmp_path: Path) -> None:
     assert killed.endswith("[exit 137]")
     missing = box.dispatch("bash", {"command": "no-such-program-xyz"}).result
     assert "[exit 127]" in missing
+
+
+@pytest.mark.parametrize("backend", ["off", *MATRIX])
+def test_the_command_holds_no_descriptor_but_its_own_three(tmp_path: Path, backend: str) -> None:
+    """The launcher reports the command's status on a socket: were the command to hold it,
+    it could end the call early and run on past its timeout."""
+    require_backend(backend)
+    box = _box(tmp_path, backend)
+    for _ in range(2):  # the first call's launcher starts in the call; the second is a spare
+        listing = box.dispatch("bash", {"command": "ls /proc/$$/fd; exit 5"}).result
+        assert listing.split() == ["0", "1", "2", "[exit", "5]"], listing
+
+
+def test_a_command_that_kills_its_launcher_does_not_hang_the_call(tmp_path: Path) -> None:
+    outcome = _box(tmp_path, "off").dispatch("bash", {"command": "kill -9 $PPID; sleep 30"})
+    assert not outcome.is_error and outcome.result.endswith("[exit -9]"), outcome.result
+
+
+def test_each_calls_launcher_is_reaped_and_few_are_kept_ready(tmp_path: Path) -> None:
+    """A call ends on its launcher's report, before the launcher's exit: it is reaped after."""
+    box = _box(tmp_path, "off")
+    launchers = []
+    for _ in range(4):
+        outcome = box.dispatch("bash", {"command": "echo $PPID"})
+        launchers.append(int(outcome.result.split()[0]))
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in launchers):  # a zombie has its entry
+        assert time.monotonic() < deadline, "a finished call's launcher was never reaped"
+        time.sleep(0.05)
+    while len(launcher.spares()) < launcher.SPARES and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(launcher.spares()) == launcher.SPARES

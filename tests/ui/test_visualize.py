@@ -476,7 +476,10 @@ def test_seed_panel_task_overview_and_ledger(session: Session) -> None:
     ledger = page.split('<section class="panel ledger">')[1].split("</section>")[0]
     assert "T-002 · 2 verdict(s)" in ledger
     assert "no edge cases" in ledger and "next: add them" in ledger and "fine now" in ledger
-    assert "stage implementing · turn 7" in ledger and "src/docs.py | 4 ++--" in ledger
+    assert (
+        "stage implementing · turn 2 · after worker turn 7" in ledger
+        and "src/docs.py | 4 ++--" in ledger
+    )
     assert '<span class="badge ok">accept</span>' in ledger
     assert "T-001" not in ledger
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.web.keys import close_menu, focused, open_menu, tab_to, walk_go_back_dialog
 from tests.web.test_browser_escaping import no_script_ran
 from tests.web.test_chat_view import chat_page, send
 from tilth.chat import ChatEngine
@@ -24,19 +25,6 @@ TWO_CALLS = reply(
     tool_call("write_file", path="a.txt", content="a\n"),
     tool_call("bash", command="echo second-result"),
 )
-
-
-def tab_to(page: Any, selector: str, tries: int = 60) -> None:
-    """Press Tab until ``selector`` has the focus (the keyboard's way there)."""
-    for _ in range(tries):
-        page.keyboard.press("Tab")
-        if page.evaluate("(s) => document.activeElement.matches(s)", selector):
-            return
-    raise AssertionError(f"Tab never reached {selector}")
-
-
-def focused(page: Any) -> str:
-    return str(page.evaluate("document.activeElement.getAttribute('data-test')"))
 
 
 def test_markdown_results_beside_calls_and_keyboard_menus(
@@ -72,24 +60,13 @@ def test_markdown_results_beside_calls_and_keyboard_menus(
 
         # keyboard only: Tab to the turn's ⟲, Enter opens the menu, Escape closes it
         tab_to(page, "[data-test=chat-rewind]")
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#popover:not([hidden])")
-        assert focused(page) == "chat-rewind-code"
-        page.keyboard.press("Escape")
-        page.wait_for_selector("#popover", state="hidden")
-        assert focused(page) == "chat-rewind"
+        open_menu(page, "chat-rewind-code")
+        close_menu(page, "chat-rewind")
         # again: ↓ to "conversation", Enter: the dialog shows the plan and the undo line
-        page.keyboard.press("Enter")
-        page.wait_for_selector("#popover:not([hidden])")
+        open_menu(page, "chat-rewind-code")
         page.keyboard.press("ArrowDown")
         assert focused(page) == "chat-rewind-conversation"
-        page.keyboard.press("Enter")
-        page.wait_for_selector("dialog[open]")
-        undo = page.locator("[data-test=plan-undo]")
-        assert undo.is_visible() and "Undo" in undo.inner_text()
-        page.keyboard.press("Escape")
-        page.wait_for_selector("dialog[open]", state="detached")
-        assert focused(page) == "chat-rewind", "the focus returns to the menu's button"
+        walk_go_back_dialog(page, "chat-rewind", "Undo")
         assert page.errors == []
 
 

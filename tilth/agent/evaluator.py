@@ -126,22 +126,25 @@ def review(
     )
     thread.append({"role": "system", "content": system}, turn=0)
     thread.append({"role": "user", "content": brief}, turn=0)
+    # A review is the evaluator's turn ``round_number`` of this task, in every event and in
+    # the checkpoint a rejection leaves; the worker's turn count is ``worker_turns``.
     ctx.session.log(
         "prompt_assembled",
         **actor.scope(),
-        turn=state.turns,
+        turn=round_number,
         round=round_number,
         role="evaluator",
         chars=len(system) + len(brief),
         content=brief[:16_000],
         truncated=len(brief) > 16_000,
     )
-    verdict = _ask(ctx, actor)
+    verdict = _ask(ctx, actor, round_number)
     ctx.session.log(
         "evaluator_verdict",
         **actor.scope(),
-        turn=state.turns,
+        turn=round_number,
         round=round_number,
+        worker_turns=state.turns,
         schema_version=VERDICT_SCHEMA_VERSION,
         **verdict,
     )
@@ -158,8 +161,9 @@ def review(
     ctx.session.log(
         "ledger_appended",
         **actor.scope(),
-        turn=state.turns,
+        turn=round_number,
         round=round_number,
+        worker_turns=state.turns,
         verdict_summary=verdict_summary(verdict),
     )
     ctx.progress.status(task=task_id, stage=stage, tokens=ctx.session.tokens_used)
@@ -185,19 +189,19 @@ def _silent_reviews(ledger: list[dict[str, Any]]) -> int:
     return count
 
 
-def _ask(ctx: RunContext, actor: Actor) -> dict[str, Any]:
+def _ask(ctx: RunContext, actor: Actor, turn: int) -> dict[str, Any]:
     """Call the evaluator, retrying once on an unparseable reply; fail closed after that."""
     error = ""
     for attempt in range(1, ATTEMPTS + 1):
         ctx.check_caps()
-        result = take_turn(actor, attempt, phase="evaluator", attempt=attempt)
+        result = take_turn(actor, turn, phase="evaluator", attempt=attempt)
         calls = result.control_calls
         for call in calls:
-            log_call(actor, attempt, call)
+            log_call(actor, turn, call)
         verdict, error_text = parse_verdict(calls)
         if verdict is not None:
             for call in calls:
-                answer(actor, attempt, call, "Verdict recorded.")
+                answer(actor, turn, call, "Verdict recorded.")
             return verdict
         error = error_text or "unparseable reply"
         if not calls and result.unreadable_calls:
@@ -206,6 +210,7 @@ def _ask(ctx: RunContext, actor: Actor) -> dict[str, Any]:
         ctx.session.log(
             "evaluator_parse_error",
             **actor.scope(),
+            turn=turn,
             attempt=attempt,
             error=error,
             raw_tool_calls=[
@@ -215,7 +220,7 @@ def _ask(ctx: RunContext, actor: Actor) -> dict[str, Any]:
         )
         if calls:
             for call in calls:
-                answer(actor, attempt, call, error, is_error=True)
+                answer(actor, turn, call, error, is_error=True)
         elif attempt < ATTEMPTS and not result.unreadable_calls:
-            say(actor, error, turn=attempt, kind="parse_error")
+            say(actor, error, turn=turn, kind="parse_error")
     return fallback_verdict(error)

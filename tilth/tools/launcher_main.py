@@ -3,8 +3,8 @@
 It waits on the socket it was given (``$TILTH_LAUNCHER_FD``) for one job — the command, its
 environment and directory, how to confine it, and its output descriptors — then becomes a
 child subreaper, confines itself (Landlock) and spawns the command, waits for it, kills
-whatever it left, puts back the files it may not change and exits with its status. End
-of input without a job: it exits quietly.
+whatever it left, puts back the files it may not change, reports the command's status on
+the socket and exits with it. End of input without a job: it exits quietly.
 
 It imports nothing from Tilth but ``landlock.py`` (loaded by path), and is started with
 an empty environment: no key is in its memory for the command to look for.
@@ -63,11 +63,11 @@ def main() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     landlock = _landlock()  # loaded before the job arrives: off the call's critical path
     channel = socket.socket(fileno=int(os.environ["TILTH_LAUNCHER_FD"]))
+    channel.set_inheritable(False)  # the command never holds it: it cannot report for us
     try:
         data, fds, _, _ = socket.recv_fds(channel, JOB_BYTES, 2)
     except OSError:
         return 0  # Tilth exited: no job will come
-    channel.close()
     if not data or len(fds) != 2:
         return 0
     job: dict[str, Any] = marshal.loads(data)
@@ -102,27 +102,40 @@ def main() -> int:
         return 127
     code = _reap(pid)
     _restore([(p, bytes.fromhex(h)) for p, h in job["keep"]])
+    try:  # the call is over: Tilth need not wait for this process to exit
+        channel.send(code.to_bytes(4, "little", signed=True))
+    except OSError:
+        pass
     return code
 
 
 def _reap(main: int) -> int:
     """Wait for the command; then kill and reap every process left; the command's status."""
     status: int | None = None
-    while True:
+    while status is None:
         try:
             pid, raw = os.waitpid(-1, 0)
         except ChildProcessError:
-            break
+            return 126
         if pid == main:
             status = raw
-        if status is not None:
-            for child in children(os.getpid()):
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-    if status is None:
-        return 126
+    # Orphans are re-parented here. Only while some still run is /proc read for them.
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            continue
+        for child in children(os.getpid()):
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
 

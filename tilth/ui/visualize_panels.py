@@ -106,8 +106,8 @@ def ledger_panel(session: Session, task_order: list[str]) -> str:
     blocks = []
     for task_id in ordered:
         rows = []
-        for entry in ledger.read(task_id):
-            rows.append(_ledger_row(entry))
+        for number, entry in enumerate(ledger.read(task_id), start=1):
+            rows.append(_ledger_row(entry, number))
         table = (
             "<table><tr><th>when</th><th>verdict</th><th>category</th><th>concern</th></tr>"
             + "".join(rows)
@@ -117,14 +117,19 @@ def ledger_panel(session: Session, task_order: list[str]) -> str:
     return f'<section class="panel ledger"><h2>Ledger</h2>{"".join(blocks)}</section>'
 
 
-def _ledger_row(entry: dict[str, Any]) -> str:
-    """One verdict; the run loop nests it under ``verdict`` beside the case and the diff."""
+def _ledger_row(entry: dict[str, Any], number: int) -> str:
+    """One verdict, the task's review ``number``; the run loop nests it under ``verdict``
+    beside the case and the diff."""
     nested = entry.get("verdict")
     verdict = nested if isinstance(nested, dict) else entry
     word = str(verdict.get("verdict", "?"))
-    where = " · ".join(
-        f"{k} {entry[k]}" for k in ("stage", "turn") if entry.get(k) not in (None, "")
-    )
+    # The review is the evaluator's turn ``number`` (as its events and checkpoint say);
+    # the entry's own ``turn`` is the worker's turn count it reviewed.
+    parts = [f"stage {entry['stage']}"] if entry.get("stage") not in (None, "") else []
+    parts.append(f"turn {number}")
+    if entry.get("turn") not in (None, ""):
+        parts.append(f"after worker turn {entry['turn']}")
+    where = " · ".join(parts)
     extra = ""
     if verdict.get("next_step"):
         extra += f'<div class="meta">next: {esc(verdict["next_step"])}</div>'
