@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from security.conftest import MATRIX, require_backend
 
-from tilth.tools import ToolBox, launcher
+from tilth.tools import ToolBox, landlock, launcher
 from tilth.tools.sandbox import make_sandbox
 
 ESCAPES = {
@@ -111,3 +111,21 @@ def test_each_calls_launcher_is_reaped_and_few_are_kept_ready(tmp_path: Path) ->
     while len(launcher.spares()) < launcher.SPARES and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(launcher.spares()) == launcher.SPARES
+
+
+def test_under_landlock_the_command_cannot_kill_its_launcher(tmp_path: Path) -> None:
+    """Killing its launcher would orphan what the command started with ``setsid``: only
+    the launcher's spawning thread is confined, so (ABI >= 6) the command's signal to its
+    launcher is refused and the call ends with nothing left behind."""
+    require_backend("landlock")
+    if landlock.abi_version() < 6:
+        pytest.skip("this kernel's Landlock ABI < 6 does not scope signals (doctor says so)")
+    marker = f"{400 + os.getpid() % 500}.66"
+    command = f"setsid sleep {marker} & kill -9 $PPID; echo kill-rc=$?"
+    try:
+        outcome = _box(tmp_path, "landlock").dispatch("bash", {"command": command})
+        assert "kill-rc=1" in outcome.result and not outcome.is_error, outcome.result
+        assert _sleepers(marker) == [], "the setsid'd sleep outlived its call"
+    finally:
+        for pid in _sleepers(marker):
+            os.kill(pid, 9)

@@ -20,6 +20,7 @@ import signal
 import socket
 import stat
 import sys
+import threading
 from types import ModuleType
 from typing import Any
 
@@ -89,17 +90,35 @@ def main() -> int:
         grants = tuple(landlock.Grant(p, r, f) for p, r, f in spec["grants"])
         ruleset = landlock.Ruleset(grants, spec["abi"], spec["network"])
     argv: list[str] = job["argv"]
-    # Confined itself, the launcher spawns the command without a fork of its own (vfork):
-    # it holds nothing the command may not see (an empty environment, the command's job),
-    # and is not dumpable, so the command (without capabilities) cannot trace it.
+    # The launcher holds nothing the command may not see (an empty environment, the
+    # command's job) and is not dumpable, so the command (without capabilities) cannot
+    # trace it. Only a thread of it is confined, and spawns the command (without a fork of
+    # its own): Landlock and capabilities are per thread, so the launcher's own thread
+    # stays outside the command's domain, where (ABI >= 6) no signal from the command
+    # reaches it — killing its launcher would orphan what the command left running.
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    try:
-        if ruleset is not None:
-            landlock.confine(ruleset, [tmp] if tmp else [])
-        pid = os.posix_spawnp(argv[0], argv, env, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
-    except OSError as exc:
-        os.write(2, f"tilth: could not start {argv[0]}: {exc}\n".encode())
+    started: dict[str, Any] = {}
+
+    def spawn() -> None:
+        try:
+            if ruleset is not None:
+                landlock.confine(ruleset, [tmp] if tmp else [])
+            started["pid"] = os.posix_spawnp(
+                argv[0], argv, env, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)
+            )
+        except OSError as exc:
+            started["error"] = exc
+
+    if ruleset is None:
+        spawn()
+    else:
+        confined = threading.Thread(target=spawn)
+        confined.start()
+        confined.join()
+    if "error" in started:
+        os.write(2, f"tilth: could not start {argv[0]}: {started['error']}\n".encode())
         return 127
+    pid = started["pid"]
     code = _reap(pid)
     _restore([(p, bytes.fromhex(h)) for p, h in job["keep"]])
     try:  # the call is over: Tilth need not wait for this process to exit
