@@ -15,9 +15,10 @@ from typing import Any
 from tests.chat.tty import chat_env
 from tests.sessionview import SessionView
 from tests.warm_cli import shared
-from tilth.model import FakeServer, Script, error, reply, tool_call_raw
-from tilth.model.fake_replies import invalid_arguments
+from tilth.model import FakeServer, Script, error, reply, tool_call, tool_call_raw
+from tilth.model.fake_replies import context_refusal, invalid_arguments
 from tilth.model.fake_server import LlamaManners
+from tilth.timeline.rewind.summarize import SUMMARY_PROMPT
 
 LLAMA = LlamaManners(refuse_invalid_arguments=True, n_ctx=32_768, count_prompt_tokens=True)
 CUT = reply(None, tool_call_raw("write_file", '{"path": "a.py", "'), finish_reason="length")
@@ -142,10 +143,43 @@ def test_errors_go_to_stderr_and_an_all_failed_chat_is_not_done(tmp_path: Path) 
     assert "all_done" not in json.dumps(listed)
 
 
-def test_a_chat_too_long_for_the_window_says_what_shortens_it(tmp_path: Path) -> None:
+def test_a_window_too_small_for_the_instructions_says_so_once(tmp_path: Path) -> None:
     tiny = LlamaManners(n_ctx=300, count_prompt_tokens=True)
     with FakeServer(Script({"worker": [reply("never")]}), manners=tiny) as server:
         result = chat(tmp_path, ["hello"], server)
-    assert "exceeds the available context size" in result.stderr
-    assert "/summarize N up-to or /rewind N shortens it" in result.stderr
+        asked = len(server.requests)
+    assert asked == 1, "refused once; no summary can make the instructions fit"
+    assert result.stderr.count("the model's context window (300 tokens) is too small") == 1
+    assert "--ctx-size" in result.stderr
+    assert "/summarize" not in result.stderr, "summarizing cannot shorten the instructions"
     assert "tilth resume" not in result.stdout + result.stderr
+
+
+def test_a_window_the_first_message_nearly_fills_gives_one_message_not_a_summary_loop(
+    tmp_path: Path,
+) -> None:
+    """Seen at llama.cpp ``-c 2048``: the instructions, tools and a long first message took
+    ~75% of the window, so each summary made room for two steps and the chat summarized
+    before every other request, the same estimate each time."""
+    notes = " ".join(f"Line {n} of the notes says the greeting must stay short." for n in range(30))
+
+    def story(model: str, request: dict[str, Any]) -> Any:
+        messages = request.get("messages") or []
+        if messages and messages[0].get("content") == SUMMARY_PROMPT:
+            return reply("(summary) The notes were read.")
+        return reply(None, tool_call("read_file", path="app.py"))
+
+    window = LlamaManners(n_ctx=2048, supports_tools=True, count_prompt_tokens=True)
+    with FakeServer(Script(story), manners=window) as server:
+        (tmp_path / "work").mkdir()
+        (tmp_path / "work" / "app.py").write_text("def hello():\n    return 'hi'\n")
+        result = chat(tmp_path, [f"Keep these notes in mind: {notes}"], server)
+        bodies = [r["body"] for r in server.requests]
+    summaries = [b for b in bodies if b["messages"][0]["content"] == SUMMARY_PROMPT]
+    assert summaries == [], f"{len(summaries)} summaries of a thread no summary can shorten"
+    assert result.stderr.count("the model's context window (2,048 tokens) is too small") == 1
+    assert "--ctx-size" in result.stderr and "tilth resume" not in result.stderr
+    assert not [b for b in bodies if context_refusal(b, 2048)], "stopped before a refusal"
+    view = only_session(tmp_path)
+    assert view.payloads("context_compacted") == []
+    assert [p["window"] for p in view.payloads("context_too_small")] == [2048]
