@@ -126,6 +126,26 @@ def test_a_reply_that_only_repeats_itself_is_cut_short(tmp_path: Path) -> None:
     assert "Fine now." in result.stdout
 
 
+def test_a_tool_call_whose_arguments_only_repeat_themselves_is_cut_short(
+    tmp_path: Path,
+) -> None:
+    looping = reply(None, tool_call("write_file", path="a.txt", content="the same line\n" * 3000))
+    with FakeServer(Script({"worker": [looping, reply("Fine now.")]})) as server:
+        result = chat(tmp_path, ["write it", "again"], server)
+        second = server.requests[1]["body"]["messages"]
+    assert result.returncode == 0, result.stderr
+    assert "note: the reply only repeated itself; it was cut short" in result.stdout
+    assert not (tmp_path / "work" / "a.txt").exists(), "the cut call was not run"
+    view = only_session(tmp_path)
+    assert view.payloads("reply_cut_off")[0]["finish_reason"] == "repetition"
+    at = next(i for i, m in enumerate(second) if m["role"] == "assistant")
+    said, told = second[at], second[at + 1]
+    assert "write_file call, cut short" in said["content"] and not said.get("tool_calls")
+    assert told["role"] == "user" and "only repeated the same text" in told["content"]
+    assert len(json.dumps(second)) < 12_000, "the repeats are not sent back"
+    assert "Fine now." in result.stdout
+
+
 def test_errors_go_to_stderr_and_an_all_failed_chat_is_not_done(tmp_path: Path) -> None:
     with FakeServer(Script({"worker": [error(400, "bad request")] * 2})) as server:
         result = chat(tmp_path, ["one", "two"], server)
