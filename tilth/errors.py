@@ -123,6 +123,26 @@ class ContextOverflow(ModelError):
         self.window = window
 
 
+class ContextTooSmall(ContextOverflow):
+    """The model's context window cannot hold the conversation even summarized.
+
+    What is never summarized leaves so little room that a summary would be due every step
+    or two, so Tilth stops and says so once instead.
+    """
+
+    def __init__(self, window: int, floor: int) -> None:
+        super().__init__(
+            f"the model's context window ({window:,} tokens) is too small for this "
+            f"conversation: the instructions, tool descriptions and first message, which are "
+            f"never summarized, take about {floor:,} tokens of it, which leaves too little "
+            "room to go on",
+            hint="serve the model with a larger context window (llama.cpp: --ctx-size 8192 "
+            "or more; docs/models.md says how for each server)",
+            window=window,
+        )
+        self.floor = floor
+
+
 class Aborted(TilthError):
     """The user declined a confirmation."""
 

@@ -23,7 +23,13 @@ from tilth.agent.resume import prepare_resume
 from tilth.agent.run_context import CheckpointRecorder, Notices, Progress, RunContext, prep_tokens
 from tilth.agent.stops import CAP_SETTINGS, Stop
 from tilth.config import Role, Settings
-from tilth.errors import ContextOverflow, SetupFailed, TilthError, WorkspaceError
+from tilth.errors import (
+    ContextOverflow,
+    ContextTooSmall,
+    SetupFailed,
+    TilthError,
+    WorkspaceError,
+)
 from tilth.model.base import Model
 from tilth.model.endpoint_facts import no_tools_warning
 from tilth.proc import stop_signals_interrupt
@@ -391,6 +397,8 @@ def next_step(stop: Stop, session_id: str) -> str | None:
     if stop.reason in ("wall_clock", "token_cap"):
         setting = CAP_SETTINGS[stop.reason]
         return f"raise {setting} if needed, then: tilth resume {session_id}"
+    if isinstance(stop.error, ContextTooSmall):
+        return "serve the model with a larger context window (docs/models.md), then resume"
     if isinstance(stop.error, ContextOverflow):
         return (
             f"the conversation no longer fits the model's context window: shorten it with "

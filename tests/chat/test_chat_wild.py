@@ -15,9 +15,10 @@ from typing import Any
 from tests.chat.tty import chat_env
 from tests.sessionview import SessionView
 from tests.warm_cli import shared
-from tilth.model import FakeServer, Script, error, reply, tool_call_raw
-from tilth.model.fake_replies import invalid_arguments
+from tilth.model import FakeServer, Script, error, reply, tool_call, tool_call_raw
+from tilth.model.fake_replies import context_refusal, invalid_arguments
 from tilth.model.fake_server import LlamaManners
+from tilth.timeline.rewind.summarize import SUMMARY_PROMPT
 
 LLAMA = LlamaManners(refuse_invalid_arguments=True, n_ctx=32_768, count_prompt_tokens=True)
 CUT = reply(None, tool_call_raw("write_file", '{"path": "a.py", "'), finish_reason="length")
@@ -125,6 +126,26 @@ def test_a_reply_that_only_repeats_itself_is_cut_short(tmp_path: Path) -> None:
     assert "Fine now." in result.stdout
 
 
+def test_a_tool_call_whose_arguments_only_repeat_themselves_is_cut_short(
+    tmp_path: Path,
+) -> None:
+    looping = reply(None, tool_call("write_file", path="a.txt", content="the same line\n" * 3000))
+    with FakeServer(Script({"worker": [looping, reply("Fine now.")]})) as server:
+        result = chat(tmp_path, ["write it", "again"], server)
+        second = server.requests[1]["body"]["messages"]
+    assert result.returncode == 0, result.stderr
+    assert "note: the reply only repeated itself; it was cut short" in result.stdout
+    assert not (tmp_path / "work" / "a.txt").exists(), "the cut call was not run"
+    view = only_session(tmp_path)
+    assert view.payloads("reply_cut_off")[0]["finish_reason"] == "repetition"
+    at = next(i for i, m in enumerate(second) if m["role"] == "assistant")
+    said, told = second[at], second[at + 1]
+    assert "write_file call, cut short" in said["content"] and not said.get("tool_calls")
+    assert told["role"] == "user" and "only repeated the same text" in told["content"]
+    assert len(json.dumps(second)) < 12_000, "the repeats are not sent back"
+    assert "Fine now." in result.stdout
+
+
 def test_errors_go_to_stderr_and_an_all_failed_chat_is_not_done(tmp_path: Path) -> None:
     with FakeServer(Script({"worker": [error(400, "bad request")] * 2})) as server:
         result = chat(tmp_path, ["one", "two"], server)
@@ -142,12 +163,15 @@ def test_errors_go_to_stderr_and_an_all_failed_chat_is_not_done(tmp_path: Path) 
     assert "all_done" not in json.dumps(listed)
 
 
-def test_a_chat_too_long_for_the_window_says_what_shortens_it(tmp_path: Path) -> None:
+def test_a_window_too_small_for_the_instructions_says_so_once(tmp_path: Path) -> None:
     tiny = LlamaManners(n_ctx=300, count_prompt_tokens=True)
     with FakeServer(Script({"worker": [reply("never")]}), manners=tiny) as server:
         result = chat(tmp_path, ["hello"], server)
-    assert "exceeds the available context size" in result.stderr
-    assert "/summarize N up-to or /rewind N shortens it" in result.stderr
+        asked = len(server.requests)
+    assert asked == 1, "refused once; no summary can make the instructions fit"
+    assert result.stderr.count("the model's context window (300 tokens) is too small") == 1
+    assert "--ctx-size" in result.stderr
+    assert "/summarize" not in result.stderr, "summarizing cannot shorten the instructions"
     assert "tilth resume" not in result.stdout + result.stderr
 
 
@@ -206,3 +230,33 @@ def test_a_server_that_takes_no_tools_is_told_before_the_first_turn(tmp_path: Pa
     with FakeServer(Script({"worker": [reply("Fine.")]}), manners=LLAMA) as server:
         result = chat(tmp_path, ["hi"], server)
     assert "cannot take tool calls" not in result.stderr + result.stdout
+
+
+def test_a_window_the_first_message_nearly_fills_gives_one_message_not_a_summary_loop(
+    tmp_path: Path,
+) -> None:
+    """Seen at llama.cpp ``-c 2048``: the instructions, tools and a long first message took
+    ~75% of the window, so each summary made room for two steps and the chat summarized
+    before every other request, the same estimate each time."""
+    notes = " ".join(f"Line {n} of the notes says the greeting must stay short." for n in range(30))
+
+    def story(model: str, request: dict[str, Any]) -> Any:
+        messages = request.get("messages") or []
+        if messages and messages[0].get("content") == SUMMARY_PROMPT:
+            return reply("(summary) The notes were read.")
+        return reply(None, tool_call("read_file", path="app.py"))
+
+    window = LlamaManners(n_ctx=2048, supports_tools=True, count_prompt_tokens=True)
+    with FakeServer(Script(story), manners=window) as server:
+        (tmp_path / "work").mkdir()
+        (tmp_path / "work" / "app.py").write_text("def hello():\n    return 'hi'\n")
+        result = chat(tmp_path, [f"Keep these notes in mind: {notes}"], server)
+        bodies = [r["body"] for r in server.requests]
+    summaries = [b for b in bodies if b["messages"][0]["content"] == SUMMARY_PROMPT]
+    assert summaries == [], f"{len(summaries)} summaries of a thread no summary can shorten"
+    assert result.stderr.count("the model's context window (2,048 tokens) is too small") == 1
+    assert "--ctx-size" in result.stderr and "tilth resume" not in result.stderr
+    assert not [b for b in bodies if context_refusal(b, 2048)], "stopped before a refusal"
+    view = only_session(tmp_path)
+    assert view.payloads("context_compacted") == []
+    assert [p["window"] for p in view.payloads("context_too_small")] == [2048]

@@ -101,17 +101,12 @@ def test_a_thread_past_a_small_context_is_summarized_and_goes_on(
     llama_small: LlamaServer,
     tmp_path: Path,
 ) -> None:
-    """At ``-c 2048`` a long prompt and the tool calls after it overflow the window: Tilth
-    summarizes and goes on."""
+    """At ``-c 2048`` the first turn's tool calls and results overflow the window: Tilth
+    summarizes and goes on (Tilth's instructions and tools leave a few hundred tokens free)."""
     work = project(tmp_path)
-    paragraph = " ".join(
-        f"Line {n} of the notes says the greeting must stay short." for n in range(30)
-    )
-    # The first turn's tool calls and results alone outgrow 2,048 tokens.
-    prompts = [f"Keep these notes in mind: {paragraph}", ASK]
     with RecordingProxy(llama_small.port) as relay:
         env = live_env(tmp_path / "home", relay.base_url, REPLY_TOKENS)
-        result = tilth(["chat", str(work)], env, tmp_path, stdin="".join(p + "\n" for p in prompts))
+        result = tilth(["chat", str(work)], env, tmp_path, stdin=f"{WRITE}\n{ASK}\n")
         exchanges = check_requests(relay, REPLY_TOKENS)
     assert result.returncode == 0, result.stderr
     refused = [e for e in exchanges if CONTEXT_REFUSED in e.answer_text()]
@@ -119,3 +114,30 @@ def test_a_thread_past_a_small_context_is_summarized_and_goes_on(
     last = [e for e in exchanges if last_user_text(e) == ASK]
     assert last and any(e.status == 200 for e in last), [e.status for e in exchanges]
     assert "summar" in (result.stdout + result.stderr).lower(), result.stdout[-2000:]
+    view = SessionView.only(tmp_path / "home" / "sessions")
+    compacted = view.payloads("context_compacted")
+    calls = [p for p in view.payloads("model_call") if p.get("actor") == "chat"]
+    assert compacted and len(compacted) <= len(calls) // 3, "a summary buys several steps"
+
+
+def test_a_first_message_that_nearly_fills_a_small_context_is_said_once(
+    llama_small: LlamaServer,
+    tmp_path: Path,
+) -> None:
+    """At ``-c 2048`` a long first message leaves a few steps' room: the chat summarized before
+    every other request; now it says once that the window is too small, and stops the turn."""
+    work = project(tmp_path)
+    paragraph = " ".join(
+        f"Line {n} of the notes says the greeting must stay short." for n in range(30)
+    )
+    with RecordingProxy(llama_small.port) as relay:
+        env = live_env(tmp_path / "home", relay.base_url, REPLY_TOKENS)
+        prompt = f"Keep these notes in mind: {paragraph}\n"
+        result = tilth(["chat", str(work)], env, tmp_path, stdin=prompt)
+        exchanges = check_requests(relay, REPLY_TOKENS)
+    assert result.returncode == 0, result.stderr
+    assert not [e for e in exchanges if CONTEXT_REFUSED in e.answer_text()]
+    assert result.stderr.count("context window (2,048 tokens) is too small") == 1, result.stderr
+    view = SessionView.only(tmp_path / "home" / "sessions")
+    assert view.payloads("context_compacted") == []
+    assert view.payloads("context_too_small")

@@ -7,7 +7,13 @@ after the server refused a request for its size, the oldest part of the thread �
 the system prompt and the first brief — is replaced by a summary: the same summarize as
 ``tilth summarize`` (its replaced messages kept, so going back still works), recorded
 after a checkpoint of its own when the actor has a recorder, so it can be undone by a
-rewind to that checkpoint.
+rewind to that checkpoint. The summarizer's request goes through the turn loop's
+``ask_aside``: it obeys the actor's cancel token and wall-clock deadline.
+
+What is never summarized — the system prompt, the tool descriptions and the first brief —
+must leave ``ROOM`` of the window below the threshold. When it does not, a summary would
+be due again every step or two (a loop of summaries, each as large as the last), so the
+window is too small: ``ContextTooSmall`` ends the turn with one clear message instead.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tilth.errors import ContextOverflow, ModelError
+from tilth.errors import ContextOverflow, ContextTooSmall, ModelError
 from tilth.model.endpoint_facts import DEFAULT_CONTEXT_TOKENS
 from tilth.session.threads import StoredMessage
 from tilth.timeline.rewind.summarize import summarize_span
@@ -28,6 +35,8 @@ if TYPE_CHECKING:
     from tilth.model.base import Model
 
 THRESHOLD = 0.9
+ROOM = 0.2
+"""The share of the window below ``THRESHOLD`` left for the conversation proper: a few steps."""
 FIRST_GUESS_CHARS_PER_TOKEN = 3
 """Before any reply says how long a prompt is: code and JSON run about 3 characters a token."""
 MAX_COMPACTIONS_PER_REQUEST = 3
@@ -71,6 +80,11 @@ class ContextKeeper:
     def limit(self) -> int:
         return int(self.window * THRESHOLD)
 
+    @property
+    def target(self) -> int:
+        """The most that what is never summarized may take (else the window is too small)."""
+        return int(self.window * (THRESHOLD - ROOM))
+
     def estimate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         """The prompt tokens a request of ``messages`` and ``tools`` will count."""
         chars = _chars(messages, tools)
@@ -87,27 +101,66 @@ class ContextKeeper:
             self._measured = (prompt_tokens, _chars(messages, tools))
 
     def before_request(self, actor: Actor, tools: list[dict[str, Any]]) -> None:
-        """Summarize the oldest turns while the next request would pass the threshold."""
-        for _ in range(MAX_COMPACTIONS_PER_REQUEST):
-            estimate = self.estimate(actor.thread.messages(), tools)
-            if estimate < self.limit:
-                return
-            why = (
-                f"the conversation is about {estimate:,} tokens, near the model's context "
-                f"window of {self.window:,}"
-            )
-            if not self.compact(actor, why, estimate=estimate):
-                return
+        """Summarize the oldest turns when the next request would pass the threshold.
 
-    def after_overflow(self, actor: Actor, overflow: ContextOverflow) -> bool:
+        Raises ``ContextTooSmall`` when summarizing cannot make room in this window.
+        """
+        estimate = self.estimate(actor.thread.messages(), tools)
+        if estimate < self.limit:
+            return
+        why = (
+            f"the conversation is about {estimate:,} tokens, near the model's context "
+            f"window of {self.window:,}"
+        )
+        self._make_room(actor, tools, why, estimate, MAX_COMPACTIONS_PER_REQUEST)
+
+    def after_overflow(
+        self, actor: Actor, overflow: ContextOverflow, tools: list[dict[str, Any]]
+    ) -> bool:
         """After the server refused a request for its size: summarize once (True: retry)."""
         if overflow.window:
             self.window = overflow.window
         if overflow.prompt_tokens:
-            self._measured = (overflow.prompt_tokens, _chars(actor.thread.messages(), []))
+            self._measured = (overflow.prompt_tokens, _chars(actor.thread.messages(), tools))
         said = f" ({overflow.prompt_tokens:,} tokens)" if overflow.prompt_tokens else ""
         why = f"the server refused the request as longer than its context window{said}"
-        return self.compact(actor, why, estimate=overflow.prompt_tokens)
+        return self._make_room(actor, tools, why, overflow.prompt_tokens, 1)
+
+    def _make_room(
+        self,
+        actor: Actor,
+        tools: list[dict[str, Any]],
+        why: str,
+        estimate: int | None,
+        rounds: int,
+    ) -> bool:
+        """Summarize (up to ``rounds`` times) until the prompt is under the threshold.
+
+        True when something was summarized. Raises ``ContextTooSmall`` when what is never
+        summarized (the system prompt, the tools, the first brief) leaves too little room
+        (under ``ROOM`` of the window): a summary would be due again every step or two.
+        """
+        head = self._head_estimate(actor, tools)
+        if head is not None and head >= self.target:
+            actor.session.log("context_too_small", **actor.scope(), window=self.window, head=head)
+            raise ContextTooSmall(self.window, head)
+        compacted = False
+        for _ in range(rounds):
+            if not self.compact(actor, why, estimate=estimate):
+                break
+            compacted = True
+            estimate = self.estimate(actor.thread.messages(), tools)
+            if estimate < self.limit:
+                break
+            why = f"the conversation is still about {estimate:,} tokens after a summary"
+        return compacted
+
+    def _head_estimate(self, actor: Actor, tools: list[dict[str, Any]]) -> int | None:
+        """The prompt size of what is never summarized (None before the server counted one)."""
+        if self._measured is None:
+            return None  # a first guess from the characters is too rough to stop on
+        stored = actor.thread.read()
+        return self.estimate([m.message for m in stored[: _head_length(stored)]], tools)
 
     def compact(self, actor: Actor, why: str, *, estimate: int | None = None) -> bool:
         """Summarize the oldest part of ``actor``'s thread; False when nothing could be."""
@@ -117,18 +170,13 @@ class ContextKeeper:
             return False
         label = f"before summarizing {len(parts[1])} older message(s): context nearly full"
         checkpoint = self.checkpoint(label) if self.checkpoint is not None else None
+        # The summarizer is an actor of the turn loop too: its request is cancelled with the
+        # turn (Ctrl-C, a stop button) and at the wall-clock deadline, and its retries shown.
+        from tilth.agent.turn import ask_aside
 
-        def on_retry(attempt: int, reason: str, delay: float) -> None:
-            actor.session.log(
-                "model_retry",
-                **{**actor.scope(), "actor": "summarizer"},
-                role="summarizer",
-                attempt=attempt,
-                reason=reason,
-                delay=round(delay, 2),
-            )
-            actor.notice("retry", f"summarizer model call failed ({reason}); retry {attempt}")
-
+        summarizer = replace(
+            actor, name="summarizer", toolbox=None, control_schemas=[], on_delta=None, context=None
+        )
         try:
             result = summarize_span(
                 actor.session,
@@ -138,7 +186,7 @@ class ContextKeeper:
                 actor.model,
                 checkpoint,
                 max_chars=self.window * FIRST_GUESS_CHARS_PER_TOKEN // 2,
-                on_retry=on_retry,
+                asker=lambda request: ask_aside(summarizer, request),
                 actor=actor.name,
                 reason=why,
                 automatic=True,
@@ -171,11 +219,7 @@ def oldest_part(
     The head is the system prompt and the first brief; the cut never separates a tool
     call from its answers, and the newest exchange is always kept.
     """
-    start = 0
-    while start < len(stored) and stored[start].message.get("role") == "system":
-        start += 1
-    if start < len(stored) and stored[start].message.get("role") == "user":
-        start += 1
+    start = _head_length(stored)
     rest = stored[start:]
     if len(rest) < 3:
         return None
@@ -194,3 +238,13 @@ def oldest_part(
     if cut <= 0:
         return None
     return stored[:start], rest[:cut], rest[cut:]
+
+
+def _head_length(stored: list[StoredMessage]) -> int:
+    """How many leading messages are never summarized: the system prompt and the first brief."""
+    start = 0
+    while start < len(stored) and stored[start].message.get("role") == "system":
+        start += 1
+    if start < len(stored) and stored[start].message.get("role") == "user":
+        start += 1
+    return start

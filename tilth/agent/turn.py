@@ -116,25 +116,7 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
     when its deadline passes mid-reply, ``ModelError`` when no answer could be had.
     """
     turn = _reply(actor)
-    total = actor.session.add_tokens(turn.usage.total)
-    payload: dict[str, Any] = {
-        **actor.scope(),
-        "turn": number,
-        "model": actor.model.name,
-        "scripted": actor.scripted,
-        "prompt_tokens": turn.usage.prompt_tokens,
-        "completion_tokens": turn.usage.completion_tokens,
-        "eval_tokens": turn.usage.completion_tokens,  # the reference's name for it
-        "tokens_used_total": total,
-        "finish_reason": turn.finish_reason,
-        "tool_calls": [call.name for call in turn.tool_calls],
-        **fields,
-    }
-    if turn.content:
-        payload["content"] = turn.content
-    if turn.reasoning:
-        payload["reasoning"] = turn.reasoning
-    actor.session.log("model_call", **payload)
+    _log_model_call(actor, turn, {"turn": number, **fields})
     result = TurnResult(turn, number)
     if turn.is_empty:
         return result
@@ -185,22 +167,63 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
     return result
 
 
+def ask_aside(actor: Actor, messages: list[dict[str, Any]], **fields: Any) -> AssistantTurn:
+    """One request outside ``actor``'s thread (the summarizer's), asked as every turn is.
+
+    The same ``ask`` as ``take_turn``: retries logged and shown, the actor's cancel token
+    and deadline obeyed (``Cancelled``, ``StopRun("wall_clock")``), ``model_call`` logged
+    under the actor's name with ``fields``. No tools are offered and the thread is not touched.
+    """
+    turn = _ask(actor, messages, [])
+    _log_model_call(actor, turn, fields)
+    return turn
+
+
+def _log_model_call(actor: Actor, turn: AssistantTurn, fields: dict[str, Any]) -> None:
+    total = actor.session.add_tokens(turn.usage.total)
+    payload: dict[str, Any] = {
+        **actor.scope(),
+        **fields,
+        "model": actor.model.name,
+        "scripted": actor.scripted,
+        "prompt_tokens": turn.usage.prompt_tokens,
+        "completion_tokens": turn.usage.completion_tokens,
+        "eval_tokens": turn.usage.completion_tokens,  # the reference's name for it
+        "tokens_used_total": total,
+        "finish_reason": turn.finish_reason,
+        "tool_calls": [call.name for call in turn.tool_calls],
+    }
+    if turn.content:
+        payload["content"] = turn.content
+    if turn.reasoning:
+        payload["reasoning"] = turn.reasoning
+    actor.session.log("model_call", **payload)
+
+
 def _reply(actor: Actor) -> AssistantTurn:
     """Ask the model, summarizing the thread first (or once after a refusal) when it is long."""
     tools = actor.schemas()
     if actor.context is not None:
         actor.context.before_request(actor, tools)
     try:
-        return _ask(actor, tools)
+        return _ask_thread(actor, tools)
     except ContextOverflow as overflow:
-        if actor.context is None or not actor.context.after_overflow(actor, overflow):
+        if actor.context is None or not actor.context.after_overflow(actor, overflow, tools):
             raise
-    return _ask(actor, tools)
+    return _ask_thread(actor, tools)
 
 
-def _ask(actor: Actor, tools: list[dict[str, Any]]) -> AssistantTurn:
+def _ask_thread(actor: Actor, tools: list[dict[str, Any]]) -> AssistantTurn:
     messages = valid_history(actor.thread.messages())
+    turn = _ask(actor, messages, tools)
+    if actor.context is not None:
+        actor.context.observe(messages, tools, turn.usage.prompt_tokens)
+    return turn
 
+
+def _ask(
+    actor: Actor, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> AssistantTurn:
     def on_retry(attempt: int, reason: str, delay: float) -> None:
         actor.session.log(
             "model_retry",
@@ -229,8 +252,6 @@ def _ask(actor: Actor, tools: list[dict[str, Any]]) -> AssistantTurn:
         raise StopRun(
             "wall_clock", "wall clock cap reached mid-reply [TILTH_MAX_WALL_CLOCK_MINUTES]"
         ) from None
-    if actor.context is not None:
-        actor.context.observe(messages, tools, turn.usage.prompt_tokens)
     return turn
 
 

@@ -39,6 +39,7 @@ from tilth.chat.turn_index import TurnIndex
 from tilth.config import Settings
 from tilth.errors import (
     ContextOverflow,
+    ContextTooSmall,
     ModelError,
     ProjectEnvError,
     SessionLocked,
@@ -280,7 +281,9 @@ class ChatEngine(ChatTimeline):
             )
         except (ModelError, TilthError) as exc:
             outcome, error = "error", str(exc)
-            if isinstance(exc, ContextOverflow):
+            if isinstance(exc, ContextTooSmall):
+                error += f" — {exc.hint}"  # what helps: summarizing cannot
+            elif isinstance(exc, ContextOverflow):
                 # Sending again would meet the same refusal: say what shortens the thread.
                 error += (
                     " — the conversation no longer fits the model's context window: "

@@ -103,6 +103,8 @@ class Delta:
     completion_tokens: int = 0
     arguments: bool = False
     """``tool_call`` only: more of the call's arguments arrived (the name was told before)."""
+    piece: str = ""
+    """``tool_call`` with ``arguments``: the piece of argument text that arrived."""
 
 
 OnDelta = Callable[[Delta], None]

@@ -4,8 +4,9 @@
 reply that does not start or a stream that stalls: a set ``CancelToken`` or a passed
 ``deadline`` abandons the call at once (``Cancelled``, ``DeadlineReached``), and whatever
 the call brings later is dropped (its pieces no longer reach ``on_delta``). A reply whose
-text only repeats itself is cut short: the stream is closed and the turn comes back with
-``finish_reason`` ``"repetition"``.
+text, or whose tool-call arguments, only repeat themselves is cut short: the stream is
+closed and the turn comes back with ``finish_reason`` ``"repetition"`` (and without the
+call whose arguments were cut: they are not JSON, and running half of them would be worse).
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def ask(
     ``deadline`` is a ``time.monotonic()`` instant.
     """
     guard = RepetitionGuard()
+    arguments = RepetitionGuard()
+    cut_call: list[str] = []  # the name of the call whose arguments were cut short
     gate = threading.Lock()  # no piece is shown once the caller has given up on the call
     abandoned = threading.Event()
 
@@ -119,6 +122,9 @@ def ask(
             if abandoned.is_set() or (cancel is not None and cancel.cancelled):
                 raise Cancelled
             if delta.kind == "text" and guard.add(delta.text):
+                raise _Repeating
+            if delta.kind == "tool_call" and delta.piece and arguments.add(delta.piece):
+                cut_call.append(delta.text)
                 raise _Repeating
             if on_delta is not None:
                 on_delta(delta)
@@ -148,15 +154,25 @@ def ask(
         raise DeadlineReached
     error = box.get("error")
     if isinstance(error, _Repeating):
-        return _cut_short(guard, messages)
+        return _cut_short(guard, arguments, cut_call, messages)
     if error is not None:
         raise error
     turn: AssistantTurn = box["turn"]
     return turn
 
 
-def _cut_short(guard: RepetitionGuard, messages: list[dict[str, Any]]) -> AssistantTurn:
+def _cut_short(
+    text: RepetitionGuard,
+    arguments: RepetitionGuard,
+    cut_call: list[str],
+    messages: list[dict[str, Any]],
+) -> AssistantTurn:
+    """The reply as far as it is worth keeping: its text, and a word on a cut call."""
     chars = len(json.dumps(messages, ensure_ascii=False))
-    streamed = sum(len(part) for part in guard.parts)
+    streamed = sum(len(part) for part in [*text.parts, *arguments.parts])
     usage = Usage(math.ceil(chars / CHARS_PER_TOKEN), math.ceil(streamed / CHARS_PER_TOKEN))
-    return AssistantTurn(content=guard.kept(), usage=usage, finish_reason=REPETITION)
+    content = text.kept()
+    if cut_call:
+        note = f"[a {cut_call[0]} call, cut short: its arguments only repeated the same text]"
+        content = f"{content}\n{note}" if content.strip() else note
+    return AssistantTurn(content=content, usage=usage, finish_reason=REPETITION)

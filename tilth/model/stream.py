@@ -112,7 +112,13 @@ class StreamAssembler:
             if self.on_delta is not None:
                 # A long write_file streams for a while: keep the live count moving.
                 self.on_delta(
-                    Delta("tool_call", partial.name, self.estimated_tokens, arguments=True)
+                    Delta(
+                        "tool_call",
+                        partial.name,
+                        self.estimated_tokens,
+                        arguments=True,
+                        piece=arguments,
+                    )
                 )
 
     def _tell(self, kind: str, text: str, *, count: int | None = None) -> None:

@@ -11,11 +11,12 @@ to a model), so a checkpoint anchored inside the summarized part still resolves:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tilth.errors import ModelError, UsageError
-from tilth.model.base import Model, RetryHook
+from tilth.model.base import AssistantTurn, Model, RetryHook
 from tilth.model.call import ask
 from tilth.session.store import Session
 from tilth.session.threads import StoredMessage, Thread
@@ -30,6 +31,9 @@ SUMMARY_PROMPT = (
     "Do not invent anything. Answer with the summary text only."
 )
 _TRANSCRIPT_CAP = 12_000  # characters per message shown to the summarizer
+Asker = Callable[[list[dict[str, Any]]], AssistantTurn]
+"""Sends the summarizer's request and returns its reply, logging its ``model_call`` (the
+turn loop's ``ask_aside`` during a run or a chat turn: cancellable, bounded by the deadline)."""
 
 
 @dataclass
@@ -232,11 +236,13 @@ def summarize_span(
     *,
     max_chars: int | None = None,
     on_retry: RetryHook | None = None,
+    asker: Asker | None = None,
     **logged: Any,
 ) -> SummaryResult:
     """Replace ``parts``' middle with ``model``'s summary; logs ``model_call`` and ``summarize``.
 
     ``max_chars`` bounds the transcript the summarizer reads (a small context window);
+    ``asker`` sends the request (default: a plain ``ask`` of ``model``, told ``on_retry``);
     ``logged`` is added to the ``summarize`` event (automatic compaction says why).
     """
     before, chosen, after = parts
@@ -244,19 +250,8 @@ def summarize_span(
         {"role": "system", "content": SUMMARY_PROMPT},
         {"role": "user", "content": _transcript(chosen, max_chars)},
     ]
-    turn = ask(model, request, [], on_retry=on_retry)
+    turn = (asker or _plain_asker(session, model, on_retry))(request)
     text = (turn.content or "").strip()
-    tokens = turn.usage.total
-    session.add_tokens(tokens)
-    session.log(
-        "model_call",
-        actor="summarizer",
-        model=model.name,
-        prompt_tokens=turn.usage.prompt_tokens,
-        completion_tokens=turn.usage.completion_tokens,
-        tokens_used_total=session.tokens_used,
-        finish_reason=turn.finish_reason,
-    )
     if not text:
         raise ModelError("the summarizer returned an empty summary; the thread was not changed")
     stored = thread.read()
@@ -274,6 +269,25 @@ def summarize_span(
         **logged,
     )
     return SummaryResult(thread.key, summary, replaced, direction)
+
+
+def _plain_asker(session: Session, model: Model, on_retry: RetryHook | None) -> Asker:
+    """``tilth summarize``'s request: no turn in flight, so no cancel token nor deadline."""
+
+    def asker(request: list[dict[str, Any]]) -> AssistantTurn:
+        turn = ask(model, request, [], on_retry=on_retry)
+        session.log(
+            "model_call",
+            actor="summarizer",
+            model=model.name,
+            prompt_tokens=turn.usage.prompt_tokens,
+            completion_tokens=turn.usage.completion_tokens,
+            tokens_used_total=session.add_tokens(turn.usage.total),
+            finish_reason=turn.finish_reason,
+        )
+        return turn
+
+    return asker
 
 
 def _new_message(
