@@ -20,7 +20,8 @@ def test_deeply_nested_tool_arguments_are_a_parse_error_not_a_crash(
 ) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
     recipe = Recipe(dict(recipes()["T-001"].files), test_command="true")
-    recipe.probes = [tool_call_raw("write_file", "[" * 50_000)]
+    # Deep, but not one piece over and over (that the repetition guard cuts short first).
+    recipe.probes = [tool_call_raw("write_file", "".join(f"[{n}," for n in range(50_000)))]
     with team_server(Team(recipes(T_001=recipe))) as server:
         env = model_env(server.base_url)
         ran = tilth("run", str(repo), env=env)

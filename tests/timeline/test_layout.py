@@ -116,7 +116,7 @@ def test_every_go_back_is_planned_by_the_one_planner() -> None:
         for node in _nodes(path):
             if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("RewindPlan"):
                 builders.append(str(path.relative_to(PACKAGE)))
-    assert builders == ["timeline/rewind/planner.py"]
+    assert set(builders) == {"timeline/rewind/planner.py"}, builders
 
 
 def test_only_the_executor_moves_a_worktree_back() -> None:

@@ -27,7 +27,8 @@ from tilth.session.events import payloads_of
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
-from tilth.timeline.rewind.graft import graft_spec, plan_graft
+from tilth.timeline.rewind.graft import graft_spec
+from tilth.timeline.rewind.planner import plan_graft
 
 KIND = "attempt"
 

@@ -35,7 +35,7 @@ from tilth.timeline.record.checkpoints import (
     write_checkpoint,
 )
 from tilth.timeline.record.log_epoch import raise_epoch
-from tilth.timeline.rewind.plan import RewindPlan, new_op_id
+from tilth.timeline.rewind.plan import RewindPlan
 
 RUN_BOOKENDS = frozenset(
     {
@@ -200,21 +200,6 @@ def graft_spec(
         "after": after or [],
         "base": None,
     }
-
-
-def plan_graft(parent: Session, spec: dict[str, Any], label: str) -> RewindPlan:
-    """A go-back plan that only grafts (the winner of a task's attempts)."""
-    return RewindPlan(
-        op="graft",
-        op_id=new_op_id(),
-        session_id=parent.id,
-        target=f"cp-{int(spec['start_seq']):04d}",
-        target_label=label,
-        scope="both",
-        worktree=str(parent.workspace_dir),
-        headline=f"graft {label} into session {parent.id}",
-        graft=spec,
-    )
 
 
 def _spec(plan: RewindPlan) -> dict[str, Any]:

@@ -333,3 +333,18 @@ def plan_undo(session: Session, ref: str | None = None, *, survey: bool = False)
     """What ``tilth rewind --undo [<ref>]`` will change (no writes); ``survey`` as for a
     rewind (``Target.survey``)."""
     return plan(session, replace(undo_target(session, ref), survey=survey))
+
+
+def plan_graft(parent: Session, spec: dict[str, Any], label: str) -> RewindPlan:
+    """A go-back plan that only grafts (the winner of a task's attempts)."""
+    return RewindPlan(
+        op="graft",
+        op_id=new_op_id(),
+        session_id=parent.id,
+        target=f"cp-{int(spec['start_seq']):04d}",
+        target_label=label,
+        scope="both",
+        worktree=str(parent.workspace_dir),
+        headline=f"graft {label} into session {parent.id}",
+        graft=spec,
+    )
