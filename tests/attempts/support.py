@@ -3,10 +3,11 @@ one attempt and a wrong one, which never passes, in the others."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.agent.support import Seeded
+from tests.agent.support import Seeded, model_env, team_server
 from tilth import git, git_worktrees
 from tilth.demo.script import Recipe, Team
 from tilth.session.files import atomic_write_json
@@ -48,3 +49,14 @@ def differing_team(right: int = 2, count: int = 3) -> Team:
     """Attempt ``right`` writes the correct ``add()``; every other attempt a wrong one."""
     attempts = {n: dict(RIGHT if n == right else WRONG) for n in range(1, count + 1)}
     return Team({"T-001": Recipe(files=dict(WRONG), test_command="true", attempts=attempts)})
+
+
+def against_differing_team(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``tilth <args>`` with every role at a ``differing_team`` (attempt 2 of 3 passes),
+    unsandboxed, four worker turns a task."""
+    from tests.conftest import run_cli
+
+    env = model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")
+    with team_server(differing_team(right=2)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        return run_cli(*args, env=env, cwd=cwd, timeout=240)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.agent.support import model_env, team_server
-from tests.attempts.support import RIGHT, differing_team, seed_add
+from tests.attempts.support import RIGHT, against_differing_team, seed_add
 from tests.conftest import run_cli
 from tilth import git
 from tilth.session.pipelines import L1_STAGES
@@ -16,10 +15,7 @@ def test_three_attempts_keep_the_one_that_passes(
     repo: Path, sessions_dir: Path, tmp_path: Path
 ) -> None:
     seeded = seed_add(sessions_dir, repo)
-    env = model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")
-    with team_server(differing_team(right=2)) as server:
-        env["TILTH_BASE_URL"] = server.base_url
-        result = run_cli("run", str(repo), "--attempts", "3", env=env, cwd=tmp_path, timeout=240)
+    result = against_differing_team("run", str(repo), "--attempts", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert seeded.session.status == "all_done"
     assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
@@ -57,9 +53,7 @@ def test_three_attempts_keep_the_one_that_passes(
     restarted = run_cli("restart", seeded.session.id, "T-001", "--from", "code_review", "-y")
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     assert seeded.subjects() == expected[:2]
-    with team_server(differing_team(right=2)) as server:
-        env["TILTH_BASE_URL"] = server.base_url
-        again = run_cli("resume", seeded.session.id, env=env, cwd=tmp_path, timeout=240)
+    again = against_differing_team("resume", seeded.session.id, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert seeded.subjects() == expected
     assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]

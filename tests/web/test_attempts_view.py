@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.agent.support import model_env, team_server
-from tests.attempts.support import differing_team, seed_add
-from tests.conftest import run_cli
+from tests.attempts.support import against_differing_team, seed_add
 from tests.web.support import serve, wait_for
 from tests.web.test_browser import confirm, new_page, open_session
 
@@ -21,10 +19,7 @@ def test_attempts_are_shown_picked_and_undone(
     browser: Any, repo: Path, sessions_dir: Path, tilth_home: Path, tmp_path: Path
 ) -> None:
     seeded = seed_add(sessions_dir, repo)
-    env = model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")
-    with team_server(differing_team(right=2)) as server:
-        env["TILTH_BASE_URL"] = server.base_url
-        result = run_cli("run", str(repo), "--attempts", "3", env=env, cwd=tmp_path, timeout=240)
+    result = against_differing_team("run", str(repo), "--attempts", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     with serve({**os.environ, "TILTH_HOME": str(tilth_home)}) as served:
         page = new_page(browser)
