@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tilth.agent.turn import Actor, ask_aside
 from tilth.errors import ContextOverflow, ContextTooSmall, ModelError
 from tilth.model.endpoint_facts import DEFAULT_CONTEXT_TOKENS
 from tilth.session.threads import StoredMessage
 from tilth.timeline.rewind.summarize import summarize_span
 
 if TYPE_CHECKING:
-    from tilth.agent.turn import Actor
     from tilth.config import Settings
     from tilth.model.base import Model
 
@@ -172,8 +172,6 @@ class ContextKeeper:
         checkpoint = self.checkpoint(label) if self.checkpoint is not None else None
         # The summarizer is an actor of the turn loop too: its request is cancelled with the
         # turn (Ctrl-C, a stop button) and at the wall-clock deadline, and its retries shown.
-        from tilth.agent.turn import ask_aside
-
         summarizer = replace(
             actor, name="summarizer", toolbox=None, control_schemas=[], on_delta=None, context=None
         )

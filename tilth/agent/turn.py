@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tilth.agent.stops import StopRun
 from tilth.errors import ContextOverflow
@@ -28,7 +28,6 @@ from tilth.session.store import Session
 from tilth.session.threads import Thread
 
 if TYPE_CHECKING:
-    from tilth.agent.context import ContextKeeper
     from tilth.tools import ToolBox
     from tilth.tools.base import ToolOutcome
 
@@ -36,6 +35,21 @@ PREVIEW_CHARS = 500
 CUT_OFF_NOTICE = "the reply hit the reply-length limit"
 Notice = Callable[[str, str], None]
 """``(kind, text)``: a one-line notice for the person (``retry``, ``cut_off``, ``compacted``…)."""
+
+
+class ContextGuard(Protocol):
+    """Keeps an actor's thread within its model's context window (``agent.context``'s
+    ``ContextKeeper``): asked before each request and once after the server refused one."""
+
+    def before_request(self, actor: Actor, tools: list[dict[str, Any]]) -> None: ...
+
+    def after_overflow(
+        self, actor: Actor, overflow: ContextOverflow, tools: list[dict[str, Any]]
+    ) -> bool: ...
+
+    def observe(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], prompt_tokens: int
+    ) -> None: ...
 
 
 @dataclass
@@ -62,7 +76,7 @@ class Actor:
     """A ``time.monotonic()`` instant: a reply still streaming then is cancelled (wall clock)."""
     run_tool: Callable[[ToolCall], ToolOutcome] | None = None
     """Runs one toolbox call (default: ``toolbox.dispatch``); the chat shows each as it runs."""
-    context: ContextKeeper | None = None
+    context: ContextGuard | None = None
     """Keeps the thread within the model's context window (None: never summarized)."""
     max_reply_tokens: int | None = None
     """The reply-length limit the model is told about when a reply hits it."""
