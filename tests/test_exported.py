@@ -55,15 +55,35 @@ def test_import_tilth_stays_light() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
-    assert loaded.strip() == "['tilth']"
+    assert loaded.strip() == "['tilth', 'tilth.faces']"
 
 
-def test_the_cli_reaches_only_the_library_surface_for_the_timeline() -> None:
-    """The timeline verbs go through the controller: no planner or executor call of their own."""
-    from pathlib import Path
+def test_every_public_name_loads_no_front_end() -> None:
+    """Touching every name of ``tilth.__all__`` loads no ``tilth.ui``, ``tilth.cli`` or
+    ``tilth.web`` module: the library stands beneath its front ends (SPEC §10)."""
+    probe = (
+        "import sys, tilth\n"
+        "touched = [getattr(tilth, name) for name in tilth.__all__]\n"
+        "front = ('tilth.ui', 'tilth.cli', 'tilth.web')\n"
+        "print(len(touched), len([m for m in sys.modules if m.startswith('tilth.')]))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(front)))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    touched, modules = map(int, loaded[0].split())
+    assert touched == len(EXPECTED) and modules > 30  # the names did load their modules
+    assert loaded[1] == "[]"
 
-    cli = Path(tilth.__file__).parent / "cli"
-    for module in ("timeline.py", "branching.py", "reset.py", "run.py"):
-        text = (cli / module).read_text("utf-8")
-        assert "timeline.rewind.executor" not in text, module
-        assert "timeline.rewind.planner" not in text, module
+
+def test_a_name_missing_from_a_face_is_an_attribute_error() -> None:
+    import pytest
+
+    import tilth.session
+
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        tilth.nothing_here  # noqa: B018
+    with pytest.raises(AttributeError):
+        tilth.session.nothing_here  # noqa: B018
+    assert tilth.session.Session is tilth.Session
+    assert "Session" in dir(tilth.session) and "is_session_id" in tilth.session.__all__

@@ -1,127 +1,49 @@
 """Tilth as a library (SPEC §10): find or open a session, run or resume it with injected
 models and a progress sink, and drive its timeline. Pinned by ``tests/test_exported.py``;
 docs/library.md shows it end to end. Names load on first use, so ``tilth --help`` stays fast.
+
+The names below are written once: each ``TYPE_CHECKING`` import is one public name, which
+``tilth.faces.lazy_face`` imports from there when it is first used.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tilth.faces import lazy_face
 
 __version__ = "0.2.0"
 
-_WHERE = {
-    # sessions
-    "Session": "tilth.session.store",
-    "SessionInfo": "tilth.session.discovery",
-    "list_sessions": "tilth.library",
-    "open_session": "tilth.library",
-    "find_session": "tilth.library",
-    "prepare": "tilth.library",
-    "interview": "tilth.library",
-    "delete_session": "tilth.library",
-    # a session's health
-    "doctor_checks": "tilth.library",
-    "diagnose_session": "tilth.library",
-    "repair_session": "tilth.library",
-    # running
-    "run": "tilth.library",
-    "resume": "tilth.library",
-    "Stop": "tilth.agent.stops",
-    "StopReason": "tilth.agent.stops",
-    "STOP_REASONS": "tilth.agent.stops",
-    "Progress": "tilth.agent.run_context",
-    "SilentProgress": "tilth.agent.progress_sinks",
-    "ProgressLog": "tilth.agent.progress_sinks",
-    # models
-    "Model": "tilth.model.base",
-    "ScriptedModel": "tilth.model.scripted",
-    "Script": "tilth.model.script",
-    # the timeline
-    "open_timeline": "tilth.library",
-    "TimelineController": "tilth.timeline.controller",
-    "ExecuteResult": "tilth.timeline.controller",
-    "Checkpoint": "tilth.timeline.record.checkpoints",
-    "RewindPlan": "tilth.timeline.rewind.plan",
-    # settings and errors
-    "Settings": "tilth.config",
-    "load_settings": "tilth.config",
-    "TilthError": "tilth.errors",
-}
-
-__all__ = [
-    "STOP_REASONS",
-    "Checkpoint",
-    "ExecuteResult",
-    "Model",
-    "Progress",
-    "ProgressLog",
-    "RewindPlan",
-    "Script",
-    "ScriptedModel",
-    "Session",
-    "SessionInfo",
-    "Settings",
-    "SilentProgress",
-    "Stop",
-    "StopReason",
-    "TilthError",
-    "TimelineController",
-    "__version__",
-    "delete_session",
-    "diagnose_session",
-    "doctor_checks",
-    "find_session",
-    "interview",
-    "list_sessions",
-    "load_settings",
-    "open_session",
-    "open_timeline",
-    "prepare",
-    "repair_session",
-    "resume",
-    "run",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tilth' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
 if TYPE_CHECKING:
-    from tilth.agent.progress_sinks import ProgressLog, SilentProgress
-    from tilth.agent.run_context import Progress
-    from tilth.agent.stops import STOP_REASONS, Stop, StopReason
-    from tilth.config import Settings, load_settings
-    from tilth.errors import TilthError
-    from tilth.library import (
-        delete_session,
-        diagnose_session,
-        doctor_checks,
-        find_session,
-        interview,
-        list_sessions,
-        open_session,
-        open_timeline,
-        prepare,
-        repair_session,
-        resume,
-        run,
-    )
-    from tilth.model.base import Model
-    from tilth.model.script import Script
-    from tilth.model.scripted import ScriptedModel
-    from tilth.session.discovery import SessionInfo
-    from tilth.session.store import Session
-    from tilth.timeline.controller import ExecuteResult, TimelineController
-    from tilth.timeline.record.checkpoints import Checkpoint
-    from tilth.timeline.rewind.plan import RewindPlan
+    from tilth.agent.progress_sinks import ProgressLog as ProgressLog
+    from tilth.agent.progress_sinks import SilentProgress as SilentProgress
+    from tilth.agent.run_context import Progress as Progress
+    from tilth.agent.stops import STOP_REASONS as STOP_REASONS
+    from tilth.agent.stops import Stop as Stop
+    from tilth.agent.stops import StopReason as StopReason
+    from tilth.config import Settings as Settings
+    from tilth.config import load_settings as load_settings
+    from tilth.errors import TilthError as TilthError
+    from tilth.library import delete_session as delete_session
+    from tilth.library import diagnose_session as diagnose_session
+    from tilth.library import doctor_checks as doctor_checks
+    from tilth.library import find_session as find_session
+    from tilth.library import interview as interview
+    from tilth.library import list_sessions as list_sessions
+    from tilth.library import open_session as open_session
+    from tilth.library import open_timeline as open_timeline
+    from tilth.library import prepare as prepare
+    from tilth.library import repair_session as repair_session
+    from tilth.library import resume as resume
+    from tilth.library import run as run
+    from tilth.model.base import Model as Model
+    from tilth.model.script import Script as Script
+    from tilth.model.scripted import ScriptedModel as ScriptedModel
+    from tilth.session.discovery import SessionInfo as SessionInfo
+    from tilth.session.store import Session as Session
+    from tilth.timeline.controller import ExecuteResult as ExecuteResult
+    from tilth.timeline.controller import TimelineController as TimelineController
+    from tilth.timeline.record.checkpoints import Checkpoint as Checkpoint
+    from tilth.timeline.rewind.plan import RewindPlan as RewindPlan
+
+__getattr__, __dir__ = lazy_face(__name__, __file__)

@@ -1,6 +1,8 @@
 """The functions of Tilth's library surface: find, open and list sessions; run and resume
-them with injected models and a progress sink; their timeline. ``import tilth`` offers
-them (see ``tilth.__all__`` and docs/library.md); the CLI is a client of the same calls.
+them with injected models and a progress sink; their timeline; attempts and the queue.
+``import tilth`` offers the main ones (see ``tilth.__all__`` and docs/library.md); the CLI
+is a client of the same calls. Nothing here imports a front end (``tilth.cli``,
+``tilth.web``, ``tilth.ui``): what only the CLI needs lives in ``tilth.cli``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilth.agent.run_context import Notices, Progress
 from tilth.agent.stops import Stop
-from tilth.config import Role, Settings, load_settings
+from tilth.config import Settings, load_settings
 from tilth.errors import ConfigError, SessionNotFound, UsageError, WorkspaceError
 from tilth.model.base import Model
 from tilth.session.discovery import SessionInfo, resolve_session, sessions_for
@@ -26,13 +28,11 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from tilth.attempts.pick import PickPlan
-    from tilth.chat import ChatEngine
-    from tilth.doctor import Check as Check
-    from tilth.health.repair import Problem as Problem
-    from tilth.model import RetryHook
+    from tilth.doctor import Check
+    from tilth.health.repair import Problem
+    from tilth.runner import PageWriter
     from tilth.seed.prepare import Prepared
-    from tilth.seed.terminal import TerminalFrontend as TerminalFrontend
-    from tilth.ui.io import IO
+    from tilth.seed.terminal import TerminalFrontend
 
 
 def list_sessions(settings: Settings | None = None) -> list[SessionInfo]:
@@ -117,30 +117,6 @@ def open_timeline(session: Session, settings: Settings | None = None) -> Timelin
     return TimelineController(session, settings)
 
 
-# What the CLI's own verbs need besides running (prep-feature, reset, doctor).
-
-
-def is_session_id(text: str) -> bool:
-    """True when ``text`` has the shape of a session id (``tilth doctor`` tells ids from paths)."""
-    from tilth.session.store import is_session_id as shaped
-
-    return shaped(text)
-
-
-def is_chat(session: Session) -> bool:
-    """True for a ``tilth chat`` session (no tasks, seed, worktree or branch)."""
-    from tilth.chat.session import is_chat as chat
-
-    return chat(session)
-
-
-def session_source(session: Session) -> Path | None:
-    """The repository ``session`` was made for (its checkpoint, else its first event)."""
-    from tilth.session.teardown import recorded_source
-
-    return recorded_source(session)
-
-
 def delete_session(session: Session) -> list[str]:
     """Delete ``session``: its worktree, branch ``session/<id>`` and directory (a chat: its
     directory only), and the attempts it made (best of N). Hold ``session.lock()``.
@@ -159,20 +135,6 @@ def delete_session(session: Session) -> list[str]:
     return teardown(session) + notes
 
 
-def seed_reset_warning() -> str:
-    """The warning ``tilth reset --to-seed`` shows before it asks."""
-    from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
-
-    return CONFIRM_WARNING
-
-
-def source_hint(session: Session) -> str:
-    """The source repository to name in a hint (``<workspace>`` when the record lacks it)."""
-    from tilth.timeline.rewind.seed_reset import source_hint as hint
-
-    return hint(session)
-
-
 def doctor_checks(
     workspace: Path, settings: Settings | None, settings_problem: ConfigError | None = None
 ) -> list[Check]:
@@ -181,20 +143,6 @@ def doctor_checks(
     from tilth.doctor import DoctorContext, run_checks
 
     return run_checks(DoctorContext(workspace, settings, settings_problem))
-
-
-def checks_pass(checks: list[Check]) -> bool:
-    """True when a real run could start: every required check passed."""
-    from tilth.doctor import ready
-
-    return ready(checks)
-
-
-def checks_as_dicts(checks: list[Check]) -> list[dict[str, object]]:
-    """The checks as JSON-ready dicts (``tilth doctor --json``)."""
-    from tilth.doctor import as_dicts
-
-    return as_dicts(checks)
 
 
 def diagnose_session(session: Session, source: Path | None = None) -> list[Problem]:
@@ -210,56 +158,6 @@ def repair_session(session: Session, problem: Problem, source: Path | None = Non
     from tilth.health.repair import repair
 
     return repair(session, problem, source=source)
-
-
-def ensure_repository(workspace: Path) -> Path:
-    """``workspace`` as a git repository's root; raises ``WorkspaceError`` otherwise.
-
-    A session's own worktree is refused too: its repository is the user's, one level up.
-    """
-    from tilth import git
-    from tilth.errors import WorkspaceError
-    from tilth.session.store import is_session_id
-
-    root = git.ensure_repo(workspace)
-    branch = git.current_branch(root) or ""
-    session_id = branch.removeprefix("session/")
-    main = git.main_worktree(root) if branch.startswith("session/") else None
-    if main is not None and is_session_id(session_id):
-        raise WorkspaceError(
-            f"{root} is the worktree of Tilth session {session_id}, not your repository",
-            hint=f"give your repository instead: {main}; or continue that session with "
-            f"`tilth resume {session_id}`",
-        )
-    return root
-
-
-def has_uncommitted_changes(repository: Path) -> bool:
-    """True when the repository's working tree differs from its last commit."""
-    from tilth import git
-
-    return git.is_dirty(repository)
-
-
-def model_for(settings: Settings, role: Role, *, on_retry: RetryHook | None = None) -> Model:
-    """The model the settings name for ``role`` (``prep``, ``worker``, ``evaluator``, ...)."""
-    from tilth.model import model_for as configured
-
-    return configured(settings, role, on_retry=on_retry)
-
-
-def read_answers(path: Path) -> list[str]:
-    """Interview answers from ``path``, one a line (``prep-feature --answers``)."""
-    from tilth.seed.terminal import load_answers
-
-    return load_answers(path)
-
-
-def terminal_frontend(out: IO, answers: list[str] | None, source: str) -> TerminalFrontend:
-    """The interview's terminal side: asks ``out``'s user, or takes ``answers`` in order."""
-    from tilth.seed.terminal import TerminalFrontend
-
-    return TerminalFrontend(out, answers, source=source)
 
 
 def interview(
@@ -290,13 +188,6 @@ def interview(
         on_progress=on_progress,
         on_notice=on_notice,
     )
-
-
-def recover_torn_seed(session: Session) -> bool:
-    """Roll back a seed write a crash left half done (hold ``session.lock()``)."""
-    from tilth.seed.sink import recover
-
-    return recover(session.dir)
 
 
 # Attempts and the durable queue (SPEC §11).
@@ -339,16 +230,24 @@ def enqueue_sessions(sessions: list[Session], settings: Settings | None = None) 
 
 
 def run_worker(
-    settings: Settings, parallel: int, stop: Any, on_line: Callable[[str], None] | None = None
+    settings: Settings,
+    parallel: int,
+    stop: Any,
+    on_line: Callable[[str], None] | None = None,
+    *,
+    write_page: PageWriter | None = None,
 ) -> None:
     """Take sessions and attempts from the durable queue, ``parallel`` at a time, until the
     ``threading.Event`` ``stop`` is set (``tilth worker``). ``on_line`` hears a line as each
-    session starts and one as it stops (its reason, and what to do next)."""
+    session starts and one as it stops (its reason, and what to do next); ``write_page`` as
+    for ``run``."""
+    from functools import partial
+
     from tilth.attempts import engine
     from tilth.attempts.parallel import default_driver
     from tilth.runner import drive
 
-    driver = default_driver(drive)
+    driver = default_driver(partial(drive, write_page=write_page))
     if on_line is not None:
         driver = _announced(driver, on_line)
     engine.work(settings, driver, parallel=parallel, stop=stop)
@@ -374,44 +273,6 @@ def _announced(
     return by_id
 
 
-# The front ends the CLI starts: chat, the web UI, the demo.
-
-
-def chat_directory(path: Path | str) -> Path:
-    """``path`` resolved, or a ``UsageError`` saying why a chat cannot work there."""
-    from tilth.chat.session import chat_directory as checked
-
-    return checked(path)
-
-
-def start_chat(settings: Settings, directory: Path, model: Model, **options: Any) -> ChatEngine:
-    """A new chat session in ``directory``: its ``ChatEngine`` (``listener=``, ``confirm=``)."""
-    from tilth.chat import ChatEngine
-
-    return ChatEngine.start(settings, directory, model, **options)
-
-
-def resume_chat(settings: Settings, session_id: str, model: Model, **options: Any) -> ChatEngine:
-    """The ``ChatEngine`` of the chat session ``session_id``, continued."""
-    from tilth.chat import ChatEngine
-
-    return ChatEngine.resume(settings, session_id, model, **options)
-
-
-def serve_web(settings: Settings, port: int, *, open_browser: bool) -> int:
-    """``tilth serve``: the web UI and JSON API on 127.0.0.1 until interrupted."""
-    from tilth.web.server import serve
-
-    return serve(settings, port, open_browser=open_browser)
-
-
-def demo_tour(out: IO, *, live: bool, keep: bool, home: Path | None) -> int:
-    """``tilth demo``: the scripted story end to end on ``out`` (``live``: a real model)."""
-    from tilth.demo.tour import DemoOptions, run_demo
-
-    return run_demo(out, DemoOptions(live=live, keep=keep, home=home))
-
-
 def run(
     session: Session,
     *,
@@ -422,18 +283,20 @@ def run(
     on_notice: Callable[[str], Any] | None = None,
     out: Notices | None = None,
     progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
+    write_page: PageWriter | None = None,
 ) -> Stop:
     """Run a prepared ``session`` to a stop.
 
     ``worker`` and ``evaluator`` are the models (by default the ones the settings name);
     ``progress`` watches the run (nothing by default; ``progress_for(label)`` makes one
     once the models are known); ``on_notice`` gets each line the CLI would have printed
-    (warnings, the summary), unless ``out`` takes them (the CLI passes its ``IO``). No
-    terminal is needed: nothing here draws on one unless a sink given does.
+    (warnings, the summary), unless ``out`` takes them (the CLI passes its ``IO``);
+    ``write_page(session)`` writes ``chat.html`` after the loop (the CLI passes
+    ``tilth.ui.visualize.write_chat_html``; none by default). No terminal is needed:
+    nothing here draws on one unless a sink given does.
     """
-    return _drive(
-        session, worker, evaluator, settings, _Sinks(progress, progress_for, on_notice, out), False
-    )
+    sinks = _Sinks(progress, progress_for, on_notice, out, write_page)
+    return _drive(session, worker, evaluator, settings, sinks, False)
 
 
 def resume(
@@ -446,6 +309,7 @@ def resume(
     on_notice: Callable[[str], Any] | None = None,
     out: Notices | None = None,
     progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
+    write_page: PageWriter | None = None,
 ) -> Stop:
     """Continue a stopped ``session`` (a prepared one is simply run); as ``run``."""
     if not session.dir.is_dir():
@@ -455,7 +319,7 @@ def resume(
 
         return Stop("all_done", log_finished_resume(session).text)
     again = session.status != "prepared"
-    sinks = _Sinks(progress, progress_for, on_notice, out)
+    sinks = _Sinks(progress, progress_for, on_notice, out, write_page)
     return _drive(session, worker, evaluator, settings, sinks, again)
 
 
@@ -465,6 +329,7 @@ class _Sinks:
     progress_for: Callable[[str], AbstractContextManager[Progress]] | None
     on_notice: Callable[[str], Any] | None
     out: Notices | None
+    write_page: PageWriter | None
 
 
 def _drive(
@@ -489,4 +354,5 @@ def _drive(
         models=models,
         progress=sinks.progress,
         progress_for=sinks.progress_for,
+        write_page=sinks.write_page,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -159,13 +160,16 @@ def drive(
     models: tuple[Model, Model] | None = None,
     progress: Progress | None = None,
     progress_for: ProgressFactory | None = None,
+    write_page: PageWriter | None = None,
 ) -> Stop:
     """Run (or resume) ``session`` to a stop, holding its lock throughout.
 
     ``models`` (worker, evaluator) and ``progress`` are injected by library users
     (``tilth.run``); by default the models come from settings. Progress goes to
     ``progress``, else to what ``progress_for(label)`` makes (the CLI's terminal line,
-    ``label`` saying "scripted model" when it is one), else nowhere.
+    ``label`` saying "scripted model" when it is one), else nowhere. ``write_page`` writes
+    the session's ``chat.html`` after the loop (the CLI hands in the visualizer, which lives
+    above this module); without it the summary says how to write one.
 
     Nothing before the loop calls a model: a missing setting, a worktree that cannot be
     made, a failing ``TILTH_SETUP_COMMAND`` or a test environment that does not start
@@ -223,9 +227,9 @@ def drive(
                     else [],
                 ),
             )
-            _attempts(ctx, models, drive)
+            _attempts(ctx, models, partial(drive, write_page=write_page))
             stop = run_loop(ctx)
-        chat = _write_chat_html(session, out)
+        chat = _write_page(session, out, write_page)
     out.stdout_to_stderr()  # when stdout's reader went away, the summary still shows
     print_run_summary(out, session, settings, stop, time.monotonic() - started, chat, scripted)
     return stop
@@ -233,6 +237,9 @@ def drive(
 
 ProgressFactory = Callable[[str], AbstractContextManager[Progress]]
 """Makes a run's progress sink from its label ("scripted model" or "")."""
+
+PageWriter = Callable[[Session], Path]
+"""Writes a session's ``chat.html`` and returns its path (``tilth.ui.visualize``'s writer)."""
 
 
 def _silent(label: str) -> AbstractContextManager[Progress]:
@@ -319,13 +326,11 @@ def _print_header(
         out.say("note      the model is SCRIPTED: canned replies, no real model involved", "yellow")
 
 
-def _write_chat_html(session: Session, out: Notices) -> Path | None:
-    try:
-        from tilth.ui.visualize import write_chat_html
-    except ImportError:
+def _write_page(session: Session, out: Notices, write_page: PageWriter | None) -> Path | None:
+    if write_page is None:
         return None
     try:
-        return Path(write_chat_html(session))
+        return Path(write_page(session))
     except Exception as exc:  # derived output: a visualizer bug must not change the run's outcome
         out.warn(f"could not write chat.html: {type(exc).__name__}: {exc}")
         return None

@@ -140,6 +140,7 @@ def worker(parallel: int | None) -> None:
     import threading
 
     from tilth.library import run_worker
+    from tilth.ui.visualize import write_chat_html
 
     cfg = settings()
     out = io()
@@ -147,7 +148,7 @@ def worker(parallel: int | None) -> None:
     count = parallel or cfg.parallel or 1
     out.say(f"worker: taking work from the queue, {count} at a time (Ctrl-C stops)")
     try:
-        run_worker(cfg, count, stop, on_line=out.say)
+        run_worker(cfg, count, stop, on_line=out.say, write_page=write_chat_html)
     except KeyboardInterrupt:
         stop.set()
         out.say("worker stopped")

@@ -56,7 +56,7 @@ def fork(session_id: str | None, at_ref: str | None, as_json: bool, dry_run: boo
             return
         result = timeline.fork(target, on_progress=out.note)
     child = result.session
-    from tilth.library import is_chat
+    from tilth.chat import is_chat
 
     chat = is_chat(child)  # a chat's fork is a directory of its own: no branch, no run
     branch = None if chat else child.branch
@@ -118,7 +118,7 @@ def summarize(
     """
     from tilth import TimelineController
     from tilth.errors import UsageError
-    from tilth.library import model_for
+    from tilth.model import model_for
 
     cfg = settings()
     out = io()

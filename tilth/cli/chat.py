@@ -23,8 +23,9 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
     /help lists the commands. Tilth never runs git in DIR and never touches DIR/.git.
     With stdin not a terminal, each line is one prompt or /command.
     """
+    from tilth.chat import ChatEngine, chat_directory
     from tilth.errors import UsageError
-    from tilth.library import chat_directory, model_for, resume_chat, start_chat
+    from tilth.model import model_for
     from tilth.ui.chat_repl import ChatRepl
     from tilth.ui.chat_view import ChatView, terminal_safe
 
@@ -48,7 +49,7 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
 
     options = {"listener": view, "confirm": confirm if interactive else None}
     if resume_id:
-        engine = resume_chat(cfg, resume_id, model, **options)
+        engine = ChatEngine.resume(cfg, resume_id, model, **options)
         turns = engine.turns()
         out.note(
             f"tilth chat: resumed session {engine.id} in {engine.directory} "
@@ -61,7 +62,7 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
             out.note(f"last prompt (turn {len(turns)}): {terminal_safe(turns[-1].label)}")
     else:
         assert where is not None
-        engine = start_chat(cfg, where, model, **options)
+        engine = ChatEngine.start(cfg, where, model, **options)
         out.note(f"tilth chat: session {engine.id} in {engine.directory}")
     view.tokens = lambda: engine.tokens_used
     for warning in (engine.sandbox_warning(), engine.tools_warning()):

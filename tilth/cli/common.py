@@ -51,7 +51,7 @@ def pick_session(
 
 def refuse_chat(session: Session, verb: str) -> None:
     """A ``UsageError`` for a verb that works on runs only (tasks, a seed, a branch)."""
-    from tilth.library import is_chat
+    from tilth.chat import is_chat
 
     if is_chat(session):
         raise UsageError(

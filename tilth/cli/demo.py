@@ -34,6 +34,6 @@ def demo(live: bool, keep: bool, home: Path | None) -> int:
     interviewer, worker and evaluator, and says so. The example project and the
     session go to a temporary directory (printed), unless --keep or --home.
     """
-    from tilth.library import demo_tour
+    from tilth.demo import DemoOptions, run_demo
 
-    return demo_tour(io(), live=live, keep=keep, home=home)
+    return run_demo(io(), DemoOptions(live=live, keep=keep, home=home))

@@ -13,7 +13,7 @@ from tilth.errors import ConfigError
 from tilth.ui.io import IO
 
 if TYPE_CHECKING:
-    from tilth.library import Check
+    from tilth.doctor import Check
 
 
 @click.command()
@@ -53,17 +53,18 @@ def doctor(
     cfg, problem = _settings()
     if cfg is not None and (repair or _names_session(cfg, target)):
         return _session_doctor(cfg, target, repair, source, assume_yes, as_json, out)
-    from tilth.library import checks_as_dicts, checks_pass, doctor_checks
+    from tilth.doctor import as_dicts, ready
+    from tilth.library import doctor_checks
 
     workspace = Path(target or ".").expanduser()
     checks = doctor_checks(workspace, cfg, problem)
-    passed = checks_pass(checks)
+    passed = ready(checks)
     if as_json:
         out.print_json(
             {
                 "ok": passed,
                 "workspace": str(workspace.absolute()),
-                "checks": checks_as_dicts(checks),
+                "checks": as_dicts(checks),
             }
         )
     else:
@@ -80,7 +81,7 @@ def _settings() -> tuple[Settings | None, ConfigError | None]:
 
 def _names_session(cfg: Settings, target: str | None) -> bool:
     """A session id, unless a directory of that name is here (then it is a workspace)."""
-    from tilth.library import is_session_id
+    from tilth.session import is_session_id
 
     if not target or not is_session_id(str(target)):
         return False
@@ -98,7 +99,8 @@ def _session_doctor(
 ) -> int:
     """A session's health (and ``--repair``): provided by ``tilth.cli.repair``."""
     from tilth.cli.repair import session_doctor
-    from tilth.library import is_session_id, open_session
+    from tilth.library import open_session
+    from tilth.session import is_session_id
 
     session_id = target if target and is_session_id(target) else None
     session = open_session(session_id, cfg)

@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING
 import click
 
 from tilth.cli.common import io, settings, workspace_argument
+from tilth.cli.workspace import ensure_repository, has_uncommitted_changes
 from tilth.config import Settings
 from tilth.errors import UsageError
-from tilth.library import ensure_repository, has_uncommitted_changes, sessions_of
+from tilth.library import sessions_of
 from tilth.ui import pickers
 from tilth.ui.io import IO
 
 if TYPE_CHECKING:
     from tilth import Session
-    from tilth.library import TerminalFrontend
+    from tilth.seed import TerminalFrontend
 
 
 @click.command("prep-feature")
@@ -61,9 +62,9 @@ def prep_feature(
     out = io()
     cfg = settings()
     source = ensure_repository(workspace)
-    from tilth.library import read_answers, terminal_frontend
+    from tilth.seed import load_answers
 
-    answer_lines = read_answers(answers) if answers is not None else None
+    answer_lines = load_answers(answers) if answers is not None else None
     endpoint = cfg.endpoint("prep")  # a missing setting fails here, before anything is created
     handed_over = _existing_sessions(out, cfg, source, brief, force=force, keep=keep_existing)
     if handed_over is not None:
@@ -75,7 +76,9 @@ def prep_feature(
             "session's worktree starts from the last commit"
         )
 
-    from tilth.library import interview, model_for
+    from tilth.library import interview
+    from tilth.model import model_for
+    from tilth.seed import TerminalFrontend
 
     def on_notice(kind: str, text: str) -> None:
         out.warn(f"prep model: {text}")
@@ -87,7 +90,7 @@ def prep_feature(
         if not out.stdout.isatty():
             out.dim("waiting for the prep model: a line follows each of its replies")
 
-    frontend = terminal_frontend(out, answer_lines, str(answers))
+    frontend = TerminalFrontend(out, answer_lines, source=str(answers))
     with _terminate_as_interrupt(), _live_count_cleared(frontend):
         prepared = interview(
             cfg,
@@ -203,11 +206,11 @@ def confirm_discard(out: IO, sessions: list[Session]) -> None:
 def _roll_back_torn_seed(session: Session) -> None:
     """Undo a seed write a crash left half done, unless the session is in use."""
     from tilth.errors import SessionLocked
-    from tilth.library import recover_torn_seed
+    from tilth.seed import recover
 
     try:
         with session.lock():
-            recover_torn_seed(session)
+            recover(session.dir)
     except SessionLocked:
         pass
 

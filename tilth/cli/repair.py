@@ -16,7 +16,7 @@ from tilth.ui.io import IO
 
 if TYPE_CHECKING:
     from tilth import Session
-    from tilth.library import Problem
+    from tilth.health import Problem
 
 
 def session_doctor(

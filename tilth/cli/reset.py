@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tilth import TimelineController
+from tilth.chat import is_chat
 from tilth.cli.common import (
     io,
     pick_session,
@@ -17,15 +18,9 @@ from tilth.cli.common import (
 )
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound
-from tilth.library import (
-    attempts_made,
-    delete_session,
-    is_chat,
-    open_session,
-    seed_reset_warning,
-    session_source,
-    source_hint,
-)
+from tilth.library import attempts_made, delete_session, open_session
+from tilth.session import recorded_source
+from tilth.timeline import CONFIRM_WARNING, source_hint
 from tilth.ui.io import IO
 
 if TYPE_CHECKING:
@@ -71,7 +66,7 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
         except SessionCorrupt as exc:
             # Reset exists to get rid of broken sessions, so a bad checkpoint only warns.
             out.warn(f"{exc}; using the workspace recorded in events.jsonl")
-        source = session_source(session)
+        source = recorded_source(session)
         workspace = str(source) if source else "unknown workspace"
         out.say(f"reset session {session.id}")
         if is_chat(session):
@@ -128,7 +123,7 @@ def reset_to_seed_command(
             out.dim("dry run: nothing was changed")
             return
         out.say()
-        out.say(seed_reset_warning(), style="bold red")
+        out.say(CONFIRM_WARNING, style="bold red")
         out.confirm(
             f"Erase the run and reset session {session.id} to its seed?", assume_yes=assume_yes
         )

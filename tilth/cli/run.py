@@ -10,9 +10,10 @@ import click
 
 from tilth import Session, Stop
 from tilth.cli.common import io, pick_session, session_id_argument, settings, workspace_argument
+from tilth.cli.workspace import ensure_repository
 from tilth.config import Settings
 from tilth.errors import TilthError, UsageError
-from tilth.library import ensure_repository, sessions_of
+from tilth.library import sessions_of
 from tilth.ui.io import IO
 
 EXIT_USAGE = 2
@@ -148,6 +149,7 @@ def resume_session(session: Session, cfg: Settings, out: IO) -> int:
 def _drive(session: Session, cfg: Settings, out: IO, *, resume: bool) -> int:
     from tilth import library
     from tilth.ui.progress import TerminalProgress
+    from tilth.ui.visualize import write_chat_html
 
     run_or_resume = library.resume if resume else library.run
     stop = run_or_resume(
@@ -155,6 +157,7 @@ def _drive(session: Session, cfg: Settings, out: IO, *, resume: bool) -> int:
         settings=cfg,
         out=out,
         progress_for=lambda label: TerminalProgress(out, label=label),
+        write_page=write_chat_html,
     )
     return _report(stop, out)
 

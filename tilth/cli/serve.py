@@ -29,8 +29,8 @@ def serve(port: int, no_open: bool) -> int:
     every API request needs that token. Ctrl-C stops the server (runs it
     started are interrupted and stay resumable).
     """
-    from tilth.library import serve_web
+    from tilth.web import serve
 
     cfg = settings()
     open_browser = not no_open and sys.stdout.isatty()
-    return serve_web(cfg, port, open_browser=open_browser)
+    return serve(cfg, port, open_browser=open_browser)

@@ -229,7 +229,7 @@ def rewind(
         out.confirm(f"Rewind session {session.id} to {target.id}?", assume_yes=assume_yes)
         timeline.execute(plan)
     out.ok(f"rewound session {session.id} to {target.id} ({scope})")
-    from tilth.library import is_chat
+    from tilth.chat import is_chat
 
     if is_chat(session):  # `tilth resume` refuses a chat
         out.say(f"continue the chat with: tilth chat --resume {session.id}")

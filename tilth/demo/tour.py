@@ -18,6 +18,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tilth import git
 from tilth.config import find_env_file, load_settings
@@ -27,7 +28,6 @@ from tilth.errors import TilthError
 from tilth.model import FakeServer, Script
 from tilth.session.discovery import sessions_for
 from tilth.session.store import Session
-from tilth.ui.io import IO
 
 PROJECT = Path(__file__).resolve().parent / "project"
 SCRIPTED_NOTE = (
@@ -35,6 +35,16 @@ SCRIPTED_NOTE = (
     "and the evaluator from a fixed story. No network, no real model."
 )
 DEMO_API_KEY = "demo-key-not-a-secret"
+
+
+class Lines(Protocol):
+    """Where the tour's own lines go: the CLI's terminal ``IO`` (never imported here)."""
+
+    def say(self, text: str = "", style: str | None = None) -> None: ...
+
+    def dim(self, text: str) -> None: ...
+
+    def warn(self, text: str) -> None: ...
 
 
 class DemoFailed(TilthError):
@@ -66,7 +76,7 @@ class Step:
 class Tour:
     """Runs the demo's steps in order and reports where everything ended up."""
 
-    def __init__(self, out: IO, options: DemoOptions, root: Path) -> None:
+    def __init__(self, out: Lines, options: DemoOptions, root: Path) -> None:
         self.out = out
         self.options = options
         self.root = root
@@ -255,7 +265,7 @@ def _last_task(session: Session) -> str:
     return str(tasks[-1].get("id", "T-001")) if tasks else "T-001"
 
 
-def run_demo(out: IO, options: DemoOptions) -> int:
+def run_demo(out: Lines, options: DemoOptions) -> int:
     """Say who plays the model, then build the tour and run it."""
     if options.live:
         # A missing setting fails here, before anything is created.

@@ -11,7 +11,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilth.config import Role, Settings
-from tilth.model.base import AssistantTurn, Model, RetryHook, ToolCall, Usage, function_tool
+from tilth.model.base import (
+    AssistantTurn,
+    Delta,
+    Model,
+    RetryHook,
+    ToolCall,
+    Usage,
+    function_tool,
+)
 from tilth.model.script import (
     Script,
     delay,
@@ -40,6 +48,7 @@ _LAZY = {
 
 __all__ = [
     "AssistantTurn",
+    "Delta",
     "FakeServer",
     "Model",
     "OpenAIModel",

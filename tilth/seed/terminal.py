@@ -9,11 +9,10 @@ text itself. Running out of answers is an error, never a silent empty answer.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TextIO
 
 from tilth.errors import TilthError, UsageError
 from tilth.model.base import Delta
-from tilth.ui.io import IO
 
 OTHER_LABEL = "Other (type your own answer)"
 
@@ -37,10 +36,31 @@ def load_answers(path: Path) -> list[str]:
     return text.splitlines()
 
 
-class TerminalFrontend:
-    """Asks through ``IO``; ``answers`` (lines of an answers file) replaces stdin when given."""
+class Terminal(Protocol):
+    """What the interview needs of a terminal: the CLI's ``tilth.ui.io.IO`` (which neutralises
+    every line it prints) is one; this package never imports it."""
 
-    def __init__(self, io: IO, answers: list[str] | None = None, source: str = "stdin") -> None:
+    stdout: TextIO
+
+    @property
+    def interactive(self) -> bool: ...
+
+    def say(self, text: str = "", style: str | None = None) -> None: ...
+
+    def markup(self, text: str) -> None: ...
+
+    def dim(self, text: str) -> None: ...
+
+    def readline(self, prompt: str = "> ") -> str | None: ...
+
+
+class TerminalFrontend:
+    """Asks through a ``Terminal``; ``answers`` (lines of an answers file) replaces stdin
+    when given."""
+
+    def __init__(
+        self, io: Terminal, answers: list[str] | None = None, source: str = "stdin"
+    ) -> None:
         self.io = io
         self._answers = list(answers) if answers is not None else None
         self._source = source

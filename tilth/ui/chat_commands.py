@@ -10,12 +10,11 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tilth.chat.commands import Command, help_text
+from tilth import Checkpoint, RewindPlan
+from tilth.chat import Command, help_text
 from tilth.errors import SessionCorrupt, TilthError, UsageError
-from tilth.session.files import read_json
-from tilth.timeline.record.checkpoints import Checkpoint
-from tilth.timeline.rewind.plan import RewindPlan
-from tilth.timeline.rewind.summarize import SummaryPlan
+from tilth.session import read_json
+from tilth.timeline import SummaryPlan
 from tilth.ui.chat_view import terminal_safe
 from tilth.ui.list_picker import Row, pick
 

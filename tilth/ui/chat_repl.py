@@ -20,8 +20,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from tilth.chat import CancelToken, ChatEngine
-from tilth.chat.commands import is_command, parse
+from tilth.chat import CancelToken, ChatEngine, is_command, parse
 from tilth.errors import Aborted, TilthError
 from tilth.proc import stop_signals_interrupt
 from tilth.ui.chat_commands import ChatCommands

@@ -19,7 +19,7 @@ from rich.markdown import Markdown
 from rich.segment import Segment, Segments
 from rich.text import Text
 
-from tilth.chat.events import ChatEvent
+from tilth.chat import ChatEvent
 from tilth.ui.chat_status import StatusLine, bash_preview, exit_code
 from tilth.ui.io import neutralise
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tilth import Session
 from tilth.errors import SessionCorrupt
-from tilth.session.discovery import state_of
-from tilth.session.files import read_json
-from tilth.session.records import read_seed_meta
-from tilth.session.store import Session
+from tilth.session import read_json, read_seed_meta, state_of
 from tilth.ui.io import IO
 
 BLOCKING_STATUSES = ("prepared", "running", "failed")

@@ -13,8 +13,8 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from tilth.agent.progress_sinks import Lane, Lanes
-from tilth.model.base import Delta
+from tilth.agent import Lane, Lanes
+from tilth.model import Delta
 from tilth.ui.io import IO, neutralise
 
 if TYPE_CHECKING:

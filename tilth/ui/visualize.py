@@ -14,11 +14,11 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from tilth import Session
 from tilth.errors import SessionCorrupt
 from tilth.secret_filter import scrub
-from tilth.session.files import atomic_write_text
-from tilth.session.store import Session
-from tilth.timeline.record.checkpoints import read_timeline
+from tilth.session import atomic_write_text
+from tilth.timeline import read_timeline
 
 # Importing the renderer modules registers them.
 from tilth.ui import visualize_events, visualize_review  # noqa: F401

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilth.session.events import Event
+from tilth.session import Event
 from tilth.ui.visualize_html import SCOPE_KEYS, Fields, clock, collapsible, esc, kv
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilth.session.store import Session
+from tilth import Session
 from tilth.ui.visualize_html import (
     badge,
     bullets,

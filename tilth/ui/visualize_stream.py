@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tilth.session.events import Event
-from tilth.timeline.record.checkpoints import Checkpoint
+from tilth import Checkpoint
+from tilth.session import Event
 from tilth.ui.visualize_cards import render_event
 from tilth.ui.visualize_html import esc
 

@@ -16,10 +16,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from tilth import RewindPlan, Session, TimelineController
 from tilth.errors import SessionLocked
-from tilth.session.store import Session
-from tilth.timeline import SCOPES, RewindPlan
-from tilth.timeline.controller import TimelineController
+from tilth.timeline import SCOPES
 from tilth.web import chat_api, views
 from tilth.web.bodies import BadRequest, flag_field, plan_json, read_body, text_field
 from tilth.web.json_response import JSONResponse
@@ -229,7 +228,7 @@ async def reset_to_seed(request: Request) -> Response:
     body = await read_body(request)
     dry_run = flag_field(body, "dry_run")
     controller = TimelineController(session, state.settings)
-    from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
+    from tilth.timeline import CONFIRM_WARNING
 
     def work() -> dict[str, Any]:
         return _go_back(

@@ -34,7 +34,7 @@ from tilth.errors import (
     TilthError,
     UsageError,
 )
-from tilth.session.store import is_session_id
+from tilth.session import is_session_id
 from tilth.web import api, attempts_api, chat_api
 from tilth.web.bodies import BodyTooLarge
 from tilth.web.json_response import JSONResponse
@@ -44,7 +44,7 @@ from tilth.web.security import Guard
 from tilth.web.state import ServerState, state_of
 
 if TYPE_CHECKING:
-    from tilth.model.base import Model
+    from tilth import Model
 
 HERE = Path(__file__).resolve().parent
 log = logging.getLogger("tilth.serve")

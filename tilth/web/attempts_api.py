@@ -8,8 +8,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tilth.attempts.pick import execute_pick, plan_pick
-from tilth.timeline.controller import TimelineController
+from tilth import TimelineController
+from tilth.attempts import execute_pick, plan_pick
 from tilth.web import views
 from tilth.web.bodies import flag_field, read_body, text_field
 from tilth.web.state import state_of

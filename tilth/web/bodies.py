@@ -7,8 +7,8 @@ from typing import Any
 
 from starlette.requests import Request
 
+from tilth import RewindPlan
 from tilth.errors import UsageError
-from tilth.timeline.rewind.plan import RewindPlan
 
 MAX_BODY_BYTES = 2 << 20
 """The largest request body read (a chat message longer than this fits no model's context)."""

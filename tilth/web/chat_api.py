@@ -20,10 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from tilth.chat.session import THREAD_KEY as CHAT_THREAD
-from tilth.chat.session import transcript
+from tilth import Session
+from tilth.chat import THREAD_KEY as CHAT_THREAD
+from tilth.chat import transcript
 from tilth.errors import TilthError, UsageError
-from tilth.session.store import Session
 from tilth.web import views
 from tilth.web.bodies import BadRequest, plan_json, read_body
 from tilth.web.json_response import JSONResponse
@@ -55,7 +55,7 @@ def history(session: Session, settings: Any) -> dict[str, Any]:
     Messages have the shape of ``ChatEngine.history()``: ``{id, role, text, turn?, tools?,
     kind?}``; ``errors`` are ``{turn, error}``.
     """
-    from tilth.timeline.controller import TimelineController
+    from tilth import TimelineController
 
     shown = transcript(session.threads.get(CHAT_THREAD))
     for message in shown:

@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from tilth.chat.events import CancelToken
+from tilth import Session
+from tilth.chat import CancelToken
 from tilth.errors import UsageError
-from tilth.session.store import Session
 
 if TYPE_CHECKING:
+    from tilth import Model
     from tilth.chat import ChatEngine
-    from tilth.model.base import Model
 
 CLOSE_WAIT_SECONDS = 10.0
 """At shutdown, how long a cancelled turn may take to end (a tool it runs finishes first)."""

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tilth import Session
 from tilth.errors import SessionLocked
-from tilth.session.events import utc_now
-from tilth.session.store import Session
+from tilth.session import utc_now
 
 SHUTDOWN_WAIT_SECONDS = 10.0
 

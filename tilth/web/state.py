@@ -14,7 +14,7 @@ from tilth.web.runs import Runs
 from tilth.web.stream import Watches
 
 if TYPE_CHECKING:
-    from tilth.model.base import Model
+    from tilth import Model
 
 
 @dataclass

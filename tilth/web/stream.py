@@ -26,9 +26,8 @@ from pathlib import Path
 
 from anyio import to_thread
 
-from tilth.session.events import LINE_HEAD
-from tilth.session.files import read_at
-from tilth.timeline.record.log_epoch import epoch_path, read_epoch
+from tilth.session import LINE_HEAD, read_at
+from tilth.timeline import epoch_path, read_epoch
 
 POLL_SECONDS = 0.05
 HEARTBEAT_SECONDS = 15.0

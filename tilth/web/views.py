@@ -10,13 +10,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tilth import Session, TimelineController
 from tilth.config import Settings
 from tilth.errors import SessionCorrupt, SessionNotFound, UsageError
-from tilth.session.discovery import describe, session_ids, state_of
-from tilth.session.lock import pid_alive
-from tilth.session.records import read_task_state
-from tilth.session.store import Session, is_session_id
-from tilth.timeline.controller import TimelineController
+from tilth.session import (
+    describe,
+    is_session_id,
+    pid_alive,
+    read_task_state,
+    session_ids,
+    state_of,
+)
 
 
 def open_session(settings: Settings, session_id: str) -> Session:
@@ -58,7 +62,7 @@ def _title(session: Session, record: dict[str, Any]) -> str | None:
     if record.get("title"):
         return str(record["title"])
     if session_kind(record) == "chat":
-        from tilth.chat.session import first_prompt
+        from tilth.chat import first_prompt
 
         return first_prompt(session)
     tldr = session.seed_meta().get("tldr")
@@ -95,8 +99,8 @@ def _worktree(record: dict[str, Any]) -> Path | None:
 
 def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[dict[str, Any]]:
     """The prd with each task's pipeline, completed stages and stored stage outputs."""
-    from tilth.session.pipelines import stages_for
-    from tilth.timeline.rewind.restart import completed_stages_by_task
+    from tilth.session import stages_for
+    from tilth.timeline import completed_stages_by_task
 
     try:
         prd = [t for t in session.load_prd() if isinstance(t, dict)]
@@ -143,7 +147,7 @@ def session_detail(session: Session, settings: Settings) -> dict[str, Any]:
 
 def attempt_rows(session: Session) -> list[dict[str, Any]]:
     """Every attempt of a best-of-N run, task by task (``tilth attempts --json``)."""
-    from tilth.attempts.listing import list_attempts
+    from tilth.attempts import list_attempts
 
     return [row.as_dict() for row in list_attempts(session)]
 
