@@ -10,10 +10,11 @@ use. ``__all__`` is those names plus the face's own public definitions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from importlib import import_module
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _HOOKS = frozenset({"__all__", "__getattr__", "__dir__"})
 
@@ -25,7 +26,8 @@ def lazy_face(module_name: str, file: str) -> tuple[Callable[[str], Any], Callab
 
     def load() -> None:
         if not exported:
-            found, own = _read(Path(file).read_text("utf-8"))
+            with open(file, encoding="utf-8") as source:  # no pathlib: ``tilth --help`` is fast
+                found, own = _read(source.read())
             table.update(found)
             exported.extend(sorted({*found, *own}))
 
