@@ -87,3 +87,50 @@ def test_a_name_missing_from_a_face_is_an_attribute_error() -> None:
         tilth.session.nothing_here  # noqa: B018
     assert tilth.session.Session is tilth.Session
     assert "Session" in dir(tilth.session) and "is_session_id" in tilth.session.__all__
+
+
+def test_every_face_name_is_an_explicit_re_export() -> None:
+    """Each name a face offers is a ``TYPE_CHECKING`` import in ``X as X`` form, so a library
+    user's type checker (mypy ``--strict``: no implicit re-exports) sees its real signature."""
+    import ast
+    from pathlib import Path
+
+    package = Path(tilth.__file__).parent
+    faces = [package / "__init__.py", *sorted(package.glob("*/__init__.py"))]
+    lazy = [face for face in faces if "lazy_face(" in face.read_text("utf-8")]
+    assert len(lazy) >= 9
+    for face in lazy:
+        tree = ast.parse(face.read_text("utf-8"))
+        blocks = [
+            n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+        ]
+        aliases = [
+            a
+            for block in blocks
+            for n in block.body
+            if isinstance(n, ast.ImportFrom)
+            for a in n.names
+        ]
+        assert aliases, face
+        assert [a.name for a in aliases if a.asname != a.name] == [], face
+
+
+def test_every_name_of_every_package_face_resolves() -> None:
+    """A face's line naming a module or name that moved fails here, not in a user's hands."""
+    import importlib
+
+    for name in (
+        "session",
+        "timeline",
+        "chat",
+        "seed",
+        "agent",
+        "attempts",
+        "health",
+        "demo",
+        "web",
+    ):
+        face = importlib.import_module(f"tilth.{name}")
+        assert face.__all__, name
+        for attribute in face.__all__:
+            assert getattr(face, attribute) is not None, f"tilth.{name}.{attribute}"
