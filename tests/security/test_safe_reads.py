@@ -26,6 +26,7 @@ RAW_READS = {
     ),
     "tilth/tools/launcher_main.py:_restore": "compares the .git file it puts back (the launcher)",
     "tilth/agent/prompts.py:load_prompt": "package data",
+    "tilth/faces.py:lazy_face.load": "a face's own source, for the names it offers",
     "tilth/agent/prompts.py:progress_tail": OWN,
     "tilth/agent/pytest_runner.py:dump": "writes the launcher's report",
     "tilth/agent/pytest_runner.py:main": "the launch plan Tilth wrote (runs in the test process)",
