@@ -1,105 +1,60 @@
 """The steps a go-back is made of: small frozen values that apply, archive and describe
-themselves.
+themselves (``rewind.step_base.Step``).
 
-A ``RewindPlan`` (``rewind.plan``) is a header plus a tuple of these. Each step carries
-what it writes (absolute values: a sha, an offset, thread heads), so the executor can
-repeat an interrupted one; ``apply`` carries it out for one of its journal names (most
-steps have one; restoring the state also restores the ledger, a fork and a graft have
-four each); ``record_undo`` copies into the undo archive what it is about to destroy;
-``describe`` is its part of the plan a person reads; ``flat`` its keys in the journal's
-copy of the plan (the one flat record older Tilths wrote, read back by ``plan.from_dict``).
+A ``RewindPlan`` (``rewind.plan``) is a header plus a tuple of these. Here: the undo point,
+the stash, the code, resume's unwind, a fork's new session, the operation's event and a
+graft; the conversation, state, log and timeline steps are in ``rewind.history_steps``.
+``STEP_TYPES`` lists them all, in the order a plan holds them.
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from tilth import git
 from tilth.session.store import Session
-from tilth.session.threads import Thread
 from tilth.timeline.record.blob_store import session_store
-from tilth.timeline.record.checkpoints import (
-    checkpoint_path,
-    delete_after,
-    forget_highest,
-    remember_highest,
-)
 from tilth.timeline.record.dir_state import is_manifest_head
-from tilth.timeline.record.state_capture import last_event, log_tail
+from tilth.timeline.record.state_capture import last_event
 from tilth.timeline.rewind import fork_steps
 from tilth.timeline.rewind import graft as grafting
 from tilth.timeline.rewind import undo_archive as archived
 from tilth.timeline.rewind.code_restore import Overlay, apply_files
-from tilth.timeline.rewind.code_state import note_code_state, note_restored, restore_overlay
-from tilth.timeline.rewind.journal import keep_operations
-from tilth.timeline.rewind.snapshot_restore import apply_snapshot_files
-from tilth.timeline.rewind.state_restore import (
-    cut_events,
-    cut_lines,
-    remove_path,
-    restore_counts,
-    restore_files,
-    restore_threads,
+from tilth.timeline.rewind.code_state import note_restored, restore_overlay
+from tilth.timeline.rewind.history_steps import (
+    AddNote,
+    CutEvents,
+    CutThreads,
+    DeletePaths,
+    DropCheckpoints,
+    RestoreState,
 )
+from tilth.timeline.rewind.snapshot_restore import apply_snapshot_files
+from tilth.timeline.rewind.step_base import STEP_ORDER, Step, listing
 
 if TYPE_CHECKING:
     from tilth.timeline.rewind.plan import RewindPlan
 
-STEP_ORDER = (
-    "before",
-    "stash",
-    "code",
-    "unwind",
-    "state",
-    "ledger",
-    "threads",
-    "note",  # after the threads: a code rewind that drops threads keeps its note
-    "paths",
-    "events",
-    "checkpoints",
-    *fork_steps.FORK_STEPS,
-    "log",
-    *grafting.GRAFT_STEPS,
-    "finish",
-)
-"""Every journal step name, in execution order (``finish`` is the executor's own)."""
-
-
-class Step:
-    """What every step can do; the frozen dataclasses below hold what it writes."""
-
-    NAMES: ClassVar[tuple[str, ...]] = ()
-    """The journal's names for this step (also the ``TILTH_FAULT_AT`` values)."""
-
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
-        """Carry out the part ``name`` of this step (idempotent: absolute values only)."""
-        raise NotImplementedError
-
-    def record_undo(self, session: Session, archive: Path, meta: dict[str, Any]) -> None:
-        """Copy into the undo ``archive`` what this step destroys (most destroy nothing
-        an undo needs back beyond the undo point itself)."""
-
-    def describe(self, plan: RewindPlan) -> list[str]:
-        """This step's lines of the dry run and the confirmation."""
-        return []
-
-    def flat(self) -> dict[str, Any]:
-        """This step's keys in the journal's flat copy of the plan."""
-        raise NotImplementedError
-
-
-def listing(title: str, items: list[str], empty: str, limit: int = 20) -> list[str]:
-    """A titled list of at most ``limit`` items (``empty`` when there are none)."""
-    if not items:
-        return [f"{title}: {empty}"] if empty else []
-    out = [f"{title} ({len(items)}):"]
-    out += [f"    {item}" for item in items[:limit]]
-    if len(items) > limit:
-        out.append(f"    ... and {len(items) - limit} more")
-    return out
+__all__ = [
+    "STEP_ORDER",
+    "STEP_TYPES",
+    "AddNote",
+    "CutEvents",
+    "CutThreads",
+    "DeletePaths",
+    "DropCheckpoints",
+    "Graft",
+    "LogEvent",
+    "MakeChild",
+    "RecordUndo",
+    "RestoreCode",
+    "RestoreState",
+    "Stash",
+    "Step",
+    "Unwind",
+]
 
 
 @dataclass(frozen=True)
@@ -257,234 +212,6 @@ class Unwind(Step):
 
     def flat(self) -> dict[str, Any]:
         return {"unwind": self.commit}
-
-
-@dataclass(frozen=True)
-class RestoreState(Step):
-    """The harness state (prd, tasks, status, tokens) and the ledgers back as recorded."""
-
-    state: dict[str, Any]
-    """See ``record.state_capture.capture_state``."""
-    task_changes: tuple[tuple[str, str, str], ...] = ()
-    """``(task, now, then)`` for a person to read."""
-    archive: str | None = None
-    """Undo: the ledgers come back whole from this archive."""
-    NAMES = ("state", "ledger")
-
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
-        if name == "state":
-            restore_files(session, self.state)
-        elif self.archive is not None:
-            archived.restore_archived_ledger(session, self.archive)
-        else:
-            restore_counts(session.ledger.directory, dict(self.state.get("ledger") or {}))
-            lines = self.state.get("progress_lines")
-            if isinstance(lines, int):
-                cut_lines(session.progress_path, lines)
-
-    def record_undo(self, session: Session, archive: Path, meta: dict[str, Any]) -> None:
-        archived.copy_dir(session.ledger.directory, archive / "ledger", "*.jsonl")
-        if session.progress_path.is_file():
-            shutil.copy2(session.progress_path, archive / "progress.txt")
-        meta["ledger"] = True
-
-    def describe(self, plan: RewindPlan) -> list[str]:
-        if self.state.get("prd") is None:
-            return []  # a chat has no tasks: no line about them
-        changes = [f"{t}: {old} -> {new}" for t, old, new in self.task_changes]
-        return listing("tasks", changes, "unchanged")
-
-    def flat(self) -> dict[str, Any]:
-        return {"state": self.state, "task_changes": list(self.task_changes)}
-
-
-def _archive_threads(session: Session, archive: Path, meta: dict[str, Any]) -> None:
-    if not meta.get("threads"):
-        archived.copy_dir(session.threads.directory, archive / "threads", "*.jsonl")
-        meta["threads"] = True
-
-
-@dataclass(frozen=True)
-class CutThreads(Step):
-    """Threads truncated to their heads (unlisted threads deleted)."""
-
-    heads: dict[str, str | None]
-    messages_dropped: dict[str, int] = field(default_factory=dict)
-    threads_deleted: tuple[str, ...] = ()
-    archive: str | None = None
-    """Undo: the threads come back from this archive first."""
-    NAMES = ("threads",)
-
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
-        if self.archive is not None:
-            archived.restore_archived_threads(session, self.archive)
-        restore_threads(session.threads.directory, self.heads)
-
-    def record_undo(self, session: Session, archive: Path, meta: dict[str, Any]) -> None:
-        _archive_threads(session, archive, meta)
-
-    def describe(self, plan: RewindPlan) -> list[str]:
-        dropped = [f"{k}: {n} message(s)" for k, n in sorted(self.messages_dropped.items()) if n]
-        dropped += [f"{k}: whole thread deleted" for k in self.threads_deleted]
-        # An undo brings the conversation back from its archive (said below), not "nothing".
-        if dropped or self.archive is None:
-            return listing("conversation dropped", dropped, "nothing")
-        return []
-
-    def flat(self) -> dict[str, Any]:
-        return {
-            "threads": self.heads,
-            "messages_dropped": self.messages_dropped,
-            "threads_deleted": list(self.threads_deleted),
-        }
-
-
-@dataclass(frozen=True)
-class AddNote(Step):
-    """A message appended to a thread after a code-only restore (once per operation)."""
-
-    thread: str
-    text: str
-    NAMES = ("note",)
-
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
-        thread = Thread(session.threads.directory, self.thread)
-        stored = thread.read()
-        if stored and stored[-1].meta.get("op") == plan.op_id:
-            return
-        thread.append({"role": "user", "content": self.text}, kind="rewind_note", op=plan.op_id)
-
-    def record_undo(self, session: Session, archive: Path, meta: dict[str, Any]) -> None:
-        _archive_threads(session, archive, meta)
-
-    def describe(self, plan: RewindPlan) -> list[str]:
-        return [f"conversation: a note is added to thread {self.thread}"]
-
-    def flat(self) -> dict[str, Any]:
-        return {"note": {"thread": self.thread, "text": self.text}}
-
-
-@dataclass(frozen=True)
-class DeletePaths(Step):
-    """Session-relative files or directories deleted (a reset's derived files)."""
-
-    paths: tuple[str, ...]
-    NAMES = ("paths",)
-
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
-        for rel in self.paths:
-            remove_path(session.dir / rel)
-        if plan.op == "reset_to_seed":
-            # The run's go-backs are erased with it; the record of resets stays.
-            keep_operations(session, "reset_to_seed")
-
-    def describe(self, plan: RewindPlan) -> list[str]:
-        return ["deleted: " + ", ".join(self.paths)]
-
-    def flat(self) -> dict[str, Any]:
-        return {"delete_paths": list(self.paths)}
-
-
-@dataclass(frozen=True)
-class CutEvents(Step):
-    """``events.jsonl`` cut at a byte offset (an undo: then its archived tail put back)."""
-
-    offset: int
-    events_dropped: int = 0
-    event_types: dict[str, int] = field(default_factory=dict)
-    archive: str | None = None
-    """Undo: the archive whose log tail is appended after the cut."""
-    cut: int | None = None
-    """Undo: where the log is cut before the tail goes back (default ``offset``)."""
-    NAMES = ("events",)
-
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
-        if self.archive is not None:
-            archived.splice_events(session, self.archive, self.cut or self.offset, plan.op_id)
-            return
-        cut_events(session, self.offset, plan.op_id)
-
-    def record_undo(self, session: Session, archive: Path, meta: dict[str, Any]) -> None:
-        cut = self.cut if self.cut is not None else self.offset
-        size, _ = log_tail(session.events.path)
-        if cut < size:
-            archived.copy_tail(session.events.path, cut, archive / "events.tail")
-            meta["event_cut"] = cut
-
-    def describe(self, plan: RewindPlan) -> list[str]:
-        kinds = ", ".join(f"{t} x{n}" for t, n in sorted(self.event_types.items()))
-        return [f"events: {self.events_dropped} dropped" + (f" ({kinds})" if kinds else "")]
-
-    def flat(self) -> dict[str, Any]:
-        return {
-            "event_offset": self.offset,
-            "event_cut": self.cut,
-            "events_dropped": self.events_dropped,
-            "event_types": self.event_types,
-        }
-
-
-@dataclass(frozen=True)
-class DropCheckpoints(Step):
-    """The checkpoints after the target deleted (an undo: exactly its set kept)."""
-
-    keep_through: int | None = None
-    """Delete the checkpoints numbered higher; None with ``keep_seqs`` (an undo)."""
-    drop_seqs: tuple[int, ...] = ()
-    """Exactly what goes (kept in the undo archive); undo points stay."""
-    keep_seqs: tuple[int, ...] | None = None
-    """Undo: exactly the (non-``before-``) checkpoints to keep."""
-    archive: str | None = None
-    """Undo: where the dropped checkpoints it brings back are."""
-    count: int = 0
-    """How many go (for a person; journals older than ``drop_seqs`` only had this)."""
-    NAMES = ("checkpoints",)
-
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
-        if not plan.changes_code:
-            # Turn snapshots: the files stay as the newest checkpoint left them; note that
-            # state before its checkpoint goes, or later rewinds would take them for edits.
-            note_code_state(session)
-        if self.keep_seqs is not None and self.archive is not None:
-            remember_highest(session)
-            archived.restore_archived_checkpoints(session, self.archive, list(self.keep_seqs))
-        elif plan.before is None:
-            # Reset to the seed (and journals written before undo existed): all after.
-            assert self.keep_through is not None
-            delete_after(session, self.keep_through)
-            if plan.op == "reset_to_seed":
-                forget_highest(session)
-        else:
-            # Exactly the checkpoints the plan named; undo points (``before-``) stay.
-            remember_highest(session)
-            for seq in self.drop_seqs:
-                checkpoint_path(session, seq).unlink(missing_ok=True)
-        archived.prune_archives(session)
-
-    def record_undo(self, session: Session, archive: Path, meta: dict[str, Any]) -> None:
-        for seq in self.drop_seqs:
-            source = checkpoint_path(session, seq)
-            if source.is_file():
-                shutil.copy2(source, archive / "checkpoints" / source.name)
-
-    def describe(self, plan: RewindPlan) -> list[str]:
-        lines = []
-        if self.keep_through is not None:
-            lines.append(f"checkpoints: {self.count} later checkpoint(s) deleted")
-        if self.archive is not None:
-            lines.append(
-                "restored from the undo archive: the event log, conversation, ledgers and "
-                "checkpoints as they were"
-            )
-        return lines
-
-    def flat(self) -> dict[str, Any]:
-        return {
-            "keep_through_seq": self.keep_through,
-            "drop_seqs": list(self.drop_seqs),
-            "keep_seqs": None if self.keep_seqs is None else list(self.keep_seqs),
-            "checkpoints_dropped": self.count,
-        }
 
 
 @dataclass(frozen=True)
