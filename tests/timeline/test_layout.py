@@ -120,8 +120,8 @@ def test_every_go_back_is_planned_by_the_one_planner() -> None:
 
 
 def test_only_the_executor_moves_a_worktree_back() -> None:
-    """No go-back resets, cleans or stashes a worktree outside the journaled executor (and
-    the code restore it calls): resume's unwind is the executor's ``unwind`` step."""
+    """No go-back resets, cleans or stashes a worktree outside the journaled executor's
+    steps (and the code restore they call): resume's unwind is the ``Unwind`` step."""
     going_back = {"reset_soft", "reset_hard", "clean_fd", "stash"}
     callers = set()
     for path in PACKAGE.rglob("*.py"):
@@ -131,7 +131,7 @@ def test_only_the_executor_moves_a_worktree_back() -> None:
             if isinstance(node, ast.Attribute) and node.attr in going_back:
                 if ast.unparse(node.value) == "git":
                     callers.add(str(path.relative_to(PACKAGE)))
-    assert callers == {"timeline/rewind/executor.py", "timeline/rewind/code_restore.py"}
+    assert callers == {"timeline/rewind/steps.py", "timeline/rewind/code_restore.py"}
 
 
 def test_the_recorder_is_used_through_its_protocol() -> None:
@@ -145,33 +145,85 @@ def test_the_recorder_is_used_through_its_protocol() -> None:
     assert probes == []
 
 
-# What the executor carries out; the rest of a RewindPlan is the report a person reads.
-_ACTIONS = {
-    "head", "overlay", "keep", "force", "stash_message", "state", "threads", "event_offset",
-    "keep_through_seq", "delete_paths", "note", "event", "before", "before_seq", "drop_seqs",
-    "keep_seqs", "archive", "event_cut", "recorded", "unwind", "fork", "snapshot_code",
-}  # fmt: skip
+VERBS = {
+    "tilth.timeline.rewind.fork",
+    "tilth.timeline.rewind.undo",
+    "tilth.timeline.rewind.restart",
+    "tilth.timeline.rewind.seed_reset",
+    "tilth.timeline.rewind.summarize",
+    "tilth.timeline.rewind.code_only",
+    "tilth.timeline.rewind.resume_prep",
+    "tilth.timeline.rewind.planner",
+    "tilth.timeline.rewind.targets",
+    "tilth.timeline.controller",
+    "tilth.attempts.pick",
+}
+"""The verbs (and the planner they feed): each builds a target or a plan."""
 
 
-def test_only_the_planner_decides_what_a_plan_does() -> None:
-    """A verb or a part hands back values; no module but the planner sets a plan's actions
-    (``plan.archive = ...``) — the parts of one big plan filled in many places."""
+def test_the_executor_imports_no_verb() -> None:
+    """The executor runs the journal over whatever steps a plan holds: it imports no verb,
+    and neither does a step (a step applies itself with what it carries)."""
+    modules = ["executor", "plan", "plan_record", "step_base", "steps", "history_steps"]
+    modules += ["fork_steps", "undo_archive", "graft"]
+    for name in modules:
+        found = _imports(TIMELINE / "rewind" / f"{name}.py")
+        assert not found & VERBS, f"{name}.py imports {sorted(found & VERBS)}"
+    assert "tilth.timeline.rewind.plan" in _imports(TIMELINE / "rewind" / "executor.py")
+
+
+def _own_fields(kind: type) -> list[str]:
     from dataclasses import fields
 
+    inherited = {
+        f.name
+        for base in kind.__mro__[1:]
+        for f in getattr(base, "__dataclass_fields__", {}).values()
+    }
+    return [f.name for f in fields(kind) if f.name not in inherited]
+
+
+def test_no_go_back_plan_type_has_more_than_a_dozen_fields() -> None:
+    """A go-back plan is a small header and small frozen steps, made from a small target:
+    none holds more than a dozen fields of its own."""
+    from tilth.attempts.pick import PickPlan
+    from tilth.timeline.rewind import planner, steps, targets, undo
     from tilth.timeline.rewind.plan import RewindPlan
 
-    assert _ACTIONS <= {f.name for f in fields(RewindPlan)}
+    kinds: list[type] = [RewindPlan, *steps.STEP_TYPES, targets.Target, targets.CodeGoal]
+    kinds += [targets.HistoryGoal, targets.Extras, planner.CodePart, planner.HistoryPart]
+    kinds += [undo.ArchivePart, PickPlan]
+    assert len(steps.STEP_TYPES) >= 12
+    for kind in kinds:
+        own = _own_fields(kind)
+        assert 0 < len(own) <= 12, f"{kind.__name__} has {len(own)} fields: {own}"
+    for kind in steps.STEP_TYPES:
+        assert kind.__dataclass_params__.frozen, kind.__name__  # type: ignore[attr-defined]
+        assert kind.NAMES and set(kind.NAMES) <= set(steps.STEP_ORDER), kind.__name__
+
+
+def test_every_journal_step_is_some_steps_own() -> None:
+    """Each journal step name (but the executor's ``finish``) belongs to exactly one step."""
+    from tilth.timeline.rewind import steps
+
+    owners = [name for kind in steps.STEP_TYPES for name in kind.NAMES]
+    assert sorted(owners) == sorted(n for n in steps.STEP_ORDER if n != "finish")
+
+
+def test_a_plans_actions_are_its_steps() -> None:
+    """No module sets a plan's actions by hand (``plan.archive = ...``): what a plan does
+    is its steps, frozen, made by the planner; the old names are read-only views."""
+    from tilth.timeline.rewind.plan import RewindPlan
+
+    for name in ("head", "state", "threads", "fork", "graft", "archive", "before_seq"):
+        assert isinstance(getattr(RewindPlan, name), property), name
     found = []
-    for path in TIMELINE.rglob("*.py"):
-        if path.name == "planner.py":
-            continue
+    for path in PACKAGE.rglob("*.py"):
         for node in _nodes(path):
             targets = node.targets if isinstance(node, ast.Assign) else []
             if isinstance(node, ast.AugAssign | ast.AnnAssign):
                 targets = [node.target]
             for target in targets:
-                if isinstance(target, ast.Attribute) and target.attr in _ACTIONS:
-                    owner = ast.unparse(target.value)
-                    if owner in ("plan", "result", "rewind_plan"):
-                        found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {owner}")
+                if isinstance(target, ast.Attribute) and target.attr == "steps":
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert found == []

@@ -15,11 +15,8 @@ from typing import Any
 
 from tilth import git
 from tilth.session.store import Session
-from tilth.timeline.record.state_capture import capture_state
-from tilth.timeline.rewind.executor import execute_rewind
+from tilth.timeline.controller import TimelineController
 from tilth.timeline.rewind.plan import RewindPlan
-from tilth.timeline.rewind.planner import plan
-from tilth.timeline.rewind.targets import Target
 
 FAILED_SUBJECT = re.compile(r"^(?P<task>T-\d{3,}): FAILED \((?P<reason>[a-z_]+)\)")
 
@@ -72,7 +69,8 @@ class ResumePlan:
 
 def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPlan]:
     """What resuming will change before the loop re-enters (no writes): failed tasks back
-    to pending, the FAILED placeholder soft-reset. One more go-back for the executor."""
+    to pending, the FAILED placeholder soft-reset. One more go-back, planned through the
+    timeline controller like every other."""
     tasks = session.load_prd()
     retried = [str(t["id"]) for t in tasks if t.get("status") == "failed"]
     flipped = [
@@ -85,27 +83,17 @@ def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPla
     ]
     pending = [str(t["id"]) for t in ordered if str(t["id"]) not in retried]
     resume = ResumePlan(session.last_stop(), retried, pending, placeholder)
-    state = None
-    if retried:
-        # The pipeline sees the task's recorded failure and starts a fresh attempt itself.
-        state = capture_state(session)
-        state["prd"] = flipped
-    changes = bool(retried or placeholder)
-    target = Target(
-        op="resume",
-        ref=git.head(worktree)[:12],
-        label="resume",
-        scope="both",
+    rewind_plan = TimelineController(session).plan_resume(
+        worktree,
+        flipped if retried else None,
+        placeholder,
         headline=f"resume session {session.id}: {resume.text}",
-        state=state,
-        unwind=git.rev_parse(f"{placeholder}^", worktree) if placeholder else None,
-        undoable=changes,
         event={
             "type": "session_resume",
             "payload": {"session_id": session.id, **resume.event_payload()},
         },
     )
-    return resume, plan(session, target)
+    return resume, rewind_plan
 
 
 def failed_placeholder(worktree: Path, task_ids: set[str]) -> str | None:
@@ -130,7 +118,8 @@ def log_finished_resume(session: Session) -> ResumePlan:
 
 def prepare_resume(session: Session, worktree: Path) -> ResumePlan:
     """Flip failed tasks to pending, unwind the placeholder, and log ``session_resume``:
-    planned and carried out by the timeline's journaled executor (the caller holds the lock)."""
+    planned and carried out through the timeline controller, journaled (the caller holds
+    the lock)."""
     resume, rewind_plan = plan_resume(session, worktree)
-    execute_rewind(session, rewind_plan)
+    TimelineController(session).execute(rewind_plan)
     return resume

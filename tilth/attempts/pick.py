@@ -22,6 +22,7 @@ from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.rewind.graft import graft_spec
 from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.steps import Graft
 
 
 @dataclass
@@ -75,7 +76,7 @@ def plan_pick(controller: TimelineController, picked: str) -> PickPlan:
     start = controller.resolve(str(record.get("checkpoint")))
     rewind = controller.plan_rewind(start, "both", survey=True)
     figures = [{"session": r.session, **{k: v for k, v in r.figures.items()}} for r in rows]
-    rewind.graft = _graft(child, task_id, start, figures)
+    rewind = rewind.adding(Graft(_graft(child, task_id, start, figures)))
     return PickPlan(parent, child, task_id, start, rewind, figures)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tilth.config import Settings, load_settings
@@ -36,6 +37,7 @@ from tilth.timeline.rewind.fork import ForkResult, fork_result, plan_fork
 from tilth.timeline.rewind.plan import SCOPES, RewindPlan
 from tilth.timeline.rewind.planner import plan_rewind, plan_undo
 from tilth.timeline.rewind.restart import plan_restart
+from tilth.timeline.rewind.resume_prep import plan_resume
 from tilth.timeline.rewind.seed_reset import plan_reset_to_seed, preflight
 from tilth.timeline.rewind.summarize import SummaryPlan, SummaryResult, plan_summary, summarize
 
@@ -65,15 +67,24 @@ class ExecuteResult:
 
 
 class TimelineController:
-    """Checkpoints, rewind, restart, reset to the seed, fork, undo and summarize for one
-    session. Plan while holding ``writing()`` and execute in the same block."""
+    """Checkpoints, rewind, restart, reset to the seed, fork, undo, resume's preparation
+    and summarize for one session. Plan while holding ``writing()`` and execute in the
+    same block."""
 
     SCOPES = SCOPES
     """The scopes of a rewind: ``both``, ``code``, ``conversation``."""
 
     def __init__(self, session: Session, settings: Settings | None = None) -> None:
         self.session = session
-        self.settings = settings or load_settings()
+        self._settings = settings
+
+    @property
+    def settings(self) -> Settings:
+        """The settings given, else loaded when first needed (a restart's default tier, a
+        fork's set-up): resume's preparation and undo need none."""
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
 
     @contextmanager
     def writing(self, notify: Callable[[str], Any] | None = None) -> Iterator[None]:
@@ -138,6 +149,19 @@ class TimelineController:
         """Going back to the state before the last go-back (or the undo point ``ref``);
         ``survey`` as for ``plan_rewind``."""
         return plan_undo(self.session, ref, survey=survey)
+
+    def plan_resume(
+        self,
+        worktree: Path,
+        prd: list[dict[str, Any]] | None,
+        placeholder: str | None,
+        *,
+        headline: str,
+        event: dict[str, Any],
+    ) -> RewindPlan:
+        """Resume's preparation: ``prd`` (None: unchanged) becomes the tasks' list, the
+        FAILED ``placeholder`` commit (None: none) is soft-reset, ``event`` logged."""
+        return plan_resume(self.session, worktree, prd, placeholder, headline=headline, event=event)
 
     # ---- carrying a plan out ----------------------------------------------------------------
     def execute(self, plan: RewindPlan) -> ExecuteResult:

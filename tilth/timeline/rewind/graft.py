@@ -9,7 +9,7 @@ own bookends left out), and its stage and turn checkpoints join the parent's tim
 with new numbers and offsets into the parent's log. ``restart --from``, ``rewind`` and
 ``reset --to-seed`` then work on the task as on one run in place.
 
-A graft is a go-back step like the others: ``plan.graft`` says what, and the executor
+A graft is a go-back step like the others: ``steps.Graft`` says what, and the executor
 runs it through the journal (``graft-base``, ``graft-branch``, ``graft-files``,
 ``graft-log``), so a crash half-way is finished by the next ``resume`` or command that
 takes the session. ``graft-base`` notes where the parent's log and timeline end; every
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import shutil
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,6 @@ from tilth.timeline.record.checkpoints import (
     write_checkpoint,
 )
 from tilth.timeline.record.log_epoch import raise_epoch
-from tilth.timeline.rewind.plan import RewindPlan
 
 RUN_BOOKENDS = frozenset(
     {
@@ -183,10 +183,10 @@ def graft_spec(
     before: list[dict[str, Any]] | None = None,
     after: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """``plan.graft``: bring ``child``'s ``task_id`` (forked at checkpoint ``start_seq``)
-    in, the parent's branch moved to ``head``. ``status``: the task's new status;
-    ``placeholder``: a FAILED commit whose files are written into the worktree
-    (uncommitted); ``tokens``: added to the parent's count as it was before the graft;
+    """The spec of a graft step (``steps.Graft``): bring ``child``'s ``task_id`` (forked at
+    checkpoint ``start_seq``) in, the parent's branch moved to ``head``. ``status``: the
+    task's new status; ``placeholder``: a FAILED commit whose files are written into the
+    worktree (uncommitted); ``tokens``: added to the parent's count as it was before the graft;
     ``before``/``after``: ``{type, payload}`` events logged around the copied ones."""
     return {
         "child": child.id,
@@ -202,20 +202,15 @@ def graft_spec(
     }
 
 
-def _spec(plan: RewindPlan) -> dict[str, Any]:
-    assert plan.graft is not None
-    return plan.graft
-
-
 def _child(session: Session, spec: dict[str, Any]) -> Session:
     child_id = str(spec["child"])
     return Session(child_id, session.dir.parent / child_id)
 
 
-def note_base(session: Session, plan: RewindPlan) -> None:
+def note_base(session: Session, spec: dict[str, Any], op_id: str) -> None:
     """Where the parent's log, events, timeline and token count end before the graft (the
     executor writes it into the journal: the later steps count from it)."""
-    _spec(plan)["base"] = {
+    spec["base"] = {
         "offset": session.events.size(),
         "seq": _last_seq(session),
         "next_checkpoint": highest_seq(session) + 1,
@@ -223,13 +218,12 @@ def note_base(session: Session, plan: RewindPlan) -> None:
     }
 
 
-def branch_step(session: Session, plan: RewindPlan) -> None:
-    move_branch(session, str(_spec(plan)["head"]))
+def branch_step(session: Session, spec: dict[str, Any], op_id: str) -> None:
+    move_branch(session, str(spec["head"]))
 
 
-def files_step(session: Session, plan: RewindPlan) -> None:
+def files_step(session: Session, spec: dict[str, Any], op_id: str) -> None:
     """Task state, ledger and threads; the task's status, the placeholder's files, tokens."""
-    spec = _spec(plan)
     task_id = str(spec["task_id"])
     copy_task_files(session, _child(session, spec), task_id)
     if spec.get("placeholder"):
@@ -246,13 +240,12 @@ def files_step(session: Session, plan: RewindPlan) -> None:
         session.update_checkpoint(tokens_used=int(spec["base"]["tokens"]) + int(spec["tokens"]))
 
 
-def log_step(session: Session, plan: RewindPlan) -> None:
+def log_step(session: Session, spec: dict[str, Any], op_id: str) -> None:
     """The parent's log cut back to the base, then the events and checkpoints brought in."""
-    spec = _spec(plan)
     base = spec["base"]
     if session.events.size() > int(base["offset"]):
         session.events.truncate(int(base["offset"]))  # a crash half-way through this step
-        raise_epoch(session.dir, plan.op_id)
+        raise_epoch(session.dir, op_id)
     for event in spec.get("before") or []:
         session.events.append(str(event["type"]), dict(event.get("payload") or {}))
     after_before = session.events.size()
@@ -266,3 +259,12 @@ def log_step(session: Session, plan: RewindPlan) -> None:
         mapping,
         int(base["next_checkpoint"]),
     )
+
+
+STEPS: dict[str, Callable[[Session, dict[str, Any], str], None]] = {
+    "graft-base": note_base,
+    "graft-branch": branch_step,
+    "graft-files": files_step,
+    "graft-log": log_step,
+}
+"""The graft's journal steps (``GRAFT_STEPS``): ``(session, spec, op id)``."""

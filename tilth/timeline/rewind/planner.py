@@ -3,8 +3,8 @@
 Every go-back is a target — where to go (a checkpoint's code, conversation and harness
 state), in which scope, with the verb's adjustments (a restart stashes and sets a task
 pending, a reset deletes derived files, an undo restores from its archive). Each part of
-the planner returns a value (``CodePart``, ``HistoryPart``) and ``plan`` assembles them, so
-no verb fills a plan by hand.
+the planner returns a value (``CodePart``, ``HistoryPart``) and ``plan`` assembles them into
+the plan's frozen steps (``rewind.steps``), so no verb fills a plan by hand.
 """
 
 from __future__ import annotations
@@ -23,13 +23,29 @@ from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
 from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
-from tilth.timeline.rewind.code_only import WindBack, wind_back_tasks
+from tilth.timeline.rewind.code_only import wind_back_tasks
 from tilth.timeline.rewind.code_restore import Overlay, keep_conflicts, plan_code
 from tilth.timeline.rewind.code_state import recorded_code_state
 from tilth.timeline.rewind.plan import RewindError, RewindPlan, new_op_id
 from tilth.timeline.rewind.snapshot_restore import is_snapshot_session, plan_snapshot_files
-from tilth.timeline.rewind.targets import Target, checkpoint_target
-from tilth.timeline.rewind.undo import ArchivePart, archive_part, undo_target
+from tilth.timeline.rewind.steps import (
+    AddNote,
+    CutEvents,
+    CutThreads,
+    DeletePaths,
+    DropCheckpoints,
+    Graft,
+    LogEvent,
+    MakeChild,
+    RecordUndo,
+    RestoreCode,
+    RestoreState,
+    Stash,
+    Step,
+    Unwind,
+)
+from tilth.timeline.rewind.targets import HistoryGoal, Target, checkpoint_target
+from tilth.timeline.rewind.undo import archive_part, undo_target
 
 
 # ---- the parts ---------------------------------------------------------------------------------
@@ -46,24 +62,26 @@ class CodePart:
     warnings: list[str] = field(default_factory=list)
 
 
-def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
-    """Reset to ``target.head`` + overlay: the exact file list, commits, and the user's edits."""
-    assert target.head is not None
+def git_code_part(session: Session, worktree: Path, target: Target, survey: bool) -> CodePart:
+    """Reset to the target's head + overlay: the exact file list, commits, and the user's
+    edits (``survey``: see ``plan``)."""
+    assert target.code is not None
+    goal = target.code
     current = git.head(worktree)
     try:
-        apart = git.commits_apart(target.head, current, worktree)
+        apart = git.commits_apart(goal.head, current, worktree)
     except GitError:
-        if git.rev_parse(target.head, worktree) is None:
+        if git.rev_parse(goal.head, worktree) is None:
             raise RewindError(
-                f"the commit {target.head[:12]} of {target.ref} no longer exists",
+                f"the commit {goal.head[:12]} of {target.ref} no longer exists",
                 hint="it may have been garbage-collected; pick a later checkpoint",
             ) from None
         raise
-    part = CodePart(overlay=dict(target.overlay))
+    part = CodePart(overlay=dict(goal.overlay))
     part.commits_restored, part.commits_dropped = apart
     if target.checkpoint is None:
         # No snapshot to compare with (a restart to a bare commit): git's view only.
-        part.files = tree_changes(worktree, target.head)
+        part.files = tree_changes(worktree, goal.head)
         part.conflicts = dirty_paths(worktree)
         return part
     # Undo and redo compare with the tree Tilth last wrote; every other go-back with what
@@ -77,22 +95,22 @@ def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
             "since then cannot be told apart and are not protected"
         )
         latest_head, latest_overlay = None, {}
-    force = target.force or target.stash_message is not None
+    force = goal.force or goal.stash_message is not None
     changed = live_changes(worktree)
-    if changed is None and not (force or target.survey):
+    if changed is None and not (force or survey):
         # No walk: edits outside the files this go-back writes are left alone (and, unless
         # surveyed, unlisted); the ones inside it are found by reading just those files.
         changed = set()
     code = plan_code(
         worktree,
-        target.head,
+        goal.head,
         part.overlay,
         latest_head,
         latest_overlay,
         force=force,
         changed=changed,
     )
-    if target.stash_message is None:
+    if goal.stash_message is None:
         keep_conflicts(code, worktree, session_store(session))
         part.conflicts, part.keep = code.conflicts, code.keep
     else:
@@ -108,8 +126,9 @@ def git_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
 def snapshot_code_part(session: Session, worktree: Path, target: Target) -> CodePart:
     """A session without git (chat): files from snapshots only — no commits, no reset, no
     clean (``rewind.snapshot_restore``; chat capture records the manifests it reads)."""
-    assert target.head is not None
-    code = plan_snapshot_files(session, worktree, target.head, target.overlay, force=target.force)
+    assert target.code is not None
+    goal = target.code
+    code = plan_snapshot_files(session, worktree, goal.head, goal.overlay, force=goal.force)
     return CodePart(
         files=sorted(
             [("restore", p) for p in code.restore] + [("delete", p) for p in code.delete],
@@ -158,15 +177,15 @@ def task_changes(session: Session, state: dict[str, Any]) -> list[tuple[str, str
     return [(t, now.get(t, "-"), then[t]) for t in then if now.get(t, "-") != then[t]]
 
 
-def history_part(session: Session, target: Target) -> HistoryPart:
+def history_part(session: Session, goal: HistoryGoal) -> HistoryPart:
     part = HistoryPart()
-    if target.event_offset is not None:
-        part = events_part(session, target.event_offset, target.event_seq)
-    if target.state is not None:
-        part.task_changes = task_changes(session, target.state)
-    if target.threads is not None:
+    if goal.event_offset is not None:
+        part = events_part(session, goal.event_offset, goal.event_seq)
+    if goal.state is not None:
+        part.task_changes = task_changes(session, goal.state)
+    if goal.threads is not None:
         part.messages_dropped, part.threads_deleted = thread_drops(
-            session.threads.directory, target.threads
+            session.threads.directory, goal.threads
         )
     return part
 
@@ -184,17 +203,78 @@ def later_checkpoints(
 
 
 # ---- assembling ----------------------------------------------------------------------------------
-def plan(session: Session, target: Target) -> RewindPlan:
-    """The plan for ``target``: actions for the executor and the report a user reads."""
+def plan(session: Session, target: Target, *, survey: bool = False) -> RewindPlan:
+    """The plan for ``target``: the steps the executor runs and the report a user reads.
+
+    ``survey`` walks the worktree for every edit made since the latest recorded state, for
+    a person to read (dry run, confirmation); without it only the files the plan changes
+    are looked at, so planning costs what differs, not the size of the repository.
+    """
     worktree = worktree_of(session)
-    snapshots = is_snapshot_session(session) or is_manifest_head(target.head)
-    if target.head is not None and not worktree.is_dir():
+    goal, history, extras = target.code, target.history, target.extras
+    if goal is not None and not worktree.is_dir():
         raise RewindError(
             f"the worktree of session {session.id} is missing ({worktree})",
             hint=f"`tilth doctor {session.id} --repair` re-creates it (so does `tilth resume`); "
             "or use --scope conversation",
         )
-    result = RewindPlan(
+    details, warnings = list(target.details), list(target.warnings)
+    code = code_step(session, worktree, target, survey, warnings)
+    told = history_part(session, history)
+    warnings += told.warnings
+    state, threads = history.state, history.threads
+    changes, messages, deleted = told.task_changes, told.messages_dropped, told.threads_deleted
+    drops: DropCheckpoints | None = None
+    if history.keep_through_seq is not None:
+        # Undo points stay, unless the go-back cannot be undone (a reset to the seed).
+        seqs = later_checkpoints(session, history.keep_through_seq, undo_points=not extras.undoable)
+        drops = DropCheckpoints(history.keep_through_seq, tuple(seqs), count=len(seqs))
+    part = archive_part(session, target) if extras.archive is not None else None
+    if part is not None:
+        # An undo: restore from the archive, keep exactly its checkpoint set, splice the log.
+        drops = DropCheckpoints(
+            history.keep_through_seq,
+            tuple(part.drop_seqs),
+            tuple(part.keep_seqs),
+            part.archive,
+            len(part.drop_seqs),
+        )
+        code = replace(code, recorded=part.recorded) if code is not None else None
+        details += part.details
+    if target.scope == "code" and code is not None and code.head is not None:
+        # No done task without its code (code_only.py): the tasks whose commits go wind back.
+        wound = wind_back_tasks(session, code.head, worktree)
+        if wound is not None:
+            state, changes = wound.state, wound.task_changes
+            if wound.threads is not None:
+                threads, messages = wound.threads, wound.messages_dropped
+                deleted = wound.threads_deleted
+            details += wound.details
+    archive = part.archive if part is not None else None
+    steps: list[Step] = []
+    if extras.undoable:
+        steps.append(RecordUndo(f"before-{target.op}", highest_seq(session) + 1))
+    if goal is not None and goal.stash_message is not None and code and code.head is not None:
+        steps.append(Stash(goal.stash_message))
+    steps += [code] if code is not None else []
+    steps += [Unwind(extras.unwind)] if extras.unwind is not None else []
+    if state is not None:
+        steps.append(RestoreState(state, tuple(changes), archive))
+    if threads is not None:
+        steps.append(CutThreads(threads, messages, tuple(deleted), archive))
+    note = restored_note(session, target, state, threads) if extras.note else None
+    steps += [note] if note is not None else []
+    steps += [DeletePaths(extras.delete_paths)] if extras.delete_paths else []
+    if history.event_offset is not None:
+        cut = part.event_cut if part is not None else None
+        steps.append(
+            CutEvents(history.event_offset, told.events_dropped, told.event_types, archive, cut)
+        )
+    steps += [drops] if drops is not None else []
+    steps += [MakeChild(extras.fork)] if extras.fork is not None else []
+    if target.event is not None:
+        steps.append(LogEvent(str(target.event["type"]), dict(target.event.get("payload", {}))))
+    return RewindPlan(
         op=target.op,
         op_id=new_op_id(),
         session_id=session.id,
@@ -203,90 +283,57 @@ def plan(session: Session, target: Target) -> RewindPlan:
         scope=target.scope,
         worktree=str(worktree),
         headline=target.headline.replace("{session}", session.id),
-        force=target.force,
-        stash_message=target.stash_message,
-        state=target.state,
-        threads=target.threads,
-        event_offset=target.event_offset,
-        keep_through_seq=target.keep_through_seq,
-        delete_paths=list(target.delete_paths),
-        event=target.event,
-        unwind=target.unwind,
-        fork=target.fork,
-        details=list(target.details),
-        warnings=list(target.warnings),
+        steps=tuple(steps),
+        details=details,
+        warnings=warnings,
     )
-    if target.head is not None:
-        if snapshots:
-            code = snapshot_code_part(session, worktree, target)
-            result.snapshot_code = True
-            result.head = target.head if is_manifest_head(target.head) else None
-        else:
-            code = git_code_part(session, worktree, target)
-            result.head = target.head
-        result.overlay = code.overlay
-        result.files, result.conflicts, result.keep = code.files, code.conflicts, code.keep
-        result.commits_dropped = code.commits_dropped
-        result.commits_restored = code.commits_restored
-        result.warnings = code.warnings + result.warnings
-    history = history_part(session, target)
-    result.events_dropped, result.event_types = history.events_dropped, history.event_types
-    result.task_changes = history.task_changes
-    result.messages_dropped = history.messages_dropped
-    result.threads_deleted = history.threads_deleted
-    result.warnings += history.warnings
-    if target.keep_through_seq is not None:
-        # Undo points stay, unless the go-back cannot be undone (a reset to the seed).
-        result.drop_seqs = later_checkpoints(
-            session, target.keep_through_seq, undo_points=not target.undoable
-        )
-        result.checkpoints_dropped = len(result.drop_seqs)
-    if target.archive is not None:
-        use_archive(result, archive_part(session, target))
-    if target.scope == "code" and result.head is not None:
-        # No done task without its code (code_only.py): the tasks whose commits go wind back.
-        wound = wind_back_tasks(session, result.head, worktree)
-        if wound is not None:
-            use_wind_back(result, wound)
-    if target.note:
-        result.note = restored_note(session, target, result)
-    if target.undoable:
-        result.before = f"before-{target.op}"
-        result.before_seq = highest_seq(session) + 1
-    return result
 
 
-def use_archive(result: RewindPlan, part: ArchivePart) -> None:
-    """An undo: restore from the archive, keep exactly its checkpoint set, splice the log."""
-    result.archive, result.recorded = part.archive, part.recorded
-    result.keep_seqs, result.drop_seqs = part.keep_seqs, part.drop_seqs
-    result.event_cut = part.event_cut
-    result.checkpoints_dropped = len(part.drop_seqs)
-    result.details += part.details
+def code_step(
+    session: Session, worktree: Path, target: Target, survey: bool, warnings: list[str]
+) -> RestoreCode | None:
+    """Restoring the target's code, with the files, commits and conflicts it touches (its
+    warnings go first in ``warnings``); None when the code is left alone."""
+    goal = target.code
+    if goal is None:
+        return None
+    snapshots = is_snapshot_session(session) or is_manifest_head(goal.head)
+    if snapshots:
+        part = snapshot_code_part(session, worktree, target)
+        head = goal.head if is_manifest_head(goal.head) else None
+    else:
+        part = git_code_part(session, worktree, target, survey)
+        head = goal.head
+    warnings[:0] = part.warnings
+    return RestoreCode(
+        head,
+        part.overlay,
+        part.keep,
+        goal.force,
+        snapshots,
+        tuple(part.files),
+        tuple(part.commits_dropped),
+        tuple(part.commits_restored),
+        tuple(part.conflicts),
+    )
 
 
-def use_wind_back(result: RewindPlan, wound: WindBack) -> None:
-    """A code-only rewind that drops tasks' commits: their state and threads go back too."""
-    result.state = wound.state
-    if wound.threads is not None:
-        result.threads = wound.threads
-        result.messages_dropped = wound.messages_dropped
-        result.threads_deleted = wound.threads_deleted
-    result.task_changes = wound.task_changes
-    result.details += wound.details
-
-
-def restored_note(session: Session, target: Target, result: RewindPlan) -> dict[str, str] | None:
+def restored_note(
+    session: Session,
+    target: Target,
+    state: dict[str, Any] | None,
+    threads: dict[str, str | None] | None,
+) -> AddNote | None:
     """The "files were restored" note, in the thread the worker will read next."""
-    thread = next_worker_thread(session, result.state, result.threads)
+    thread = next_worker_thread(session, state, threads)
     if thread is None:
         return None
-    return {
-        "thread": thread,
-        "text": f"[tilth] The files in the worktree were restored to checkpoint "
+    return AddNote(
+        thread,
+        f"[tilth] The files in the worktree were restored to checkpoint "
         f"{target.ref} ({target.label}). The conversation was kept; files may differ "
         "from what earlier messages describe.",
-    }
+    )
 
 
 def next_worker_thread(
@@ -326,13 +373,13 @@ def plan_rewind(
 ) -> RewindPlan:
     """What ``tilth rewind --to <target> --scope <scope>`` will change (no writes);
     ``survey`` also lists every edit made since the latest recorded state (one walk)."""
-    return plan(session, replace(checkpoint_target(target, scope, force=force), survey=survey))
+    return plan(session, checkpoint_target(target, scope, force=force), survey=survey)
 
 
 def plan_undo(session: Session, ref: str | None = None, *, survey: bool = False) -> RewindPlan:
     """What ``tilth rewind --undo [<ref>]`` will change (no writes); ``survey`` as for a
-    rewind (``Target.survey``)."""
-    return plan(session, replace(undo_target(session, ref), survey=survey))
+    rewind (``plan``)."""
+    return plan(session, undo_target(session, ref), survey=survey)
 
 
 def plan_graft(parent: Session, spec: dict[str, Any], label: str) -> RewindPlan:
@@ -346,5 +393,5 @@ def plan_graft(parent: Session, spec: dict[str, Any], label: str) -> RewindPlan:
         scope="both",
         worktree=str(parent.workspace_dir),
         headline=f"graft {label} into session {parent.id}",
-        graft=spec,
+        steps=(Graft(spec),),
     )

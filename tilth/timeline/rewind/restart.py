@@ -26,7 +26,7 @@ from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
 from tilth.timeline.record.state_capture import capture_state, worktree_of
 from tilth.timeline.rewind.plan import RewindError, RewindPlan
 from tilth.timeline.rewind.planner import plan
-from tilth.timeline.rewind.targets import Target, checkpoint_target
+from tilth.timeline.rewind.targets import CodeGoal, Target, checkpoint_target
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ def restart_target(
     found = find_target(session, task_id, from_stage, default_tier)
     if found.checkpoint is not None:
         target = checkpoint_target(found.checkpoint, "both", op="restart")
-        state = dict(target.state or {})
+        state = dict(target.history.state or {})
         warnings = list(target.warnings)
     else:
         target = Target(
@@ -291,7 +291,7 @@ def restart_target(
             label=f"commit {found.head[:12]}",
             scope="both",
             headline="",
-            head=found.head,
+            code=CodeGoal(found.head),
         )
         state = _fallback_state(session, task_id, stages, found.from_stage)
         warnings = ["no checkpoint for this point: conversation threads and the event log are kept"]
@@ -309,10 +309,11 @@ def restart_target(
         reset = reset_review_counters(task_state, rerun)
         if reset:
             details.append(f"review counters reset: {', '.join(reset)}")
+    assert target.code is not None
     return replace(
         target,
-        state=state,
-        stash_message=f"tilth restart {task_id} {utc_now()}",
+        code=replace(target.code, stash_message=f"tilth restart {task_id} {utc_now()}"),
+        history=replace(target.history, state=state),
         headline=f"restart {task_id} of session {session.id}"
         + ("" if whole else f" from {found.from_stage}")
         + f" (back to {found.head[:12]})",

@@ -26,7 +26,7 @@ from tilth.session.store import DERIVED_FILES, Session
 from tilth.timeline.record.checkpoints import list_checkpoints
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.planner import plan
-from tilth.timeline.rewind.targets import Target
+from tilth.timeline.rewind.targets import CodeGoal, Extras, HistoryGoal, Target
 
 CONFIRM_WARNING = (
     "This is destructive and irreversible. Everything the run did after the seed is "
@@ -150,20 +150,24 @@ def seed_target(session: Session, anchor: SeedAnchor) -> Target:
         label=f"seed {anchor.sha[:12]}",
         scope="both",
         headline=f"reset session {session.id} to its seed ({anchor.sha[:12]} on {anchor.branch})",
-        head=anchor.sha,
-        state={
-            "prd": prd,
-            "tasks": {},
-            "ledger": {},
-            "tokens_used": anchor.tokens_used,
-            "status": "prepared",
-        },
-        threads=heads,
-        event_offset=anchor.end,
-        event_seq=anchor.seq,
-        keep_through_seq=seed_cp.seq if seed_cp else 0,
-        delete_paths=("ledger", "tasks", *DERIVED_FILES, *run_traces(session, set(heads))),
-        undoable=False,
+        code=CodeGoal(anchor.sha),
+        history=HistoryGoal(
+            state={
+                "prd": prd,
+                "tasks": {},
+                "ledger": {},
+                "tokens_used": anchor.tokens_used,
+                "status": "prepared",
+            },
+            threads=heads,
+            event_offset=anchor.end,
+            event_seq=anchor.seq,
+            keep_through_seq=seed_cp.seq if seed_cp else 0,
+        ),
+        extras=Extras(
+            delete_paths=("ledger", "tasks", *DERIVED_FILES, *run_traces(session, set(heads))),
+            undoable=False,
+        ),
         details=(
             f"checkpoint.json: status -> prepared, tokens_used -> {anchor.tokens_used}",
             "events.jsonl: cut right after the seed_committed line",

@@ -9,8 +9,8 @@ instant before its turn, so the fork's timeline ends just before the target: the
 did not happen in the fork. Ignored paths (``node_modules/``, ``.venv/``...) and ``.git``
 are not captured, so they are not in the fork's directory.
 
-``rewind.fork`` plans every fork and its steps call these; the executor runs them
-journaled in the parent like a git fork's.
+``rewind.fork`` plans every fork (a chat's too) and its steps (``rewind.fork_steps``)
+call these; the executor runs them journaled in the parent like a git fork's.
 """
 
 from __future__ import annotations
@@ -20,12 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from tilth.session.store import Session
-from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.record.dir_recorder import write_code_state
-from tilth.timeline.record.dir_state import resolve_state
-from tilth.timeline.rewind import planner, targets
-from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.snapshot_restore import materialize
 
 CHAT = "chat"
@@ -33,42 +29,8 @@ CHAT = "chat"
 
 
 def is_chat_fork(info: dict[str, Any]) -> bool:
-    """True for the ``plan.fork`` of a chat (a git fork's has no ``kind``)."""
+    """True for the spec of a chat's fork (``steps.MakeChild``; a git fork's has no ``kind``)."""
     return info.get("kind") == CHAT
-
-
-def plan_chat_fork(
-    parent: Session, target: Checkpoint, sessions_dir: Path, child: str, seqs: list[int]
-) -> RewindPlan:
-    """What forking the chat ``parent`` just before ``target``'s turn makes (no writes)."""
-    workspace = sessions_dir / child / "workspace"
-    files = resolve_state(session_store(parent), target.head, dict(target.overlay))
-    kept = [s for s in seqs if s < target.seq]
-    details = (
-        f"new chat session {child} in a directory of its own: {workspace} (no branch)",
-        f"files: {len(files)} file(s) written from snapshots, as they were just before the turn",
-        f"conversation: {len(target.threads)} thread(s) cut to just before the turn",
-        f"checkpoints copied: {len(kept)} (the turns before this one)",
-        f"session {parent.id} itself is not changed, nor its directory",
-    )
-    return planner.plan(
-        parent,
-        targets.fork_target(
-            target,
-            f"fork chat session {parent.id} at {target.id} ({target.label}) into {child}",
-            details,
-            {
-                "kind": CHAT,
-                "child": child,
-                "sessions_dir": str(sessions_dir),
-                "source": str(workspace),
-                "branch": None,
-                "workspace": str(workspace),
-                "checkpoint": target.to_dict(),
-                "copy_seqs": seqs,
-            },
-        ),
-    )
 
 
 def make_chat_directory(
