@@ -1,5 +1,5 @@
-"""The queue is polled often only while work put on it waits to start (each poll is a few
-queries holding the interpreter that running attempts share)."""
+"""The queue is polled from the launch on, and often only while work put on it waits to
+start (each poll is a few queries holding the interpreter that running attempts share)."""
 
 from __future__ import annotations
 
@@ -69,4 +69,20 @@ def test_the_queue_is_polled_slowly_only_while_all_its_work_runs(
     finally:
         for event in (first_done, second_done, third_done):
             event.set()
+        engine.shutdown()
+
+
+def test_a_new_home_s_queue_is_polled_as_soon_as_the_launch_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DBOS starts a queue's worker thread when it launches and then looks for new queues
+    # once a second: a queue registered only after the launch waited for that look.
+    monkeypatch.setenv("TILTH_HOME", str(tmp_path / "home"))
+    assert not (tmp_path / "home" / "queue.sqlite").exists()
+    engine.launch(load_settings(), lambda session_id, sessions_dir: STOPPED, parallel=2)
+    try:
+        names = [thread.name for thread in threading.enumerate()]
+        assert f"queue-worker-{engine.QUEUE}" in names
+        assert _polling() == engine.POLL_SECONDS
+    finally:
         engine.shutdown()

@@ -101,6 +101,8 @@ def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
     shutdown()  # another database (a library user's second TILTH_HOME): start afresh
     settings.home.mkdir(parents=True, exist_ok=True)
     try:
+        if url.startswith("sqlite:") and not (settings.home / "queue.sqlite").exists():
+            _register_first(url, parallel or None)
         DBOS(
             config={
                 "name": "tilth",
@@ -121,6 +123,20 @@ def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
             hint="check TILTH_DATABASE_URL (unset: SQLite under TILTH_HOME)",
         ) from None
     _state.update(launched=True, url=url)
+
+
+def _register_first(url: str, parallel: int | None) -> None:
+    """Create a new system database with the queue in it before DBOS starts: DBOS looks
+    for queues when it starts and then once a second, so a queue registered after its
+    launch (a first run on a new ``TILTH_HOME``) waited up to a second for its first poll."""
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=url)
+    try:
+        client._sys_db.run_migrations()  # a client does not create the tables
+        client.register_queue(QUEUE, worker_concurrency=parallel, polling_interval_sec=POLL_SECONDS)
+    finally:
+        client.destroy()
 
 
 def hurry() -> None:
