@@ -171,6 +171,22 @@ def test_ensure_worktree_create_idempotent_and_recreate(repo: Path, tmp_path: Pa
     assert sh(repo, "status", "--porcelain") == ""
 
 
+def test_ensure_worktree_over_a_stale_entry_with_a_new_branch(repo: Path, tmp_path: Path) -> None:
+    # The quick way (one `worktree add -b`) is refused by the stale entry after making the
+    # branch; the careful way then prunes and checks that branch out at the asked start.
+    target = tmp_path / "wt"
+    git_worktrees.ensure_worktree(repo, target, "session/old")
+    start = git.head(target)
+    (target / "x.txt").write_text("x")
+    assert git.commit_all(target, "moves session/old on") is not None
+    shutil.rmtree(target)
+    assert target.resolve() in git_worktrees.worktrees(repo)  # stale, not yet pruned
+    made = git_worktrees.ensure_worktree(repo, target, "session/new", start=start)
+    assert git_worktrees.worktrees(repo)[made] == "session/new"
+    assert git.head(target) == start
+    assert not (target / "x.txt").exists()
+
+
 def test_remove_worktree_and_delete_branch(repo: Path, tmp_path: Path) -> None:
     target = tmp_path / "wt"
     git_worktrees.ensure_worktree(repo, target, "session/x")

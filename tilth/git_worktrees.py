@@ -30,6 +30,8 @@ def branch_exists(source: Path, branch: str) -> bool:
 def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") -> Path:
     """The worktree at ``path`` on ``branch``, creating (or re-creating) it as needed."""
     path = path.absolute()  # git runs in ``source``: a relative path would land there
+    if not path.exists() and _add_new(source, path, branch, start):
+        return path.resolve()
     resolved = path.resolve()
     if path.is_dir() and resolved in worktrees(source):
         return resolved
@@ -40,6 +42,18 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     else:
         git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
     return path.resolve()
+
+
+def _add_new(source: Path, path: Path, branch: str, start: str) -> bool:
+    """The common case straight away (a new session, a fork): a new branch in a new
+    worktree, one git call instead of four (each costs a process; an attempt's fork pays
+    them before its worker can start). False when git refuses (the branch exists, a stale
+    entry holds the path): then the careful way looks, prunes and adds."""
+    try:
+        git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
+    except GitError:
+        return False
+    return True
 
 
 PARALLEL_CHECKOUT = ("-c", "checkout.workers=0")

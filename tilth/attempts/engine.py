@@ -32,7 +32,12 @@ from tilth.session.store import Session
 
 QUEUE = "tilth-work"
 POLL_SECONDS = 0.05
-"""How often a process looks at the queue (DBOS's default, 1 s, costs a second per wait)."""
+"""How often the queue is polled while work put on it waits to start (DBOS's default, 1 s,
+costs a second per wait)."""
+IDLE_POLL_SECONDS = 0.5
+"""How often it is polled once everything this process put on it has started: each poll is a
+few queries holding the interpreter (at 50 ms, a tenth of a core that K attempts' threads
+lack). A process that enqueues turns the fast polling back on first."""
 TAKEOVER_SECONDS = 1.0
 """How often pending workflows are checked for a dead worker."""
 STATUS_SECONDS = 0.5
@@ -42,7 +47,13 @@ read is a query holding the interpreter ~2 ms: K attempts' threads are slowed by
 Driver = Callable[[str, str], dict[str, Any]]
 """Drives the session ``(id, sessions_dir)`` to a stop; returns ``{reason, detail}``."""
 
-_state: dict[str, Any] = {"launched": False, "driver": None, "url": None}
+_state: dict[str, Any] = {
+    "launched": False,
+    "driver": None,
+    "url": None,
+    "parallel": None,
+    "poll": POLL_SECONDS,
+}
 _local: dict[str, Callable[[], dict[str, Any]]] = {}
 _local_lock = threading.Lock()
 _suspects: dict[str, int] = {}
@@ -85,10 +96,13 @@ def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
     _state["driver"] = driver
     url = database_url(settings)
     if _state["launched"] and _state["url"] == url:
+        hurry()  # work is about to be put on it (the forks of a task's attempts)
         return
     shutdown()  # another database (a library user's second TILTH_HOME): start afresh
     settings.home.mkdir(parents=True, exist_ok=True)
     try:
+        if url.startswith("sqlite:") and not (settings.home / "queue.sqlite").exists():
+            _register_first(url, parallel or None)
         DBOS(
             config={
                 "name": "tilth",
@@ -99,12 +113,8 @@ def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
             }
         )
         DBOS.launch()
-        DBOS.register_queue(
-            QUEUE,
-            worker_concurrency=parallel or None,
-            polling_interval_sec=POLL_SECONDS,
-            on_conflict="always_update",
-        )
+        _state.update(parallel=parallel or None, poll=None)
+        hurry()
     except TilthError:
         raise
     except Exception as exc:  # a database that cannot be reached or created
@@ -113,6 +123,39 @@ def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
             hint="check TILTH_DATABASE_URL (unset: SQLite under TILTH_HOME)",
         ) from None
     _state.update(launched=True, url=url)
+
+
+def _register_first(url: str, parallel: int | None) -> None:
+    """Create a new system database with the queue in it before DBOS starts: DBOS looks
+    for queues when it starts and then once a second, so a queue registered after its
+    launch (a first run on a new ``TILTH_HOME``) waited up to a second for its first poll."""
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=url)
+    try:
+        client._sys_db.run_migrations()  # a client does not create the tables
+        client.register_queue(QUEUE, worker_concurrency=parallel, polling_interval_sec=POLL_SECONDS)
+    finally:
+        client.destroy()
+
+
+def hurry() -> None:
+    """Poll the queue often: work put on it now starts within ``POLL_SECONDS``."""
+    _poll(POLL_SECONDS)
+
+
+def _poll(seconds: float) -> None:
+    """Set how often the queue is polled (a row of the system database, which every
+    process's queue thread reads before each poll; its sleep at the time still ends first)."""
+    if _state["poll"] == seconds:
+        return
+    DBOS.register_queue(
+        QUEUE,
+        worker_concurrency=_state["parallel"],
+        polling_interval_sec=seconds,
+        on_conflict="always_update",
+    )
+    _state["poll"] = seconds
 
 
 def _shown(url: str) -> str:
@@ -176,6 +219,7 @@ def _enqueue(session: Session, workflow_id: str, local: Callable[[], dict[str, A
     if local is not None:
         with _local_lock:
             _local[session.id] = local
+    hurry()
     queue = DBOS.retrieve_queue(QUEUE)
     if queue is None:
         raise QueueError("the durable queue is not running in this process")
@@ -196,7 +240,8 @@ def wait(workflow_ids: list[str], *, seconds: float | None = None) -> list[Any]:
     while len(done) < len(handles):
         now = time.monotonic()
         if now >= next_look:
-            _look(handles, done)
+            if not _look(handles, done):
+                _poll(IDLE_POLL_SECONDS)  # all of them started: nothing to hand out soon
             # Right after one ended here its status is written within moments: look often.
             next_look = now + (POLL_SECONDS if now < hot_until else STATUS_SECONDS)
         if time.monotonic() - last_check > TAKEOVER_SECONDS:
@@ -211,17 +256,21 @@ def wait(workflow_ids: list[str], *, seconds: float | None = None) -> list[Any]:
     return [done.get(wid) for wid in workflow_ids]
 
 
-def _look(handles: dict[str, Any], done: dict[str, Any]) -> None:
-    """Note the result (or raised exception) of every handle that ended since last time."""
+def _look(handles: dict[str, Any], done: dict[str, Any]) -> bool:
+    """Note the result (or raised exception) of every handle that ended since last time;
+    True while one of them still waits on the queue to start."""
+    waiting = False
     for wid, handle in handles.items():
         if wid in done:
             continue
         status = handle.get_status().status
+        waiting = waiting or status == "ENQUEUED"
         if status in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
             try:
                 done[wid] = handle.get_result()
             except Exception as exc:  # the workflow's own failure, reported per attempt
                 done[wid] = exc
+    return waiting
 
 
 def take_over_dead() -> list[str]:
