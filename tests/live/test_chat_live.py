@@ -39,6 +39,7 @@ fewer tokens each, the sooner.)"""
 WRITE = "Write a file hello.py that prints hello."
 ASK = "What does this package do?"
 SHORT = "Say hello in one word. Do not use any tool."
+"""The message after a long turn: only its first request's answer is waited for."""
 
 
 def test_each_retry_shows_a_line_in_the_terminal_chat(tmp_path: Path) -> None:
