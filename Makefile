@@ -19,8 +19,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check tilth tests benchmarks
 	$(BIN)/mypy
 
+# --durations: every run (CI's included) names its slowest tests, where the suite's time goes.
 test: lint
-	@$(BIN)/python -m pytest -q; rc=$$?; \
+	@$(BIN)/python -m pytest -q --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; fi; \
 	exit $$rc
 
@@ -39,7 +40,7 @@ live-deps: $(STAMP)
 	$(BIN)/python -m tests.live.deps
 
 test-live: live-deps
-	@$(BIN)/python -m pytest -q -n 0 tests/live; rc=$$?; \
+	@$(BIN)/python -m pytest -q -n 0 --durations=0 tests/live; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no live tests: failing on purpose"; fi; \
 	exit $$rc
 

@@ -7,7 +7,11 @@ model writes.
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 import pexpect
@@ -34,24 +38,8 @@ goes on calling tools after every result, so a chat turn runs to Tilth's 40 mode
 fewer tokens each, the sooner.)"""
 WRITE = "Write a file hello.py that prints hello."
 ASK = "What does this package do?"
-
-
-def test_chat_goes_on_after_a_cut_off_call(proxy: RecordingProxy, tmp_path: Path) -> None:
-    work = project(tmp_path)
-    env = live_env(tmp_path / "home", proxy.base_url, REPLY_TOKENS)
-    result = tilth(["chat", str(work)], env, tmp_path, stdin=f"{WRITE}\n{ASK}\n")
-
-    assert result.returncode == 0, result.stderr
-    exchanges = check_requests(proxy, REPLY_TOKENS)
-    # Real tool calls went back and forth, and at least one reply was cut off by max_tokens.
-    assert sent_tool_calls(exchanges), "the model made no tool call the chat sent back"
-    assert any("length" in e.finish_reasons() for e in exchanges)
-    assert "reply-length limit" in result.stdout + result.stderr, result.stdout[-2000:]
-    # The chat went on: the last prompt reached the server and was answered.
-    last = [e for e in exchanges if last_user_text(e) == ASK]
-    assert last and last[0].status == 200, [e.status for e in exchanges]
-    turns = SessionView.only(tmp_path / "home" / "sessions").payloads("model_call")
-    assert turns, "no model_call was logged"
+SHORT = "Say hello in one word. Do not use any tool."
+"""The message after a long turn: only its first request's answer is waited for."""
 
 
 def test_each_retry_shows_a_line_in_the_terminal_chat(tmp_path: Path) -> None:
@@ -97,24 +85,83 @@ def test_each_retry_shows_a_line_in_the_terminal_chat(tmp_path: Path) -> None:
     assert len(shown) >= len(retries), (retries, shown)
 
 
-def test_a_thread_past_a_small_context_is_summarized_and_goes_on(
+def counts(sessions: Path) -> Counter[str]:
+    """How many events of each type the one session under ``sessions`` holds so far."""
+    if not sessions.is_dir() or not any(sessions.iterdir()):
+        return Counter()
+    return Counter(SessionView.only(sessions).types())
+
+
+def answered(relay: RecordingProxy, text: str) -> bool:
+    """Whether a request whose last user message is ``text`` was answered to its end."""
+    return any(
+        last_user_text(e) == text and e.status == 200 and e.ended
+        for e in relay.recording.completions()
+    )
+
+
+def test_a_chat_past_a_small_context_with_cut_off_calls_is_summarized_and_goes_on(
     llama_small: LlamaServer,
     tmp_path: Path,
 ) -> None:
-    """At ``-c 2048`` the first turn's tool calls and results overflow the window: Tilth
-    summarizes and goes on (Tilth's instructions and tools leave a few hundred tokens free)."""
+    """At ``-c 2048`` the first turn's tool calls, some cut off by the reply limit, and their
+    results overflow the window: Tilth sends every call back as valid JSON, tells the person
+    about the cut-off replies, summarizes and goes on (Tilth's instructions and tools leave a
+    few hundred tokens free); the next message reaches the server and is answered.
+
+    The model goes on calling tools to Tilth's 40-call cap, turn after turn; once the first
+    turn has been summarized twice, Ctrl-C (SIGINT, stdin a pipe) cancels it, and once the
+    next message was answered SIGTERM ends the chat: the rest would prove nothing more."""
     work = project(tmp_path)
+    sessions = tmp_path / "home" / "sessions"
     with RecordingProxy(llama_small.port) as relay:
         env = live_env(tmp_path / "home", relay.base_url, REPLY_TOKENS)
-        result = tilth(["chat", str(work)], env, tmp_path, stdin=f"{WRITE}\n{ASK}\n")
+        with (tmp_path / "out.txt").open("w") as out, (tmp_path / "err.txt").open("w") as err:
+            chat = subprocess.Popen(
+                [sys.executable, "-m", "tilth", "chat", str(work)],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                env=env,
+                cwd=tmp_path,
+                text=True,
+            )
+        try:
+            assert chat.stdin is not None
+            chat.stdin.write(f"{WRITE}\n{SHORT}\n")
+            chat.stdin.close()
+            deadline = time.monotonic() + 840
+            summarized = False
+            while chat.poll() is None and time.monotonic() < deadline:
+                seen = counts(sessions)
+                if not summarized and seen["user_message"] == 1:
+                    compacted = seen["context_compacted"]
+                    summarized = compacted >= 2 and seen["model_call"] >= 3 * compacted + 4
+                    if summarized:
+                        chat.send_signal(signal.SIGINT)
+                elif answered(relay, SHORT):
+                    chat.send_signal(signal.SIGTERM)
+                    break
+                time.sleep(0.5)
+            code = chat.wait(timeout=120)
+        finally:
+            if chat.poll() is None:
+                chat.kill()
+                chat.wait()
         exchanges = check_requests(relay, REPLY_TOKENS)
-    assert result.returncode == 0, result.stderr
+    said = (tmp_path / "out.txt").read_text() + (tmp_path / "err.txt").read_text()
+    assert code in (0, 130), said[-3000:]
+    assert "Traceback" not in said, said[-3000:]
+    # Real tool calls went back and forth, and at least one reply was cut off by max_tokens.
+    assert sent_tool_calls(exchanges), "the model made no tool call the chat sent back"
+    assert any("length" in e.finish_reasons() for e in exchanges)
+    assert "reply-length limit" in said, said[-2000:]
     refused = [e for e in exchanges if CONTEXT_REFUSED in e.answer_text()]
     assert len(refused) <= 1, f"{len(refused)} requests refused for their size"
-    last = [e for e in exchanges if last_user_text(e) == ASK]
-    assert last and any(e.status == 200 for e in last), [e.status for e in exchanges]
-    assert "summar" in (result.stdout + result.stderr).lower(), result.stdout[-2000:]
-    view = SessionView.only(tmp_path / "home" / "sessions")
+    # The chat went on: the last prompt reached the server and was answered.
+    assert answered(relay, SHORT), [e.status for e in exchanges]
+    assert "summar" in said.lower(), said[-2000:]
+    view = SessionView.only(sessions)
     compacted = view.payloads("context_compacted")
     calls = [p for p in view.payloads("model_call") if p.get("actor") == "chat"]
     assert compacted and len(compacted) <= len(calls) // 3, "a summary buys several steps"
