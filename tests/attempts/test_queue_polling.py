@@ -3,6 +3,7 @@ start (each poll is a few queries holding the interpreter that running attempts 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,25 @@ from tilth.config import load_settings
 from tilth.session.store import Session
 
 STOPPED = {"reason": "all_done", "detail": None}
+
+
+def _off_any_loop(body: Any) -> None:
+    """Run ``body`` in a thread of its own: DBOS refuses its synchronous calls where an event
+    loop runs, as one does in this process's main thread once a browser test has started
+    Playwright's synchronous API."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            body()
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def _polling() -> float:
@@ -36,6 +56,10 @@ def test_the_queue_is_polled_slowly_only_while_all_its_work_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TILTH_HOME", str(tmp_path / "home"))
+    _off_any_loop(lambda: _slow_only_while_all_runs(tmp_path))
+
+
+def _slow_only_while_all_runs(tmp_path: Path) -> None:
     engine.launch(load_settings(), lambda session_id, sessions_dir: STOPPED, parallel=1)
     first_done, second_done, third_done = threading.Event(), threading.Event(), threading.Event()
     try:
@@ -79,6 +103,10 @@ def test_a_new_home_s_queue_is_polled_as_soon_as_the_launch_returns(
     # once a second: a queue registered only after the launch waited for that look.
     monkeypatch.setenv("TILTH_HOME", str(tmp_path / "home"))
     assert not (tmp_path / "home" / "queue.sqlite").exists()
+    _off_any_loop(_polled_when_launched)
+
+
+def _polled_when_launched() -> None:
     engine.launch(load_settings(), lambda session_id, sessions_dir: STOPPED, parallel=2)
     try:
         names = [thread.name for thread in threading.enumerate()]
@@ -86,3 +114,25 @@ def test_a_new_home_s_queue_is_polled_as_soon_as_the_launch_returns(
         assert _polling() == engine.POLL_SECONDS
     finally:
         engine.shutdown()
+
+
+def test_the_queue_starts_where_an_event_loop_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A notebook or a web app calls the library from inside its running loop: DBOS refuses
+    # its synchronous calls there, so the engine makes them in a thread of its own.
+    monkeypatch.setenv("TILTH_HOME", str(tmp_path / "home"))
+
+    async def inside_a_loop() -> None:
+        engine.launch(load_settings(), lambda session_id, sessions_dir: STOPPED, parallel=2)
+        engine.hurry()
+
+    try:
+        _off_any_loop(lambda: asyncio.run(inside_a_loop()))
+        _off_any_loop(lambda: _expect_polling(engine.POLL_SECONDS))
+    finally:
+        engine.shutdown()
+
+
+def _expect_polling(seconds: float) -> None:
+    assert _polling() == seconds

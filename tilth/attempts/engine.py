@@ -15,6 +15,7 @@ DBOS is imported only here, and this module only when a queue is used.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -149,13 +150,38 @@ def _poll(seconds: float) -> None:
     process's queue thread reads before each poll; its sleep at the time still ends first)."""
     if _state["poll"] == seconds:
         return
-    DBOS.register_queue(
-        QUEUE,
-        worker_concurrency=_state["parallel"],
-        polling_interval_sec=seconds,
-        on_conflict="always_update",
+    _off_the_loop(
+        lambda: DBOS.register_queue(
+            QUEUE,
+            worker_concurrency=_state["parallel"],
+            polling_interval_sec=seconds,
+            on_conflict="always_update",
+        )
     )
     _state["poll"] = seconds
+
+
+def _off_the_loop(call: Callable[[], object]) -> None:
+    """Make a synchronous DBOS call, which DBOS refuses in a thread whose event loop is
+    running (a notebook's, a web app's): there, in a short-lived thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        call()
+        return
+    failed: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller below
+            failed.append(exc)
+
+    thread = threading.Thread(target=make, name="tilth-queue-call")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def _shown(url: str) -> str:

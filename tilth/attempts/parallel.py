@@ -42,7 +42,7 @@ class Drive(Protocol):
 def ended_as(child: Session, stop: Stop) -> str:
     """How an attempt's run ended, in a few words: its task's outcome, or why it stopped."""
     task_id = attempt_record(child).get("task_id")
-    status = next((t.get("status") for t in child.load_prd() if t.get("id") == task_id), None)
+    status = next((t.status for t in child.tasks() if t.id == task_id), None)
     if status == "done":
         return f"✓ {task_id} passed"
     if status == "failed":
@@ -58,7 +58,7 @@ def as_result(stop: Stop) -> dict[str, Any]:
 def attempt_note(session: Session) -> str | None:
     """What the worker of an attempt session is told about it (None for other sessions)."""
     record = attempt_record(session)
-    if session.checkpoint().get("kind") != KIND or not record:
+    if session.record().kind != KIND or not record:
         return None
     return (
         f"You are attempt {record.get('number')} of {record.get('of')} at this task. The "

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tilth.session.store import STATUSES as STATUSES
     from tilth.session.store import Session as Session
     from tilth.session.store import is_session_id as is_session_id
+    from tilth.session.task import Task as Task
     from tilth.session.teardown import recorded_source as recorded_source
 
 __getattr__, __dir__ = lazy_face(__name__, __file__)

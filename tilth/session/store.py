@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import secrets
 import time
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +22,9 @@ from tilth.session.ledger import Ledger
 from tilth.session.lock import SessionLock
 from tilth.session.migrations import upgrade
 from tilth.session.records import read_seed_meta
+from tilth.session.schemas import SCHEMAS
+from tilth.session.session_record import SessionRecord
+from tilth.session.task import Task, task_dicts, tasks_of
 from tilth.session.threads import Threads
 from tilth.session.validate import (
     SESSION_STATUSES,
@@ -28,7 +33,7 @@ from tilth.session.validate import (
     prd_problem,
 )
 
-CHECKPOINT_SCHEMA = 2
+CHECKPOINT_SCHEMA = SCHEMAS["session"]
 """checkpoint.json's schema (see ``tilth.session.migrations``)."""
 Status = Literal["prepared", "running", "all_done", "failed"]
 STATUSES: tuple[str, ...] = SESSION_STATUSES
@@ -209,9 +214,21 @@ class Session:
             )
         return cls(session_id, directory)
 
-    # ---- checkpoint.json ------------------------------------------------------------
+    # ---- checkpoint.json, the session record ----------------------------------------
+    def record(self) -> SessionRecord:
+        """``checkpoint.json``, checked and up to date; raises ``SessionCorrupt`` on garbage."""
+        return SessionRecord.from_dict(self._record_data())
+
     def checkpoint(self) -> dict[str, Any]:
-        """The parsed ``checkpoint.json``; raises ``SessionCorrupt`` on garbage."""
+        """Deprecated: ``record().to_dict()`` (``Checkpoint`` is a point on the timeline)."""
+        warnings.warn(
+            "Session.checkpoint() is deprecated; use Session.record() (a SessionRecord)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._record_data()
+
+    def _record_data(self) -> dict[str, Any]:
         try:
             data = read_json(self.checkpoint_path, what="checkpoint.json")
         except SessionCorrupt as exc:
@@ -229,17 +246,17 @@ class Session:
             )
         return upgrade("session", data, where=f"checkpoint.json of session {self.id}")
 
-    def update_checkpoint(self, **fields: Any) -> dict[str, Any]:
+    def update_checkpoint(self, **fields: Any) -> SessionRecord:
         """Merge ``fields`` into ``checkpoint.json`` atomically and return the result."""
-        data = self.checkpoint()
+        data = self._record_data()
         data.update(fields)
         data["schema"] = CHECKPOINT_SCHEMA
         atomic_write_json(self.checkpoint_path, data)
-        return data
+        return SessionRecord.from_dict(data)
 
     @property
     def status(self) -> str:
-        return str(self.checkpoint().get("status", "running"))
+        return self.record().status
 
     def set_status(self, status: Status) -> None:
         """Persist a new status (one of ``STATUSES``)."""
@@ -251,12 +268,12 @@ class Session:
 
     @property
     def source(self) -> Path | None:
-        raw = self.checkpoint().get("source")
+        raw = self.record().source
         return Path(raw) if raw else None
 
     @property
     def tokens_used(self) -> int:
-        return int(self.checkpoint().get("tokens_used") or 0)
+        return self.record().tokens_used
 
     def add_tokens(self, n: int) -> int:
         """Add ``n`` to the session's token total; returns the new total."""
@@ -286,7 +303,8 @@ class Session:
 
     # ---- prd.json -----------------------------------------------------------------------
     def load_prd(self) -> list[dict[str, Any]]:
-        """The task list; raises ``SessionCorrupt`` if it is missing or not a list."""
+        """The task list as ``prd.json`` holds it (for JSON output; ``tasks()`` is the typed
+        one); raises ``SessionCorrupt`` if it is missing or damaged."""
         try:
             data = read_json(self.prd_path, what="prd.json")
         except SessionCorrupt as exc:
@@ -310,8 +328,16 @@ class Session:
         return f"`tilth doctor {self.id} --repair` restores it from the latest checkpoint"
 
     def save_prd(self, tasks: list[dict[str, Any]]) -> None:
-        """Write ``prd.json`` atomically."""
+        """Write ``prd.json`` atomically (entries as the file holds them)."""
         atomic_write_json(self.prd_path, tasks)
+
+    def tasks(self) -> list[Task]:
+        """The task list, typed (``load_prd`` is the same list as the file holds it)."""
+        return tasks_of(self.load_prd())
+
+    def save_tasks(self, tasks: Iterable[Task]) -> None:
+        """Write ``prd.json`` atomically from typed tasks."""
+        self.save_prd(task_dicts(tasks))
 
     def seed_meta(self) -> dict[str, Any]:
         """``seed-meta.json`` as a dict ({} if missing or malformed)."""

@@ -47,7 +47,7 @@ def sessions_list(settings: Settings) -> list[dict[str, Any]]:
         session = Session(sid, settings.sessions_dir / sid)
         row = describe(session).as_dict()
         try:
-            record = session.checkpoint()
+            record = session.record().to_dict()
         except (SessionCorrupt, OSError):
             record = {}
         row["kind"] = session_kind(record)
@@ -99,7 +99,7 @@ def _worktree(record: dict[str, Any]) -> Path | None:
 
 def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[dict[str, Any]]:
     """The prd with each task's pipeline, completed stages and stored stage outputs."""
-    from tilth.session import stages_for
+    from tilth.session import Task, stages_for
     from tilth.timeline import completed_stages_by_task
 
     try:
@@ -113,7 +113,7 @@ def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[
     out = []
     for task in prd:
         task_id = str(task.get("id"))
-        stages = stages_for(task, settings.default_tier)
+        stages = stages_for(Task.from_dict(task), settings.default_tier)
         out.append(
             {
                 **task,
@@ -128,7 +128,7 @@ def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[
 
 def session_detail(session: Session, settings: Settings) -> dict[str, Any]:
     """``checkpoint.json``, the tasks with their stage outputs, and the seed's metadata."""
-    record = session.checkpoint()
+    record = session.record().to_dict()
     kind = session_kind(record)
     return {
         "id": session.id,

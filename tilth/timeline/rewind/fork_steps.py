@@ -134,7 +134,7 @@ def finish_child(parent: Session, info: dict[str, Any], op_id: str) -> None:
     child, target = fork_of(info)
     workspace = Path(str(info["workspace"])).resolve()
     record = _child_record(
-        parent.checkpoint(),
+        parent.record().to_dict(),
         child,
         workspace,
         target,

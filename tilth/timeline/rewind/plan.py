@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from tilth.errors import TilthError
 from tilth.session.migrations import upgrade
+from tilth.session.schemas import SCHEMAS
 from tilth.timeline.rewind.plan_record import blank_record, steps_of
 from tilth.timeline.rewind.steps import (
     STEP_ORDER,
@@ -43,7 +44,7 @@ from tilth.timeline.rewind.steps import (
 SCOPES = ("both", "code", "conversation")
 NEW_ID = "<new id>"
 """What a preview shows where a fork's new session id will go (``RewindPlan.preview``)."""
-PLAN_SCHEMA = 2
+PLAN_SCHEMA = SCHEMAS["plan"]
 """2: ``before``/archive fields for undo, ``unwind`` for resume, ``fork`` for forks."""
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tilth import git
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json, fsync_dir, read_json
+from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import (
     git_blob_sha,
@@ -45,7 +46,7 @@ from tilth.timeline.rewind.state_restore import cut_events, remove_path
 if TYPE_CHECKING:
     from tilth.timeline.rewind.plan import RewindPlan
 
-ARCHIVE_SCHEMA = 1
+ARCHIVE_SCHEMA = SCHEMAS["archive"]
 NO_CAP = 1 << 62
 
 
