@@ -42,8 +42,9 @@ for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _
 from _helpers import GIT_IDENTITY, make_repo  # noqa: E402
 
 import tilth  # noqa: E402
-from tilth import git, git_worktrees  # noqa: E402
+from tilth import git  # noqa: E402
 from tilth.demo.script import Recipe, Team  # noqa: E402
+from tilth.git import worktrees as git_worktrees  # noqa: E402
 from tilth.session.files import atomic_write_json  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder, TimelineController  # noqa: E402

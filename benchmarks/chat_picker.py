@@ -64,8 +64,8 @@ def build(home: Path, directory: Path, turns: int) -> str:
 def measure(home: Path, session_id: str) -> list[float]:
     from rich.console import Console
 
-    from tilth.ui.chat_repl import ChatRepl
-    from tilth.ui.chat_view import ChatView
+    from tilth.ui.chat.repl import ChatRepl
+    from tilth.ui.chat.view import ChatView
     from tilth.ui.io import IO
 
     settings = load_settings({"TILTH_HOME": str(home)})

@@ -81,8 +81,8 @@ def replies(turns: int) -> list[dict[str, Any]]:
 def measure_chat(directory: Path, home: Path, turns: int) -> list[float]:
     from rich.console import Console
 
-    from tilth.ui.chat_repl import ChatRepl
-    from tilth.ui.chat_view import ChatView
+    from tilth.ui.chat.repl import ChatRepl
+    from tilth.ui.chat.view import ChatView
     from tilth.ui.io import IO
 
     settings = load_settings({"TILTH_HOME": str(home)})

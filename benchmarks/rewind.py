@@ -44,7 +44,8 @@ for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _
 from _helpers import GIT_IDENTITY  # noqa: E402
 from _helpers import make_repo as shared_repo  # noqa: E402
 
-from tilth import git, git_worktrees  # noqa: E402
+from tilth import git  # noqa: E402
+from tilth.git import worktrees as git_worktrees  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder, execute_rewind, plan_rewind, resolve_checkpoint  # noqa: E402
 from tilth.timeline.record.state_capture import log_tail  # noqa: E402

@@ -37,7 +37,8 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 
-from tilth import git, git_worktrees  # noqa: E402
+from tilth import git  # noqa: E402
+from tilth.git import worktrees as git_worktrees  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
 from tilth.timeline import Recorder  # noqa: E402
 

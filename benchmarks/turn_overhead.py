@@ -32,11 +32,11 @@ for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _
 
 from _helpers import make_repo as shared_repo  # noqa: E402
 
-from tilth import git_worktrees  # noqa: E402
 from tilth.agent.pipeline import run_task  # noqa: E402
 from tilth.agent.progress_sinks import SilentProgress  # noqa: E402
 from tilth.agent.run_context import RunContext  # noqa: E402
 from tilth.config import load_settings  # noqa: E402
+from tilth.git import worktrees as git_worktrees  # noqa: E402
 from tilth.model import Script, ScriptedModel, reply, tool_call  # noqa: E402
 from tilth.model.base import AssistantTurn  # noqa: E402
 from tilth.session.store import Session  # noqa: E402

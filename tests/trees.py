@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 from tilth import git
-from tilth.git_refs import head_from_files
+from tilth.git.refs import head_from_files
 
 
 def tree_hash(worktree: Path) -> str:

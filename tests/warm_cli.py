@@ -124,9 +124,9 @@ WARM_MODULES = (
     "tilth.agent.loop",
     "tilth.runner",
     "tilth.seed.interview",
-    "tilth.doctor",
+    "tilth.health.doctor",
     "tilth.demo.story",
-    "tilth.ui.chat_view",
+    "tilth.ui.chat.view",
     "tilth.web.app",
     "prompt_toolkit",
 )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from tilth.errors import ConfigError
-from tilth.git_env import sign_commits
+from tilth.git.env import sign_commits
 from tilth.secret_filter import remember as remember_secrets
 
 Role = Literal["worker", "evaluator", "prep"]

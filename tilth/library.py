@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from tilth.attempts.pick import PickPlan
-    from tilth.doctor import Check
+    from tilth.health.doctor import Check
     from tilth.health.repair import Problem
     from tilth.runner import PageWriter
     from tilth.seed.prepare import Prepared
@@ -140,7 +140,7 @@ def doctor_checks(
 ) -> list[Check]:
     """Every ``tilth doctor`` check of ``workspace`` (``settings`` None: they did not load,
     ``settings_problem`` says why), in order."""
-    from tilth.doctor import DoctorContext, run_checks
+    from tilth.health.doctor import DoctorContext, run_checks
 
     return run_checks(DoctorContext(workspace, settings, settings_problem))
 
@@ -292,7 +292,7 @@ def run(
     once the models are known); ``on_notice`` gets each line the CLI would have printed
     (warnings, the summary), unless ``out`` takes them (the CLI passes its ``IO``);
     ``write_page(session)`` writes ``chat.html`` after the loop (the CLI passes
-    ``tilth.ui.visualize.write_chat_html``; none by default). No terminal is needed:
+    ``tilth.ui.visualize.page.write_chat_html``; none by default). No terminal is needed:
     nothing here draws on one unless a sink given does.
     """
     sinks = _Sinks(progress, progress_for, on_notice, out, write_page)

@@ -14,7 +14,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tilth import git_worktrees
 from tilth.agent.branch_guard import require_session_branch
 from tilth.agent.loop import run_loop
 from tilth.agent.prd_check import check_prd_before_run
@@ -24,6 +23,9 @@ from tilth.agent.resume import prepare_resume
 from tilth.agent.run_context import CheckpointRecorder, Notices, Progress, RunContext, prep_tokens
 from tilth.agent.stops import CAP_SETTINGS, Stop
 from tilth.config import Role, Settings
+from tilth.environment.project import ProjectEnv, check_project_env, resolve_project_env
+from tilth.environment.worktree_env import trusted_worktree_env
+from tilth.environment.worktree_setup import prepare_worktree
 from tilth.errors import (
     ContextOverflow,
     ContextTooSmall,
@@ -31,19 +33,18 @@ from tilth.errors import (
     TilthError,
     WorkspaceError,
 )
+from tilth.git import worktrees as git_worktrees
 from tilth.model.base import Model
 from tilth.model.endpoint_facts import no_tools_warning
 from tilth.proc import stop_signals_interrupt
-from tilth.project_env import ProjectEnv, check_project_env, resolve_project_env
 from tilth.session.store import Session
 from tilth.tools.sandbox import (
+    confinement,
     sandbox_for,
     sandbox_limits,
     sandbox_status,
     unsandboxed_warning,
 )
-from tilth.worktree_env import trusted_worktree_env
-from tilth.worktree_setup import prepare_worktree
 
 
 def models_for_run(settings: Settings, session: Session, out: Notices) -> tuple[Model, Model]:
@@ -93,7 +94,11 @@ def ensure_session_worktree(
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
     if not had_worktree and settings is not None:
         progress = out.dim if out is not None else None
-        for note in prepare_worktree(session, worktree, settings, why="run", on_progress=progress):
+        confine = confinement(settings, session)
+        notes = prepare_worktree(
+            session, worktree, settings, why="run", confine=confine, on_progress=progress
+        )
+        for note in notes:
             if out is not None:
                 out.warn(note)
     return worktree
@@ -102,7 +107,8 @@ def ensure_session_worktree(
 def choose_environment(session: Session, worktree: Path, settings: Settings) -> ProjectEnv:
     """Resolve and pre-flight the project's environment; log ``environment``.
 
-    Only what the worktree held before the worker ran may choose it (``tilth.worktree_env``).
+    Only what the worktree held before the worker ran may choose it
+    (``tilth.environment.worktree_env``).
     """
     trusted = trusted_worktree_env(session, worktree)
     environment = resolve_project_env(worktree, session.source, settings, trusted=trusted)
@@ -239,7 +245,7 @@ ProgressFactory = Callable[[str], AbstractContextManager[Progress]]
 """Makes a run's progress sink from its label ("scripted model" or "")."""
 
 PageWriter = Callable[[Session], Path]
-"""Writes a session's ``chat.html`` and returns its path (``tilth.ui.visualize``'s writer)."""
+"""Writes a session's ``chat.html`` and returns its path (``tilth.ui.visualize.page``'s writer)."""
 
 
 def _silent(label: str) -> AbstractContextManager[Progress]:

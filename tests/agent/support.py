@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.sessionview import SessionView
-from tilth import git, git_worktrees
+from tilth import git
 from tilth.demo.script import EVALUATOR, WORKER, Recipe, Team
+from tilth.git import worktrees as git_worktrees
 from tilth.model import FakeServer, Script
 from tilth.session.files import atomic_write_json
 from tilth.session.store import Session

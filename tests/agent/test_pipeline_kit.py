@@ -16,10 +16,11 @@ from typing import Any
 
 from tests.conftest import make_repo
 from tests.sessionview import SessionView
-from tilth import git, git_worktrees
+from tilth import git
 from tilth.agent.run_context import RunContext
 from tilth.agent.task_state import TaskState
 from tilth.config import Settings
+from tilth.git import worktrees as git_worktrees
 from tilth.model import Script, ScriptedModel, reply, tool_call
 from tilth.session.files import atomic_write_json
 from tilth.session.store import Session

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo
+from tilth.agent.gate.seed_copies import seed_test_files
+from tilth.agent.gate.seed_tests import child_env, clip, run_gate
 from tilth.agent.pipeline import next_stage
-from tilth.agent.seed_copies import seed_test_files
-from tilth.agent.seed_tests import child_env, clip, run_gate
 from tilth.agent.stages import SENDS_BACK_TO
-from tilth.project_env import ProjectEnv
+from tilth.environment.project import ProjectEnv
 from tilth.session.pipelines import stage_commit_message
 
 # The tests' project interpreter (first python3 on PATH; see tests/conftest.py).

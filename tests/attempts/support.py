@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.agent.support import Seeded, model_env, team_server
-from tilth import git, git_worktrees
+from tilth import git
 from tilth.demo.script import Recipe, Team
+from tilth.git import worktrees as git_worktrees
 from tilth.session.files import atomic_write_json
 from tilth.session.store import Session
 

@@ -25,7 +25,7 @@ stop = tilth.run(
     progress=tilth.ProgressLog(),
     on_notice=lambda line: None,
 )
-# chat.html's writer (tilth.ui.visualize) is the CLI's to hand in: a library run loads no ui.
+# chat.html's writer (tilth.ui.visualize.page) is the CLI's to hand in: a library run loads no ui.
 terminal = ("tilth.ui", "tilth.cli", "tilth.web")
 front = sorted(m for m in sys.modules if m.startswith(terminal))
 print(stop.reason, front)

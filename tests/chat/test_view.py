@@ -7,7 +7,7 @@ from io import StringIO
 from rich.console import Console
 
 from tilth.chat import ChatEvent
-from tilth.ui.chat_view import ChatView, status_text
+from tilth.ui.chat.view import ChatView, status_text
 
 
 def render(*events: ChatEvent) -> str:

@@ -13,8 +13,9 @@ from agent.support import GOOD, TASKS, model_env, recipes, seed_session, team_se
 from seed.support import cli_env, quick_script, session_dirs
 
 from tests.sessionview import SessionView
-from tilth import git, git_worktrees
+from tilth import git
 from tilth.demo.script import Team
+from tilth.git import worktrees as git_worktrees
 from tilth.model import FakeServer
 from tilth.session.store import Session
 

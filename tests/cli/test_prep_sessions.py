@@ -12,9 +12,9 @@ import pytest
 from seed.support import Terminal, cli_env, quick_script, session_dirs, write_seed
 
 from tests.sessionview import SessionView
-from tilth import git_worktrees
 from tilth.config import load_settings
 from tilth.errors import TilthError
+from tilth.git import worktrees as git_worktrees
 from tilth.model import FakeServer, Script, ScriptedModel, reply
 from tilth.seed.prepare import prepare
 from tilth.seed.terminal import TerminalFrontend

@@ -16,7 +16,8 @@ from pathlib import Path
 from tests.lock_holder import held_elsewhere
 from tests.stdin_wait import wait_reading_stdin
 from tests.warm_cli import shared
-from tilth import git, git_worktrees
+from tilth import git
+from tilth.git import worktrees as git_worktrees
 from tilth.session.store import Session
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import tilth
-from tilth import git_worktrees
 from tilth.cli import VERBS
+from tilth.git import worktrees as git_worktrees
 from tilth.session.store import Session
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]

@@ -21,8 +21,8 @@ from _pytest.assertion import rewrite
 
 from security.conftest import BACKENDS, require_sandbox
 from tests.conftest import git, make_repo
-from tilth.agent.seed_tests import run_gate
-from tilth.project_env import ProjectEnv
+from tilth.agent.gate.seed_tests import run_gate
+from tilth.environment.project import ProjectEnv
 from tilth.tools.sandbox import make_sandbox
 
 SEED_TEST = (

@@ -44,7 +44,7 @@ def test_a_tracked_file_grown_huge_keeps_its_committed_version(tmp_path: Path) -
 
 
 def test_a_seed_test_made_huge_is_refused_at_once(tmp_path: Path) -> None:
-    from tilth.agent.seed_copies import changed_seed_tests, seed_copies
+    from tilth.agent.gate.seed_copies import changed_seed_tests, seed_copies
 
     test = "tests/test_t001_a.py"
     repo = make_repo(tmp_path / "repo", {test: "def test_a():\n    pass\n"})

@@ -16,8 +16,8 @@ from agent.support import GOOD, TASKS, model_env, recipes, seed_session, team_se
 from tests.conftest import make_repo
 from tilth import git as tilth_git
 from tilth.demo.script import Recipe, Team
+from tilth.git.pipes import remove_named_pipes
 from tilth.model.script import tool_call
-from tilth.tools.pipes import remove_named_pipes
 
 PIPES = (
     "mkfifo .gitignore tests/.gitattributes && mkdir -p n/.git/refs n/.git/objects && "

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tests.conftest import git, make_repo
 from tilth import proc
-from tilth.agent.seed_tests import run_gate
-from tilth.project_env import ProjectEnv
+from tilth.agent.gate.seed_tests import run_gate
+from tilth.environment.project import ProjectEnv
 
 PYTHON = Path(shutil.which("python3") or "python3")
 ENV = ProjectEnv("python", "python3 on PATH", bin_dir=PYTHON.parent, python=PYTHON)

@@ -29,9 +29,9 @@ from agent.support import (
 from security.conftest import require_sandbox
 from tests.conftest import make_repo
 from tilth.demo.script import Recipe, Team
+from tilth.environment.project import resolve_project_env
+from tilth.environment.worktree_env import record_worktree_env, trusted_worktree_env
 from tilth.model.script import tool_call
-from tilth.project_env import resolve_project_env
-from tilth.worktree_env import record_worktree_env, trusted_worktree_env
 
 WRONG = {"textkit/words.py": "def count_words(text):\n    return 0\n"}
 REPORT = '{"version": 1, "exit": 0, "collected": ["t"], "outcomes": {"t": "passed"}}'

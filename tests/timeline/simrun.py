@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.trees import tree_hash
-from tilth import git, git_worktrees
+from tilth import git
+from tilth.git import worktrees as git_worktrees
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import Session
 from tilth.timeline import Checkpoint, Recorder

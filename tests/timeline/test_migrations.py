@@ -48,6 +48,7 @@ def test_migrations_are_numbered_in_order_and_reach_the_current_schemas() -> Non
 def test_every_writer_stamps_from_the_one_table() -> None:
     from tilth.agent.records import SUMMARY_SCHEMA
     from tilth.agent.task_state import TASK_STATE_SCHEMA
+    from tilth.environment.worktree_env import SCHEMA as WORKTREE_ENV_SCHEMA
     from tilth.seed.interview import SEED_META_SCHEMA
     from tilth.seed.sink import INTENT_SCHEMA
     from tilth.session.events import EVENT_SCHEMA
@@ -60,7 +61,6 @@ def test_every_writer_stamps_from_the_one_table() -> None:
     from tilth.timeline.rewind.journal import JOURNAL_SCHEMA, OPS_SCHEMA
     from tilth.timeline.rewind.plan import PLAN_SCHEMA
     from tilth.timeline.rewind.undo_archive import ARCHIVE_SCHEMA
-    from tilth.worktree_env import SCHEMA as WORKTREE_ENV_SCHEMA
 
     written = {
         "summary": SUMMARY_SCHEMA, "task": TASK_STATE_SCHEMA, "seed-meta": SEED_META_SCHEMA,

@@ -12,8 +12,8 @@ from typing import Any
 
 from tilth import git
 from tilth.agent import prompts
+from tilth.agent.gate.seed_copies import seed_copies, seed_test_files
 from tilth.agent.run_context import RunContext
-from tilth.agent.seed_copies import seed_copies, seed_test_files
 from tilth.agent.stops import TaskFailed
 from tilth.agent.task_state import TaskState
 from tilth.agent.turn import Actor, answer, log_call, say, take_turn

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.agent.gate.seed_copies import slug_of
 from tilth.agent.run_context import seed_commit
-from tilth.agent.seed_copies import slug_of
 from tilth.errors import SessionCorrupt
 from tilth.session.files import read_json
 from tilth.session.store import Session

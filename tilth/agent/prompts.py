@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.agent.case import case_text, fence
-from tilth.agent.seed_copies import files_at
+from tilth.agent.gate.seed_copies import files_at
 from tilth.agent.verdict import REVIEWED_STAGE, format_ledger
 from tilth.safe_read import try_read_text
 from tilth.session.task import Task

@@ -10,14 +10,14 @@ from typing import Any, Protocol
 
 from tilth.agent.stops import StopRun
 from tilth.config import Settings
+from tilth.environment.project import ProjectEnv, resolve_project_env
+from tilth.environment.worktree_env import trusted_worktree_env
 from tilth.model.base import Delta, Model, OnDelta
-from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
 from tilth.session.task import Task
 from tilth.tools.base import ToolObserver
 from tilth.tools.sandbox import Sandbox
-from tilth.worktree_env import trusted_worktree_env
 
 
 class CheckpointRecorder(Protocol):

@@ -17,10 +17,10 @@ from tilth.agent.case import (
     format_case,
     parse_case,
 )
-from tilth.agent.gate_outcome import gate_outcome, outcome_style
+from tilth.agent.gate.outcome import gate_outcome, outcome_style
+from tilth.agent.gate.seed_copies import seed_test_files
+from tilth.agent.gate.seed_tests import GateRun, clip, run_gate
 from tilth.agent.run_context import RunContext
-from tilth.agent.seed_copies import seed_test_files
-from tilth.agent.seed_tests import GateRun, clip, run_gate
 from tilth.agent.task_state import TaskState
 from tilth.agent.verdict import REVIEWED_STAGE, format_reject_feedback
 from tilth.agent.worker import StageSpec, Submission

@@ -37,6 +37,7 @@ from tilth.chat.session import (
 from tilth.chat.toolview import describe_call, edit_diff, line_count, preview, read_before
 from tilth.chat.turn_index import TurnIndex
 from tilth.config import Settings
+from tilth.environment.project import ProjectEnv, resolve_project_env
 from tilth.errors import (
     ContextOverflow,
     ContextTooSmall,
@@ -48,7 +49,6 @@ from tilth.errors import (
 )
 from tilth.model.base import Delta, Model, ToolCall
 from tilth.model.endpoint_facts import no_tools_warning
-from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.lock import SessionLock
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController

@@ -140,7 +140,7 @@ def worker(parallel: int | None) -> None:
     import threading
 
     from tilth.library import run_worker
-    from tilth.ui.visualize import write_chat_html
+    from tilth.ui.visualize.page import write_chat_html
 
     cfg = settings()
     out = io()

@@ -26,8 +26,8 @@ def chat(directory: Path | None, resume_id: str | None) -> int:
     from tilth.chat import ChatEngine, chat_directory
     from tilth.errors import UsageError
     from tilth.model import model_for
-    from tilth.ui.chat_repl import ChatRepl
-    from tilth.ui.chat_view import ChatView, terminal_safe
+    from tilth.ui.chat.repl import ChatRepl
+    from tilth.ui.chat.view import ChatView, terminal_safe
 
     # A .env in the directory the chat works in is the model's to write: never read it.
     cfg = settings(() if resume_id else ((directory or Path.cwd()).expanduser(),))

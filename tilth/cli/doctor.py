@@ -13,7 +13,7 @@ from tilth.errors import ConfigError
 from tilth.ui.io import IO
 
 if TYPE_CHECKING:
-    from tilth.doctor import Check
+    from tilth.health import Check
 
 
 @click.command()
@@ -53,7 +53,7 @@ def doctor(
     cfg, problem = _settings()
     if cfg is not None and (repair or _names_session(cfg, target)):
         return _session_doctor(cfg, target, repair, source, assume_yes, as_json, out)
-    from tilth.doctor import as_dicts, ready
+    from tilth.health import as_dicts, ready
     from tilth.library import doctor_checks
 
     workspace = Path(target or ".").expanduser()

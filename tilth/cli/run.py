@@ -149,7 +149,7 @@ def resume_session(session: Session, cfg: Settings, out: IO) -> int:
 def _drive(session: Session, cfg: Settings, out: IO, *, resume: bool) -> int:
     from tilth import library
     from tilth.ui.progress import TerminalProgress
-    from tilth.ui.visualize import write_chat_html
+    from tilth.ui.visualize.page import write_chat_html
 
     run_or_resume = library.resume if resume else library.run
     stop = run_or_resume(

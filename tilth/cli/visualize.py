@@ -16,7 +16,7 @@ def visualize(session_id: str | None) -> None:
     Without SESSION_ID the latest session is used. Safe to run while the
     session is still running; run it again to refresh the page.
     """
-    from tilth.ui.visualize import write_chat_html
+    from tilth.ui.visualize.page import write_chat_html
 
     cfg = settings()
     out = io()

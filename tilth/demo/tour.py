@@ -215,8 +215,8 @@ class Tour:
         if not self.options.live:
             return test_command(sys.executable)
         if self._live_runner is None:
+            from tilth.environment.project import check_project_env, resolve_project_env
             from tilth.errors import ProjectEnvError
-            from tilth.project_env import check_project_env, resolve_project_env
 
             try:
                 found = resolve_project_env(self.project, self.project, load_settings(env))

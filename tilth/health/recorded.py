@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tilth import git, git_worktrees
+from tilth import git
 from tilth.errors import SessionCorrupt
+from tilth.git import worktrees as git_worktrees
 from tilth.session.store import Session
 from tilth.session.teardown import recorded_source
 from tilth.timeline.record.checkpoints import list_checkpoints

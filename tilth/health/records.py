@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tilth.environment.worktree_env import RECORD as WORKTREE_ENV
+from tilth.environment.worktree_env import trusted_worktree_env
 from tilth.errors import SessionCorrupt
 from tilth.health.problem import Problem
 from tilth.session.events import iter_lines, utc_now
@@ -32,8 +34,6 @@ from tilth.session.validate import (
     task_state_problem,
 )
 from tilth.timeline.record.checkpoints import list_checkpoints
-from tilth.worktree_env import RECORD as WORKTREE_ENV
-from tilth.worktree_env import trusted_worktree_env
 
 VERDICT_FIELDS = (
     "verdict",

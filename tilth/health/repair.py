@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tilth import git, git_worktrees
+from tilth import git
 from tilth.errors import GitError, SessionCorrupt, TilthError
+from tilth.git import worktrees as git_worktrees
 from tilth.health.journal_repair import close_journal, journal_problems
 from tilth.health.problem import Problem
 from tilth.health.recorded import (

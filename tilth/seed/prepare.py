@@ -13,18 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilth import git, git_worktrees
+from tilth import git
 from tilth.agent.context import ContextKeeper
 from tilth.agent.stops import StopReason
 from tilth.agent.turn import Notice
 from tilth.config import Settings
+from tilth.environment.worktree_setup import prepare_worktree
 from tilth.errors import Interrupted, SetupFailed, TilthError
+from tilth.git import worktrees as git_worktrees
 from tilth.model.base import Model, OnDelta
 from tilth.seed.frontend import InterviewFrontend
 from tilth.seed.interview import InterviewAbort, InterviewResult, run_interview
 from tilth.seed.sink import FileSeedSink
 from tilth.session.store import Session
-from tilth.worktree_setup import prepare_worktree
 
 PHASE = "prep-feature"
 
@@ -125,7 +126,9 @@ def _prepare(
     )
     on_started(session, worktree)
     # Before the interview's first model call: a project that cannot be set up costs no tokens.
-    notes = prepare_worktree(session, worktree, settings, why="prep", on_progress=on_progress)
+    notes = prepare_worktree(
+        session, worktree, settings, why="prep", confine=None, on_progress=on_progress
+    )
     result = run_interview(
         session=session,
         source=source,

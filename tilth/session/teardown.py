@@ -5,8 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tilth import git, git_worktrees
+from tilth import git
 from tilth.errors import GitError, SessionCorrupt
+from tilth.git import worktrees as git_worktrees
 from tilth.session.store import Session
 
 

@@ -192,7 +192,8 @@ class TimelineController:
     ) -> ForkResult:
         """Carry out a ``plan_fork`` plan (shown first), then set up the new worktree as
         ``fork`` does: the one way every front end forks."""
-        from tilth.worktree_setup import set_up_fork
+        from tilth.environment.worktree_setup import set_up_fork
+        from tilth.tools.sandbox import confinement
 
         self.execute(plan)
         result = fork_result(self.session, plan)
@@ -200,6 +201,7 @@ class TimelineController:
             result.session,
             result.worktree,
             self.settings,
+            confine=confinement(self.settings, result.session),
             chat=is_manifest_head(result.checkpoint.head),
             on_progress=on_progress,
         )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tilth.tools.paths import Workspace
 
 if TYPE_CHECKING:
-    from tilth.project_env import ProjectEnv
+    from tilth.environment.project import ProjectEnv
     from tilth.tools.sandbox import Sandbox
 
 
@@ -55,7 +55,7 @@ class ToolContext:
     """Where ``bash`` runs confined (None: unsandboxed)."""
     remove_pipes: bool = False
     """After each command, delete named pipes under the root (a run's worktree, which
-    Tilth's git walks; see ``tilth.tools.pipes``)."""
+    Tilth's git walks; see ``tilth.git.pipes``)."""
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tilth.environment.project import ProjectEnv
 from tilth.errors import ToolError
-from tilth.project_env import ProjectEnv
 from tilth.tools import files, search, shell
 from tilth.tools.base import Tool, ToolContext, ToolObserver, ToolOutcome
 from tilth.tools.guard import check_command

@@ -26,12 +26,13 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tilth.config import Settings
 from tilth.errors import ConfigError
+from tilth.session.store import Session
 from tilth.tools import sandbox_landlock
 from tilth.tools.launcher import CONTAINED, Launcher
 
@@ -364,4 +365,12 @@ def sandbox_for(
         network=settings.sandbox_network,
         read_only=read_only,
         backend=backend,
+    )
+
+
+def confinement(settings: Settings, session: Session) -> Callable[[Path], Sandbox | None]:
+    """The worker's sandbox for a command Tilth runs in one of ``session``'s worktrees (the
+    set-up command of a fork or a re-made worktree: it runs the worker's files)."""
+    return lambda worktree: sandbox_for(
+        settings, worktree, session_dir=session.dir, source=session.source
     )

@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from tilth.errors import ToolError
+from tilth.git.pipes import removal_note, remove_named_pipes
 from tilth.proc import run_into, scrubbed_env
 from tilth.tools.base import Param, Tool, ToolContext
 from tilth.tools.launcher import CONTAINED
-from tilth.tools.pipes import removal_note, remove_named_pipes
 
 OUTPUT_CAP = 8_000
 _HEAD = 2_000  # the start of long output shows what ran; the rest of the cap goes to the end

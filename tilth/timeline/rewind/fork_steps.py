@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tilth import git_worktrees
 from tilth.errors import TilthError
+from tilth.git import worktrees as git_worktrees
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session

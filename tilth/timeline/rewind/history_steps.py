@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tilth.session.store import Session
 from tilth.session.threads import Thread
@@ -32,10 +32,7 @@ from tilth.timeline.rewind.state_restore import (
     restore_files,
     restore_threads,
 )
-from tilth.timeline.rewind.step_base import Step, listing
-
-if TYPE_CHECKING:
-    from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.step_base import PlanView, Step, listing
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,7 @@ class RestoreState(Step):
     """Undo: the ledgers come back whole from this archive."""
     NAMES = ("state", "ledger")
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         if name == "state":
             restore_files(session, self.state)
         elif self.archive is not None:
@@ -67,7 +64,7 @@ class RestoreState(Step):
             shutil.copy2(session.progress_path, archive / "progress.txt")
         meta["ledger"] = True
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         if self.state.get("prd") is None:
             return []  # a chat has no tasks: no line about them
         changes = [f"{t}: {old} -> {new}" for t, old, new in self.task_changes]
@@ -94,7 +91,7 @@ class CutThreads(Step):
     """Undo: the threads come back from this archive first."""
     NAMES = ("threads",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         if self.archive is not None:
             archived.restore_archived_threads(session, self.archive)
         restore_threads(session.threads.directory, self.heads)
@@ -102,7 +99,7 @@ class CutThreads(Step):
     def record_undo(self, session: Session, archive: Path, meta: dict[str, Any]) -> None:
         _archive_threads(session, archive, meta)
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         dropped = [f"{k}: {n} message(s)" for k, n in sorted(self.messages_dropped.items()) if n]
         dropped += [f"{k}: whole thread deleted" for k in self.threads_deleted]
         # An undo brings the conversation back from its archive (said below), not "nothing".
@@ -126,7 +123,7 @@ class AddNote(Step):
     text: str
     NAMES = ("note",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         thread = Thread(session.threads.directory, self.thread)
         stored = thread.read()
         if stored and stored[-1].meta.get("op") == plan.op_id:
@@ -136,7 +133,7 @@ class AddNote(Step):
     def record_undo(self, session: Session, archive: Path, meta: dict[str, Any]) -> None:
         _archive_threads(session, archive, meta)
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         return [f"conversation: a note is added to thread {self.thread}"]
 
     def flat(self) -> dict[str, Any]:
@@ -150,14 +147,14 @@ class DeletePaths(Step):
     paths: tuple[str, ...]
     NAMES = ("paths",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         for rel in self.paths:
             remove_path(session.dir / rel)
         if plan.op == "reset_to_seed":
             # The run's go-backs are erased with it; the record of resets stays.
             keep_operations(session, "reset_to_seed")
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         return ["deleted: " + ", ".join(self.paths)]
 
     def flat(self) -> dict[str, Any]:
@@ -177,7 +174,7 @@ class CutEvents(Step):
     """Undo: where the log is cut before the tail goes back (default ``offset``)."""
     NAMES = ("events",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         if self.archive is not None:
             archived.splice_events(session, self.archive, self.cut or self.offset, plan.op_id)
             return
@@ -190,7 +187,7 @@ class CutEvents(Step):
             archived.copy_tail(session.events.path, cut, archive / "events.tail")
             meta["event_cut"] = cut
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         kinds = ", ".join(f"{t} x{n}" for t, n in sorted(self.event_types.items()))
         return [f"events: {self.events_dropped} dropped" + (f" ({kinds})" if kinds else "")]
 
@@ -219,7 +216,7 @@ class DropCheckpoints(Step):
     """How many go (for a person; journals older than ``drop_seqs`` only had this)."""
     NAMES = ("checkpoints",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         if not plan.changes_code:
             # Turn snapshots: the files stay as the newest checkpoint left them; note that
             # state before its checkpoint goes, or later rewinds would take them for edits.
@@ -246,7 +243,7 @@ class DropCheckpoints(Step):
             if source.is_file():
                 shutil.copy2(source, archive / "checkpoints" / source.name)
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         lines = []
         if self.keep_through is not None:
             lines.append(f"checkpoints: {self.count} later checkpoint(s) deleted")

@@ -9,8 +9,9 @@ finished or cancelled by this one, and the JSON front ends show did not change.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tilth.timeline.rewind.step_base import PlanView
 from tilth.timeline.rewind.steps import (
     AddNote,
     CutEvents,
@@ -28,11 +29,8 @@ from tilth.timeline.rewind.steps import (
     Unwind,
 )
 
-if TYPE_CHECKING:
-    from tilth.timeline.rewind.plan import RewindPlan
 
-
-def blank_record(plan: RewindPlan) -> dict[str, Any]:
+def blank_record(plan: PlanView) -> dict[str, Any]:
     """The flat record of ``plan``'s header, every step's keys at their defaults (the order
     of the keys is the order older Tilths wrote them in)."""
     return {

@@ -12,14 +12,11 @@ its part of the plan a person reads; ``flat`` its keys in the journal's copy of 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from tilth.session.store import Session
 from tilth.timeline.rewind.fork_steps import FORK_STEPS
 from tilth.timeline.rewind.graft import GRAFT_STEPS
-
-if TYPE_CHECKING:
-    from tilth.timeline.rewind.plan import RewindPlan
 
 STEP_ORDER = (
     "before",
@@ -41,13 +38,58 @@ STEP_ORDER = (
 """Every journal step name, in execution order (``finish`` is the executor's own)."""
 
 
+class PlanView(Protocol):
+    """The plan as its steps see it (``rewind.plan.RewindPlan`` is the one), so the steps
+    stand below the plan that is made of them."""
+
+    @property
+    def op(self) -> str: ...
+    @property
+    def op_id(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def target_label(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def worktree(self) -> str: ...
+    @property
+    def headline(self) -> str: ...
+    @property
+    def steps(self) -> tuple[Step, ...]: ...
+    @property
+    def details(self) -> list[str]: ...
+    @property
+    def warnings(self) -> list[str]: ...
+    @property
+    def before(self) -> str | None: ...
+    @property
+    def before_seq(self) -> int | None: ...
+    @property
+    def files(self) -> list[tuple[str, str]]: ...
+    @property
+    def keep(self) -> dict[str, Any]: ...
+    @property
+    def force(self) -> bool: ...
+    @property
+    def snapshot_code(self) -> bool: ...
+    @property
+    def changes_code(self) -> bool: ...
+    @property
+    def conflicts(self) -> list[str]: ...
+    def summary(self) -> dict[str, Any]: ...
+
+
 class Step:
     """What every step can do; the frozen dataclasses below hold what it writes."""
 
     NAMES: ClassVar[tuple[str, ...]] = ()
     """The journal's names for this step (also the ``TILTH_FAULT_AT`` values)."""
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         """Carry out the part ``name`` of this step (idempotent: absolute values only)."""
         raise NotImplementedError
 
@@ -55,7 +97,7 @@ class Step:
         """Copy into the undo ``archive`` what this step destroys (most destroy nothing
         an undo needs back beyond the undo point itself)."""
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         """This step's lines of the dry run and the confirmation."""
         return []
 

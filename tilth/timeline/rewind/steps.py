@@ -1,7 +1,7 @@
 """The steps a go-back is made of: small frozen values that apply, archive and describe
 themselves (``rewind.step_base.Step``).
 
-A ``RewindPlan`` (``rewind.plan``) is a header plus a tuple of these. Here: the undo point,
+A ``PlanView`` (``rewind.plan``) is a header plus a tuple of these. Here: the undo point,
 the stash, the code, resume's unwind, a fork's new session, the operation's event and a
 graft; the conversation, state, log and timeline steps are in ``rewind.history_steps``.
 ``STEP_TYPES`` lists them all, in the order a plan holds them.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tilth import git
 from tilth.session.store import Session
@@ -32,10 +32,7 @@ from tilth.timeline.rewind.history_steps import (
     RestoreState,
 )
 from tilth.timeline.rewind.snapshot_restore import apply_snapshot_files
-from tilth.timeline.rewind.step_base import STEP_ORDER, Step, listing
-
-if TYPE_CHECKING:
-    from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.step_base import STEP_ORDER, PlanView, Step, listing
 
 __all__ = [
     "STEP_ORDER",
@@ -67,7 +64,7 @@ class RecordUndo(Step):
     """Its sequence number (fixed at plan time, so a retry reuses it)."""
     NAMES = ("before",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         archived.record_before(session, plan)
 
     def undo_line(self, undo_with: str) -> str:
@@ -88,7 +85,7 @@ class Stash(Step):
     message: str
     NAMES = ("stash",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         # Idempotent: once stashed, the worktree is clean and there is nothing left to stash.
         git.stash(Path(plan.worktree), self.message, ref=git.stash_ref(session.id))
 
@@ -119,7 +116,7 @@ class RestoreCode(Step):
     """Undo: ``{head, overlay}`` the agent had written when the undo point was taken."""
     NAMES = ("code",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         worktree = Path(plan.worktree)
         if self.snapshot or is_manifest_head(self.head):
             # No git (a chat): write exactly the planned files (the overlay holds the writes).
@@ -142,7 +139,7 @@ class RestoreCode(Step):
         # that tree stay the user's for the go-backs that follow).
         note_restored(session, worktree, self.overlay, agent=self.recorded)
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         files = listing("  files", [f"{a:7} {p}" for a, p in self.files], "unchanged")
         if self.head is not None and self.head.startswith("manifest:"):
             return ["code: files written back from snapshots (no git)", *files]
@@ -201,10 +198,10 @@ class Unwind(Step):
     commit: str
     NAMES = ("unwind",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         git.reset_soft(Path(plan.worktree), self.commit)
 
-    def describe(self, plan: RewindPlan) -> list[str]:
+    def describe(self, plan: PlanView) -> list[str]:
         return [
             f"code: unwind the FAILED placeholder commit (git reset --soft {self.commit[:12]});"
             " its changes stay in the worktree"
@@ -223,7 +220,7 @@ class MakeChild(Step):
     ``kind: "chat"`` for a chat's fork (a directory of its own, no branch)."""
     NAMES = fork_steps.FORK_STEPS
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         fork_steps.STEPS[name](session, self.spec, plan.op_id)
 
     def flat(self) -> dict[str, Any]:
@@ -238,7 +235,7 @@ class LogEvent(Step):
     payload: dict[str, Any] = field(default_factory=dict)
     NAMES = ("log",)
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         last = last_event(session.events.path)
         if last and last.get("type") == self.type:
             payload = last.get("payload")
@@ -259,7 +256,7 @@ class Graft(Step):
     spec: dict[str, Any]
     NAMES = grafting.GRAFT_STEPS
 
-    def apply(self, session: Session, plan: RewindPlan, name: str) -> None:
+    def apply(self, session: Session, plan: PlanView, name: str) -> None:
         grafting.STEPS[name](session, self.spec, plan.op_id)
 
     def flat(self) -> dict[str, Any]:

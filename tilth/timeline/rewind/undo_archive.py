@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tilth import git
 from tilth.session.events import utc_now
@@ -42,9 +42,7 @@ from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.code_state import recorded_code_state
 from tilth.timeline.rewind.snapshot_restore import is_snapshot_session
 from tilth.timeline.rewind.state_restore import cut_events, remove_path
-
-if TYPE_CHECKING:
-    from tilth.timeline.rewind.plan import RewindPlan
+from tilth.timeline.rewind.step_base import PlanView
 
 ARCHIVE_SCHEMA = SCHEMAS["archive"]
 NO_CAP = 1 << 62
@@ -55,7 +53,7 @@ def archive_dir(session: Session, seq: int) -> Path:
 
 
 # ---- recording (the executor's ``before`` step) ------------------------------------------------
-def record_before(session: Session, plan: RewindPlan) -> Checkpoint:
+def record_before(session: Session, plan: PlanView) -> Checkpoint:
     """Record the state before ``plan`` runs, and archive what it will destroy. Idempotent:
     the checkpoint file is written last, so its presence means the step is complete."""
     assert plan.before is not None and plan.before_seq is not None
@@ -90,7 +88,7 @@ def record_before(session: Session, plan: RewindPlan) -> Checkpoint:
     return checkpoint
 
 
-def _code_now(session: Session, worktree: Path, plan: RewindPlan) -> tuple[str, dict[str, Any]]:
+def _code_now(session: Session, worktree: Path, plan: PlanView) -> tuple[str, dict[str, Any]]:
     """HEAD and every uncommitted file (or, without git, every file the plan writes)."""
     if not worktree.is_dir():
         return "", {}
@@ -115,7 +113,7 @@ def _code_now(session: Session, worktree: Path, plan: RewindPlan) -> tuple[str, 
     return head, overlay
 
 
-def _uncommitted(session: Session, worktree: Path, head: str, plan: RewindPlan) -> list[str]:
+def _uncommitted(session: Session, worktree: Path, head: str, plan: PlanView) -> list[str]:
     """Paths that differ from HEAD, as far as going back and undoing it can tell them apart.
 
     The latest recorded state's uncommitted files, what moved since, and every file the plan
@@ -143,7 +141,7 @@ def _uncommitted(session: Session, worktree: Path, head: str, plan: RewindPlan) 
     return differ
 
 
-def _write_archive(session: Session, plan: RewindPlan, archive: Path) -> None:
+def _write_archive(session: Session, plan: PlanView, archive: Path) -> None:
     """Copy what ``plan`` destroys into ``archive`` (rebuilt whole if a crash tore it)."""
     building = archive.with_name(archive.name + ".tmp")
     remove_path(building)

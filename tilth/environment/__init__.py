@@ -1,0 +1,1 @@
+"""The project's environment: its interpreter, editable installs, each worktree's set-up."""

@@ -1,0 +1,99 @@
+"""The session's git worktrees and branches in the source repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tilth.errors import GitError
+from tilth.git.repo import git, ok
+
+
+def worktrees(source: Path) -> dict[Path, str | None]:
+    """Registered worktrees of ``source``: path → branch (None when detached)."""
+    out = git("worktree", "list", "--porcelain", cwd=source)
+    result: dict[Path, str | None] = {}
+    current: Path | None = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree ") :]).resolve()
+            result[current] = None
+        elif line.startswith("branch ") and current is not None:
+            result[current] = line[len("branch ") :].removeprefix("refs/heads/")
+    return result
+
+
+def branch_exists(source: Path, branch: str) -> bool:
+    """True when ``refs/heads/<branch>`` exists in ``source``."""
+    return ok("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source)
+
+
+def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") -> Path:
+    """The worktree at ``path`` on ``branch``, creating (or re-creating) it as needed."""
+    path = path.absolute()  # git runs in ``source``: a relative path would land there
+    if not path.exists() and _add_new(source, path, branch, start):
+        return path.resolve()
+    resolved = path.resolve()
+    if path.is_dir() and resolved in worktrees(source):
+        return resolved
+    git("worktree", "prune", cwd=source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if branch_exists(source, branch):
+        git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", str(path), branch, cwd=source)
+    else:
+        git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
+    return path.resolve()
+
+
+def _add_new(source: Path, path: Path, branch: str, start: str) -> bool:
+    """The common case straight away (a new session, a fork): a new branch in a new
+    worktree, one git call instead of four (each costs a process; an attempt's fork pays
+    them before its worker can start). False when git refuses (the branch exists, a stale
+    entry holds the path): then the careful way looks, prunes and adds."""
+    try:
+        git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
+    except GitError:
+        return False
+    return True
+
+
+PARALLEL_CHECKOUT = ("-c", "checkout.workers=0")
+"""Write a new worktree's files with one worker per core (git's own parallel checkout):
+on a large repository (an attempt's fork of 100k files) that is most of its making."""
+
+
+def init_submodules(worktree: Path, timeout: float = 600.0) -> str | None:
+    """Check out the worktree's submodules; a sentence saying what failed, or None.
+
+    A fresh worktree has empty submodule directories; code that needs them would fail
+    in ways the worker cannot explain.
+    """
+    if not (worktree / ".gitmodules").is_file():
+        return None
+    try:
+        git("submodule", "update", "--init", "--recursive", cwd=worktree, timeout=timeout)
+    except GitError as exc:
+        why = exc.stderr.splitlines()[-1] if exc.stderr else str(exc)
+        return (
+            f"could not check out the submodules in {worktree} ({why}); their directories "
+            f"are empty — run `git -C {worktree} submodule update --init`"
+        )
+    return None
+
+
+def remove_worktree(source: Path, path: Path) -> None:
+    """Remove the worktree at ``path`` (forcefully) and prune stale entries.
+
+    A directory at ``path`` that is not registered as a worktree of ``source`` is
+    left alone: git refuses to remove it, and it is not ours to delete.
+    """
+    if path.exists() and path.resolve() in worktrees(source):
+        git("worktree", "remove", "--force", "--force", str(path), cwd=source)
+    git("worktree", "prune", cwd=source)
+
+
+def delete_branch(source: Path, branch: str) -> bool:
+    """Delete ``branch``; False when it did not exist."""
+    if not branch_exists(source, branch):
+        return False
+    git("branch", "-q", "-D", branch, cwd=source)
+    return True

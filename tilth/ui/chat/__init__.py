@@ -1,0 +1,1 @@
+"""The terminal chat: its screen, its line editor and its slash commands."""

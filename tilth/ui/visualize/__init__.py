@@ -1,0 +1,1 @@
+"""``tilth visualize``: one self-contained page of everything a session did."""
