@@ -18,10 +18,11 @@ from tilth.project_env import WORKTREE_ENTRIES, worktree_entries
 from tilth.session.events import payloads_of
 from tilth.session.files import atomic_write_json
 from tilth.session.records import read_worktree_env
+from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 
 RECORD = "worktree-env.json"
-SCHEMA = 1
+SCHEMA = SCHEMAS["worktree-env"]
 
 
 def record_worktree_env(session: Session, worktree: Path) -> set[str]:

@@ -16,7 +16,7 @@ def test_ledger_append_and_read(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger")
     assert ledger.read("T-001") == [] and ledger.task_ids() == []
     written = ledger.append("T-001", {"iter": 1, "verdict": {"verdict": "reject"}})
-    assert written["v"] == LEDGER_SCHEMA and written["ts"].endswith("Z")
+    assert written["schema"] == LEDGER_SCHEMA and written["ts"].endswith("Z")
     ledger.append("T-001", {"iter": 2, "verdict": {"verdict": "accept"}})
     ledger.append("T-002", {"iter": 1})
     assert [e["iter"] for e in ledger.read("T-001")] == [1, 2]

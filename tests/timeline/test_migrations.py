@@ -18,6 +18,7 @@ from tilth.demo.script import Team
 from tilth.errors import SessionCorrupt
 from tilth.model import Script
 from tilth.session.migrations import CURRENT, MIGRATIONS, upgrade
+from tilth.session.schemas import SCHEMAS, version_key
 from tilth.session.store import Session
 from tilth.timeline import list_checkpoints, plan_rewind, recover, resolve_checkpoint
 from tilth.timeline.rewind.executor import execute_rewind
@@ -38,7 +39,45 @@ OLD_STEPS = ["code", "state", "ledger", "threads", "events", "checkpoints", "log
 def test_migrations_are_numbered_in_order_and_reach_the_current_schemas() -> None:
     numbers = [m.number for m in MIGRATIONS]
     assert numbers == sorted(numbers) == list(range(1, len(numbers) + 1))
-    assert CURRENT == {"session": 2, "checkpoint": 2, "plan": 2, "task": 2}
+    assert CURRENT is SCHEMAS
+    for kind in {m.kind for m in MIGRATIONS}:
+        assert max(m.schema for m in MIGRATIONS if m.kind == kind) == SCHEMAS[kind], kind
+    assert {"session": 2, "checkpoint": 2, "plan": 2, "task": 2}.items() <= SCHEMAS.items()
+
+
+def test_every_writer_stamps_from_the_one_table() -> None:
+    from tilth.agent.records import SUMMARY_SCHEMA
+    from tilth.agent.task_state import TASK_STATE_SCHEMA
+    from tilth.seed.interview import SEED_META_SCHEMA
+    from tilth.seed.sink import INTENT_SCHEMA
+    from tilth.session.events import EVENT_SCHEMA
+    from tilth.session.ledger import LEDGER_SCHEMA
+    from tilth.session.store import CHECKPOINT_SCHEMA
+    from tilth.session.threads import THREAD_SCHEMA
+    from tilth.timeline.record.checkpoints import CHECKPOINT_FILE_SCHEMA
+    from tilth.timeline.record.dir_state import MANIFEST_SCHEMA
+    from tilth.timeline.rewind.code_state import CODE_STATE_SCHEMA
+    from tilth.timeline.rewind.journal import JOURNAL_SCHEMA, OPS_SCHEMA
+    from tilth.timeline.rewind.plan import PLAN_SCHEMA
+    from tilth.timeline.rewind.undo import ARCHIVE_SCHEMA
+    from tilth.worktree_env import SCHEMA as WORKTREE_ENV_SCHEMA
+
+    written = {
+        "summary": SUMMARY_SCHEMA, "task": TASK_STATE_SCHEMA, "seed-meta": SEED_META_SCHEMA,
+        "intent": INTENT_SCHEMA, "events": EVENT_SCHEMA, "ledger": LEDGER_SCHEMA,
+        "session": CHECKPOINT_SCHEMA, "threads": THREAD_SCHEMA,
+        "checkpoint": CHECKPOINT_FILE_SCHEMA, "manifest": MANIFEST_SCHEMA,
+        "code-state": CODE_STATE_SCHEMA, "journal": JOURNAL_SCHEMA, "ops": OPS_SCHEMA,
+        "plan": PLAN_SCHEMA, "archive": ARCHIVE_SCHEMA, "worktree-env": WORKTREE_ENV_SCHEMA,
+    }  # fmt: skip
+    assert written == SCHEMAS
+
+
+def test_a_line_record_numbered_with_the_old_key_is_read_by_it() -> None:
+    assert version_key("ledger") == "schema" and version_key("events") == "v"
+    with pytest.raises(SessionCorrupt, match="newer Tilth"):
+        upgrade("ledger", {"v": 99, "turn": 1}, where="ledger/T-001.jsonl")
+    assert upgrade("ledger", {"v": 1, "turn": 1})["turn"] == 1
 
 
 def test_a_session_of_the_previous_schema_opens(world_clone: Callable[..., World]) -> None:
@@ -102,7 +141,8 @@ def test_a_record_from_a_newer_tilth_is_refused_with_a_plain_message(tmp_path: P
 
 
 def test_every_record_of_a_real_run_carries_its_schema_key(repo: Path, sessions_dir: Path) -> None:
-    """JSON state files carry ``schema``, line records ``v``. Not: prd.json (a list, SPEC §4),
+    """Every record carries ``schema`` but events.jsonl's lines (``v``, SPEC §4's shape).
+    Not: prd.json (a list, SPEC §4),
     summary.json (derived, rebuilt from the log every time, numbered ``version`` as the
     reference's is), seed-meta.json (the test helper's own; the seed sink's has ``schema``)."""
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
@@ -125,7 +165,8 @@ def test_every_record_of_a_real_run_carries_its_schema_key(repo: Path, sessions_
             continue
         if path.suffix == ".jsonl":
             records = [json.loads(line) for line in path.read_text().splitlines() if line]
-            missing += [f"{path.name}: line {i}" for i, r in enumerate(records) if "v" not in r]
+            key = "v" if path.name == "events.jsonl" else "schema"
+            missing += [f"{path.name}: line {i}" for i, r in enumerate(records) if key not in r]
         elif "schema" not in json.loads(path.read_text()):
             missing.append(str(path.relative_to(session_dir)))
     assert missing == []

@@ -13,9 +13,10 @@ from typing import Any
 from tilth.errors import SessionCorrupt
 from tilth.session.events import Event
 from tilth.session.files import append_line, atomic_write_json
+from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 
-SUMMARY_SCHEMA = 1
+SUMMARY_SCHEMA = SCHEMAS["summary"]
 
 
 def append_progress(session: Session, task_id: str, outcome: str, title: str) -> None:

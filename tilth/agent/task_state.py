@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from tilth.session.files import atomic_write_json
-from tilth.session.migrations import CURRENT
 from tilth.session.records import read_task_state
+from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 
-TASK_STATE_SCHEMA = CURRENT["task"]
+TASK_STATE_SCHEMA = SCHEMAS["task"]
 
 
 @dataclass

@@ -231,7 +231,7 @@ def _rebuilt_ledger(session: Session, path: Path) -> tuple[list[str], int, int]:
             dropped += 1
             continue
         entry = {
-            "v": LEDGER_SCHEMA,
+            "schema": LEDGER_SCHEMA,
             "ts": event.ts,
             "stage": event.payload.get("stage"),
             "turn": event.payload.get("turn") or 0,

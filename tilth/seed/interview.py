@@ -26,6 +26,7 @@ from tilth.model.base import Model, OnDelta, ToolCall
 from tilth.seed.frontend import InterviewFrontend, SeedSink
 from tilth.seed.tools import ASK_USER, CONTROL_SCHEMAS
 from tilth.session.events import utc_now
+from tilth.session.schemas import SCHEMAS
 from tilth.session.seed_rules import SeedRuleError
 from tilth.session.store import Session
 from tilth.tools import READ_ONLY_TOOL_NAMES, ToolBox
@@ -34,7 +35,7 @@ ACTOR = "interviewer"
 THREAD_KEY = "interviewer"
 MAX_TURNS = 60
 MAX_EMPTY_RETRIES = 3
-SEED_META_SCHEMA = 1
+SEED_META_SCHEMA = SCHEMAS["seed-meta"]
 PREVIEW_CHARS = 200
 
 NUDGE = (

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from tilth.session.files import dumps, fsync_dir
+from tilth.session.schemas import SCHEMAS
 from tilth.session.seed_rules import SeedRuleError, check_seed, normalise_entries
 
 STAGING_DIR = ".seed-staging"
 INTENT_FILE = "intent.json"
-INTENT_SCHEMA = 1
+INTENT_SCHEMA = SCHEMAS["intent"]
 TESTS_DIR = "tests"
 
 FaultHook = Callable[[str], None]

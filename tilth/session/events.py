@@ -19,12 +19,13 @@ from typing import Any
 
 from tilth.secret_filter import scrub
 from tilth.session.files import append_line, fsync_dir, state_bytes
+from tilth.session.schemas import SCHEMAS
 
 LINE_HEAD = rb'\{"v": \d+, "seq": (?P<seq>\d+), "ts": "[^"]*", "type": "(?P<type>[^"\\]*)"'
 """How every line ``EventLog.append`` writes begins (its keys in this order): readers that
 want only a line's ``seq`` or ``type`` match this instead of parsing the whole line."""
 
-EVENT_SCHEMA = 1
+EVENT_SCHEMA = SCHEMAS["events"]
 
 
 def utc_now() -> str:

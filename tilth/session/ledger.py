@@ -9,9 +9,10 @@ from typing import Any
 from tilth.session.events import utc_now
 from tilth.session.files import append_line
 from tilth.session.records import read_line_records
+from tilth.session.schemas import SCHEMAS
 from tilth.session.validate import ledger_entry_problem
 
-LEDGER_SCHEMA = 1
+LEDGER_SCHEMA = SCHEMAS["ledger"]
 
 
 class Ledger:
@@ -25,9 +26,9 @@ class Ledger:
         return self.directory / f"{task_id}.jsonl"
 
     def append(self, task_id: str, entry: dict[str, Any]) -> dict[str, Any]:
-        """Append ``entry`` (stamped with ``v`` and ``ts``) and return what was written."""
+        """Append ``entry`` (stamped with its schema and ``ts``) and return what was written."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        record = {"v": LEDGER_SCHEMA, "ts": utc_now(), **entry}
+        record = {"schema": LEDGER_SCHEMA, "ts": utc_now(), **entry}
         append_line(
             self.path(task_id), json.dumps(record, ensure_ascii=False, default=str), repair=True
         )

@@ -7,11 +7,11 @@ A record written by a newer Tilth (a schema above every known one) is refused wi
 message saying so, never misread. Migrations never write: the upgraded record is
 persisted the next time its owner writes it.
 
-Record kinds and their schema key: ``session`` (checkpoint.json, ``schema``),
-``checkpoint`` (timeline/checkpoints/cp-NNNN.json, ``schema``), ``plan`` (a go-back plan,
-in the intent journal, ``schema``), ``task`` (tasks/<T-NNN>.json, ``schema``),
-``worktree-env`` (worktree-env.json, ``schema``); line records (events, threads, ledgers,
-the operations log) carry ``v`` and have had no change yet.
+The kinds, their current schemas and their version keys are the one table in
+``tilth.session.schemas`` (which the writers stamp from too): a migration may not reach
+past its kind's current schema, and the highest one of a kind reaches it exactly.
+Records numbered with the old line key ``v`` (task states, and line records written
+before the key was unified) are read as numbered by it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilth.errors import SessionCorrupt
+from tilth.session.schemas import OLD_LINE_KEY, SCHEMAS, version_key
 
 Record = dict[str, Any]
 
@@ -75,20 +76,21 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "task", 2, "tasks/<T>.json numbers itself with schema, not v", _task_schema_key),
 )
 
-CURRENT: dict[str, int] = {}
-for _migration in MIGRATIONS:
-    CURRENT[_migration.kind] = max(CURRENT.get(_migration.kind, 1), _migration.schema)
+CURRENT: dict[str, int] = SCHEMAS
+"""Each kind's current schema: the table in ``tilth.session.schemas`` itself."""
 
 
-def schema_of(record: Record) -> int:
-    value = record.get("schema", 1)
+def schema_of(record: Record, kind: str = "") -> int:
+    """The schema number ``record`` carries (1 when it carries none, or garbage)."""
+    key = version_key(kind) if kind else "schema"
+    value = record.get(key, record.get(OLD_LINE_KEY, 1))
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
 def upgrade(kind: str, record: Record, *, where: str = "") -> Record:
     """``record`` brought to the current schema of ``kind`` (a new dict; never written)."""
-    found = schema_of(record)
-    current = CURRENT.get(kind, 1)
+    found = schema_of(record, kind)
+    current = SCHEMAS[kind]
     if found > current:
         raise SessionCorrupt(
             f"{where or kind} was written by a newer Tilth (schema {found}; this one reads "
@@ -97,7 +99,7 @@ def upgrade(kind: str, record: Record, *, where: str = "") -> Record:
         )
     out = dict(record)
     for migration in sorted(MIGRATIONS, key=lambda m: m.number):
-        if migration.kind == kind and schema_of(out) < migration.schema:
+        if migration.kind == kind and schema_of(out, kind) < migration.schema:
             out = migration.apply(out)
-            out["schema"] = migration.schema
+            out[version_key(kind)] = migration.schema
     return out

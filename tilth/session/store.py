@@ -20,6 +20,7 @@ from tilth.session.ledger import Ledger
 from tilth.session.lock import SessionLock
 from tilth.session.migrations import upgrade
 from tilth.session.records import read_seed_meta
+from tilth.session.schemas import SCHEMAS
 from tilth.session.threads import Threads
 from tilth.session.validate import (
     SESSION_STATUSES,
@@ -28,7 +29,7 @@ from tilth.session.validate import (
     prd_problem,
 )
 
-CHECKPOINT_SCHEMA = 2
+CHECKPOINT_SCHEMA = SCHEMAS["session"]
 """checkpoint.json's schema (see ``tilth.session.migrations``)."""
 Status = Literal["prepared", "running", "all_done", "failed"]
 STATUSES: tuple[str, ...] = SESSION_STATUSES

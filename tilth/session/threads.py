@@ -3,7 +3,7 @@
 Every message carries a stable id (``<key>#<n>``, n counting from 1 and never
 reused within a thread, even after truncation) so checkpoints anchor to message
 ids, not list positions. A thread file holds one JSON object per line:
-``{"v": 1, "id": ..., "message": {role, content, ...}, "meta": {...}}``.
+``{"schema": 1, "id": ..., "message": {role, content, ...}, "meta": {...}}``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 
 from tilth.session.files import append_line, atomic_write_text
 from tilth.session.records import read_line_records
+from tilth.session.schemas import SCHEMAS
 from tilth.session.validate import thread_line_problem
 
-THREAD_SCHEMA = 1
+THREAD_SCHEMA = SCHEMAS["threads"]
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -32,7 +33,7 @@ class StoredMessage:
 
     def to_line(self) -> str:
         return json.dumps(
-            {"v": THREAD_SCHEMA, "id": self.id, "message": self.message, "meta": self.meta},
+            {"schema": THREAD_SCHEMA, "id": self.id, "message": self.message, "meta": self.meta},
             ensure_ascii=False,
             default=str,
         )

@@ -18,9 +18,10 @@ from typing import Any
 from tilth.errors import SessionCorrupt, UsageError
 from tilth.session.files import atomic_write_json, atomic_write_text, read_json
 from tilth.session.migrations import upgrade
+from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 
-CHECKPOINT_FILE_SCHEMA = 2
+CHECKPOINT_FILE_SCHEMA = SCHEMAS["checkpoint"]
 KINDS = ("seed", "task_start", "stage", "turn", "stop")
 BEFORE_PREFIX = "before-"
 """Kinds ``before-rewind``, ``before-restart``...: the state just before a go-back (undo)."""

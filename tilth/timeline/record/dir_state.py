@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilth.safe_read import try_read_text
+from tilth.session.schemas import SCHEMAS
 from tilth.timeline.record.blob_store import BlobStore, Entry, FileState, blob_id, make_entry
 
 MANIFEST_PREFIX = "manifest:"
-MANIFEST_SCHEMA = 1
+MANIFEST_SCHEMA = SCHEMAS["manifest"]
 ALWAYS_SKIPPED = frozenset(
     {
         ".git",

@@ -20,13 +20,14 @@ from typing import Any
 
 from tilth.errors import SessionCorrupt
 from tilth.session.files import atomic_write_json, read_json
+from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import session_store, write_entry
 from tilth.timeline.record.checkpoints import highest_seq, list_checkpoints
 from tilth.timeline.record.git_reads import read_head
 from tilth.timeline.rewind.code_restore import Overlay, apply_overlay
 
-CODE_STATE_SCHEMA = 1
+CODE_STATE_SCHEMA = SCHEMAS["code-state"]
 
 
 def _code_state_path(session: Session) -> Path:

@@ -24,12 +24,13 @@ from tilth.session.files import (
     fsync_dir,
     read_json,
 )
+from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 from tilth.session.validate import journal_problem
 from tilth.timeline.record.checkpoints import timeline_dir
 
-JOURNAL_SCHEMA = 1
-OPS_SCHEMA = 1
+JOURNAL_SCHEMA = SCHEMAS["journal"]
+OPS_SCHEMA = SCHEMAS["ops"]
 
 
 def journal_path(session: Session) -> Path:
@@ -176,7 +177,7 @@ def log_operation(session: Session, op_id: str, kind: str, **fields: Any) -> boo
     """Append one entry unless ``op_id`` is already logged; True when it appended."""
     if any(entry.get("op_id") == op_id for entry in read_operations(session)):
         return False
-    record = {"v": OPS_SCHEMA, "ts": utc_now(), "op_id": op_id, "kind": kind, **fields}
+    record = {"schema": OPS_SCHEMA, "ts": utc_now(), "op_id": op_id, "kind": kind, **fields}
     path = operations_path(session)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, ensure_ascii=False, default=str)

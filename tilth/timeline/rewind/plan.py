@@ -16,11 +16,12 @@ from typing import Any
 
 from tilth.errors import TilthError
 from tilth.session.migrations import upgrade
+from tilth.session.schemas import SCHEMAS
 
 SCOPES = ("both", "code", "conversation")
 NEW_ID = "<new id>"
 """What a preview shows where a fork's new session id will go (``RewindPlan.preview``)."""
-PLAN_SCHEMA = 2
+PLAN_SCHEMA = SCHEMAS["plan"]
 """2: ``before``/archive fields for undo, ``unwind`` for resume, ``fork`` for forks."""
 
 

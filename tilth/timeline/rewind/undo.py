@@ -23,6 +23,7 @@ from tilth import git
 from tilth.errors import UsageError
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json, fsync_dir, read_json
+from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import (
     git_blob_sha,
@@ -49,7 +50,7 @@ from tilth.timeline.rewind.snapshot_restore import is_snapshot_session
 from tilth.timeline.rewind.state_restore import remove_path
 from tilth.timeline.rewind.targets import Target
 
-ARCHIVE_SCHEMA = 1
+ARCHIVE_SCHEMA = SCHEMAS["archive"]
 NO_CAP = 1 << 62
 
 
