@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.session.events import Event
+from tilth.session.session_record import SessionRecord
 from tilth.session.store import Session
 
 
@@ -58,8 +59,8 @@ class SessionView:
         return [str(p["reason"]) for p in self.payloads("stop")]
 
     # ---- checkpoint.json, prd.json, threads -------------------------------------------------
-    def checkpoint(self) -> dict[str, Any]:
-        return self.session.checkpoint()
+    def record(self) -> SessionRecord:
+        return self.session.record()
 
     @property
     def status(self) -> str:

@@ -246,7 +246,7 @@ def _attempts(ctx: RunContext, models: tuple[Model, Model] | None, drive: Any) -
 
     note = attempt_note(ctx.session)
     if note is not None:
-        record = ctx.session.checkpoint()["attempt"]
+        record = ctx.session.record().extra["attempt"]
         ctx.attempt_note = note
         ctx.only_task = str(record.get("task_id"))
         ctx.shared_tokens = SiblingSpend(ctx.session, record)

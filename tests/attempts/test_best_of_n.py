@@ -107,7 +107,7 @@ def test_resetting_the_parent_deletes_its_attempts(repo: Path, sessions_dir: Pat
     seeded = seed_add(sessions_dir, repo)
     child = Session.create(sessions_dir, repo)
     record = {"parent": seeded.session.id, "task_id": "T-001", "number": 1, "of": 1}
-    atomic_write_json(child.checkpoint_path, {**child.checkpoint(), "kind": "attempt"})
+    atomic_write_json(child.checkpoint_path, {**child.record().to_dict(), "kind": "attempt"})
     child.update_checkpoint(attempt=record, parent_session=seeded.session.id)
     other = Session.create(sessions_dir, repo)
     done = run_cli("reset", seeded.session.id, "-y")

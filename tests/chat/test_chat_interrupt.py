@@ -76,4 +76,4 @@ def test_ctrl_c_abandons_a_model_call_that_does_not_answer(tmp_path: Path) -> No
     assert thread[-1]["content"] == "Back again."
     calls = session.payloads("model_call")
     assert [c["turn"] for c in calls] == [3], "an abandoned call is not recorded as answered"
-    assert session.checkpoint()["status"] == "all_done"
+    assert session.record().status == "all_done"

@@ -80,7 +80,7 @@ def check_story(result: subprocess.CompletedProcess[str], work: Path, home: Path
     assert "error" not in result.stderr.lower(), result.stderr
     # /undo took back the last rewind: made.txt (made again by the re-sent turn 2) is back.
     assert sorted(p for p in os.listdir(work) if p != ".git") == ["keep.txt", "made.txt"]
-    sessions = [SessionView.at(p).checkpoint() for p in (home / "sessions").iterdir()]
+    sessions = [SessionView.at(p).record().to_dict() for p in (home / "sessions").iterdir()]
     mine = [s for s in sessions if s["workspace"] == str(work.resolve())]
     assert len(mine) == 1 and mine[0]["kind"] == "chat" and mine[0]["status"] == "all_done"
 

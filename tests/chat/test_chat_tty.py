@@ -23,7 +23,7 @@ BASH = tool_call("bash", command="echo made > made.txt")
 def _thread(home: Path, work: Path) -> list[dict]:  # type: ignore[type-arg]
     """The conversation of the chat working in ``work`` (a fork works elsewhere)."""
     sessions = [SessionView.at(p) for p in (home / "sessions").iterdir()]
-    [session] = [s for s in sessions if s.checkpoint()["workspace"] == str(work.resolve())]
+    [session] = [s for s in sessions if s.record().workspace == str(work.resolve())]
     return session.thread("chat")
 
 

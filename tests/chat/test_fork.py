@@ -108,7 +108,7 @@ def test_a_chat_fork_runs_its_steps_in_the_parents_journal(tmp_path: Path) -> No
     op = read_operations(engine.session)[-1]
     assert (op["kind"], op["child_session"], op["recovered"]) == ("fork", child.id, False)
     assert not journal_path(engine.session).exists()
-    record = child.checkpoint()
+    record = child.record().to_dict()
     assert (record["kind"], record["branch"], record["status"]) == ("chat", None, "all_done")
     assert record["workspace"] == record["source"] == result["directory"]
     assert "fork_incomplete" not in record
@@ -173,7 +173,7 @@ def test_sigkill_at_every_step_of_a_chat_fork_then_the_next_command_completes_it
             assert child is None, fault
         else:
             assert child is not None, fault
-            record = SessionView.at(child).checkpoint()
+            record = SessionView.at(child).record().to_dict()
             if step != "finish":
                 assert record["fork_incomplete"] is True and record["status"] == "failed"
                 assert record["kind"] == "chat", fault

@@ -104,7 +104,7 @@ def test_fork_from_a_turn_makes_a_chat_in_its_own_directory(tmp_path: Path) -> N
     child_dir = Path(result["directory"])
     assert sorted(os.listdir(child_dir)) == ["hello.py", "keep.txt"]
     assert sorted(os.listdir(work)) == ["hello.py", "keep.txt", "made.txt"]  # untouched
-    record = SessionView.at(child_dir.parent).checkpoint()
+    record = SessionView.at(child_dir.parent).record().to_dict()
     assert record["kind"] == "chat" and record["workspace"] == str(child_dir)
     assert record["parent_session"] == engine.id
     model = ScriptedModel(Script({"*": [reply("in the fork")]}))

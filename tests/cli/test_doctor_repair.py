@@ -192,7 +192,7 @@ def test_a_damaged_checkpoint_json_is_rebuilt(story: Story) -> None:
     sessions = story.cli("resume", story.sid)
     assert f"tilth doctor {story.sid} --repair" in sessions.stderr
     _repair(story)
-    cp = story.session.checkpoint()
+    cp = story.session.record().to_dict()
     assert cp["source"] == str(story.repo) and cp["branch"] == f"session/{story.sid}"
     assert cp["status"] == "failed"
 
@@ -270,7 +270,7 @@ def test_a_chat_session_is_diagnosed_as_a_chat(tmp_path: Path) -> None:
     session.checkpoint_path.write_text("{")
     repaired = tilth("doctor", sid, "--repair", "-y", env=env)
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
-    cp = session.checkpoint()
+    cp = session.record().to_dict()
     assert cp["kind"] == "chat" and cp["branch"] is None
     assert cp["workspace"] == str(work.resolve())
     session.events.path.unlink()

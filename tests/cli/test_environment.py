@@ -110,7 +110,7 @@ def test_prep_says_it_runs_the_setup_command_before_the_interview(
         result = tilth("prep-feature", str(repo), "--brief", "add it", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     (record,) = [Session(p.name, p) for p in session_dirs(sessions_dir)]
-    worktree = record.checkpoint()["workspace"]
+    worktree = record.record().workspace
     assert f"running TILTH_SETUP_COMMAND in {worktree}: {setup}" in result.stdout
 
 

@@ -140,7 +140,7 @@ def test_full_interview_writes_commits_and_records_the_seed(
     }
     calls = view.payloads("model_call")
     assert {c["actor"] for c in calls} == {"interviewer"} and all(c["scripted"] for c in calls)
-    cp = view.checkpoint()
+    cp = view.record().to_dict()
     assert cp["status"] == "prepared"
     assert cp["workspace"] == str(worktree.resolve()) and cp["branch"] == f"session/{sid}"
     assert "stop" not in types

@@ -277,7 +277,7 @@ class Live:
         return [e for e in self.events(sid) if e["type"] == kind]
 
     def checkpoint(self, sid: str | None = None) -> dict[str, Any]:
-        return self.session(sid).checkpoint()
+        return self.session(sid).record().to_dict()
 
     def prd(self, sid: str | None = None) -> list[dict[str, Any]]:
         return self.session(sid).prd()

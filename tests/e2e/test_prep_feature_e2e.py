@@ -74,7 +74,7 @@ def test_seed_commit_and_session_state(prepared: Live) -> None:
     assert message == "seed: 2 task(s) + 2 acceptance test(s)"
     added = git(prepared.worktree(), "show", "--name-only", "--format=", sha).split()
     assert sorted(added) == ["tests/test_t001_word_count.py", "tests/test_t002_slugify.py"]
-    assert prepared.checkpoint()["status"] == "prepared"
+    assert prepared.record().status == "prepared"
     types = prepared.types()
     assert types.index("session_prepared") < types.index("seed_committed")
     assert types[-1] == "seed_committed"
@@ -218,4 +218,4 @@ def test_brief_and_a_free_text_answer_come_from_piped_stdin(blank: Live, lab: La
     assert "Count words in textutils" in first
     answers = [m["content"] for m in requests[-1]["messages"] if m.get("role") == "tool"]
     assert any("letters only, please" in str(a) for a in answers), answers
-    assert blank.checkpoint()["status"] == "prepared"
+    assert blank.record().status == "prepared"

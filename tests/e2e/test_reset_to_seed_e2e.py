@@ -30,7 +30,7 @@ def test_reset_to_seed_is_exactly_the_first_seed(done: Live) -> None:
     assert done.head() == seed_sha
     assert done.porcelain() == ""
     assert set(done.statuses().values()) == {"pending"}
-    cp = done.checkpoint()
+    cp = done.record().to_dict()
     assert cp["status"] == "prepared"
     assert cp["tokens_used"] == prepared_tokens
     assert (sdir / "events.jsonl").read_text().splitlines()[-1] == seed_line

@@ -33,7 +33,7 @@ def test_resume_after_a_failure_unwinds_the_placeholder_and_finishes(failed: Liv
         branch_commits = git(failed.worktree(), "rev-list", "HEAD").split()
         assert placeholder not in branch_commits
     assert failed.statuses() == {"T-001": "done", "T-002": "done"}
-    assert failed.checkpoint()["status"] == "all_done"
+    assert failed.record().status == "all_done"
 
 
 def test_resume_puts_the_failed_task_back_to_pending(failed: Live) -> None:
@@ -84,7 +84,7 @@ def test_a_live_resume_reads_running_and_holds_the_session(failed: Live, lab: La
         while len(bodies(lab.servers.worker)) == seen and time.monotonic() < deadline:
             assert child.poll() is None, child.communicate()
             time.sleep(0.05)
-        assert failed.checkpoint()["status"] == "running"
+        assert failed.record().status == "running"
         second = failed.cli("resume", failed.sid)
         assert second.returncode == 2, second.stdout + second.stderr
         assert "in use" in second.stderr

@@ -66,7 +66,7 @@ def test_exit_130_on_ctrl_c(interrupted: Live, lab: Lab) -> None:
     assert run.returncode == 130, run.stdout + run.stderr
     assert "Traceback" not in run.stdout + run.stderr
     assert interrupted.of_type("stop")[-1]["payload"]["reason"] == "interrupted"
-    assert interrupted.checkpoint()["status"] == "running"
+    assert interrupted.record().status == "running"
     assert interrupted.statuses()["T-001"] == "in_progress"
 
 
@@ -195,14 +195,14 @@ def test_evaluator_cap_fails_the_task_after_that_many_rejections(prepared: Live)
     assert (failure["task_id"], failure["reason"]) == ("T-001", "evaluator_cap")
     assert prepared.of_type("stop")[-1]["payload"]["reason"] == "evaluator_cap"
     assert [e["payload"]["verdict"] for e in prepared.of_type("evaluator_verdict")] == ["reject"]
-    assert prepared.checkpoint()["status"] == "failed"
+    assert prepared.record().status == "failed"
 
 
 def test_token_cap_stops_the_run_resumably(prepared: Live) -> None:
     done = prepared.cli("run", str(prepared.proj), TILTH_MAX_TOKENS="20")
     assert done.returncode == 3, done.stdout + done.stderr
     assert prepared.of_type("stop")[-1]["payload"]["reason"] == "token_cap"
-    assert prepared.checkpoint()["status"] == "running"
+    assert prepared.record().status == "running"
     assert "failed" not in prepared.statuses().values()
 
 

@@ -46,7 +46,7 @@ def test_session_id_is_utc_timestamp_plus_six_hex(done: Live) -> None:
     match = ID_RE.match(done.sid)
     assert match, done.sid
     stamp = datetime.strptime(match.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
-    started = _ts(done.checkpoint()["started_at"])
+    started = _ts(done.record().started_at)
     # the id is the creation time in UTC (not local time): within a minute of started_at
     assert abs((started - stamp).total_seconds()) < 60
 
@@ -80,7 +80,7 @@ def test_layout_files_exist(done: Live) -> None:
 
 
 def test_checkpoint_json_fields(done: Live) -> None:
-    cp = done.checkpoint()
+    cp = done.record().to_dict()
     assert cp["session_id"] == done.sid
     assert cp["source"] == str(done.proj)
     assert cp["workspace"] == str(done.worktree())
@@ -147,17 +147,17 @@ def test_failed_run_logs_task_failed_with_reason(failed: Live) -> None:
     assert failures[0]["payload"]["reason"] == "iter_cap"
     stop = failed.of_type("stop")[-1]["payload"]
     assert stop["reason"] in STOP_REASONS and stop["reason"] == "iter_cap"
-    assert failed.checkpoint()["status"] == "failed"
+    assert failed.record().status == "failed"
     assert failed.statuses() == {"T-001": "failed", "T-002": "pending"}
 
 
 def test_statuses_prepared_and_running(prepared: Live) -> None:
-    assert prepared.checkpoint()["status"] == "prepared"
+    assert prepared.record().status == "prepared"
     assert set(prepared.statuses().values()) == {"pending"}
     # a run stopped by the wall clock is left `running` (resumable)
     done = prepared.cli("run", str(prepared.proj), TILTH_MAX_WALL_CLOCK_MINUTES="0.0000001")
     assert done.returncode == 3, done.stdout + done.stderr
-    assert prepared.checkpoint()["status"] == "running"
+    assert prepared.record().status == "running"
     assert prepared.of_type("stop")[-1]["payload"]["reason"] == "wall_clock"
 
 

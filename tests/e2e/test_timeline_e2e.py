@@ -99,7 +99,7 @@ def test_rewind_both_makes_everything_as_it_was_at_the_checkpoint(done: Live) ->
     assert len(kept) in (at, at + 1), (len(kept), at)
     assert done.statuses() == _statuses_at(kept, ["T-001", "T-002"])
     assert done.statuses()["T-001"] == "done"
-    assert done.checkpoint()["tokens_used"] == _tokens_at(kept)
+    assert done.record().tokens_used == _tokens_at(kept)
     assert done.of_type("rewind"), "a rewind leaves one event"
 
 
@@ -270,7 +270,7 @@ def test_resume_after_a_rewind_continues_from_the_checkpoint(done: Live) -> None
     ]
     assert started[-2:] == ["code_review", "verifying"]
     assert started.count("planning") == 1
-    assert done.checkpoint()["status"] == "all_done"
+    assert done.record().status == "all_done"
 
 
 def test_go_back_verbs_touch_no_user_ref(done: Live) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tilth.errors import ConfigError, SessionCorrupt, SessionNotFound, UsageError
+from tilth.session.session_record import SessionRecord
 from tilth.session.store import CHECKPOINT_SCHEMA, STATUSES, Session, is_session_id, new_session_id
 
 ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
@@ -95,7 +96,7 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
     assert session.add_tokens(150) == 150
     assert session.add_tokens(-20) == 150  # negative usage never lowers the total
     reopened = Session.open(tmp_path / "s", session.id)
-    cp = reopened.checkpoint()
+    cp = reopened.record().to_dict()
     assert cp["schema"] == CHECKPOINT_SCHEMA
     assert cp["workspace"] == str(session.workspace_dir)
     assert cp["branch"] == session.branch
@@ -129,14 +130,14 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     session = Session.create(tmp_path / "s", tmp_path)
     session.checkpoint_path.write_text('{"session_id": ')
     with pytest.raises(SessionCorrupt) as info:
-        session.checkpoint()
+        session.record()
     assert "checkpoint.json" in str(info.value) and "not valid JSON" in str(info.value)
     session.checkpoint_path.write_text("[1, 2]")
     with pytest.raises(SessionCorrupt, match="not a JSON object"):
-        session.checkpoint()
+        session.record()
     session.checkpoint_path.unlink()
     with pytest.raises(SessionCorrupt, match=r"no checkpoint\.json"):
-        session.checkpoint()
+        session.record()
 
 
 def test_prd_round_trip_and_errors(tmp_path: Path) -> None:
@@ -193,3 +194,34 @@ def test_sessions_dir_that_is_a_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         Session.create(blocker, tmp_path)
     assert str(blocker) in str(info.value) and info.value.exit_code == 2
+
+
+def test_the_session_record_is_typed_and_writes_back_what_the_file_holds(tmp_path: Path) -> None:
+    session = Session.create(tmp_path / "s", tmp_path, parent_session="x")
+    session.update_checkpoint(tokens_used=7, attempt={"number": 2})
+    record = session.record()
+    assert isinstance(record, SessionRecord)
+    assert (record.session_id, record.source, record.status) == (
+        session.id,
+        str(tmp_path),
+        "running",
+    )
+    assert (record.tokens_used, record.kind, record.workspace) == (7, "run", None)
+    assert record.extra == {"parent_session": "x", "attempt": {"number": 2}}
+    with pytest.raises(TypeError):
+        record.extra["attempt"] = {}  # type: ignore[index]
+    assert record.to_dict() == json.loads(session.checkpoint_path.read_text())
+    # A key the file lacks is not invented on the way back out.
+    session.checkpoint_path.write_text(json.dumps({"session_id": session.id, "schema": 2}))
+    bare = session.record()
+    assert (bare.status, bare.tokens_used, bare.kind) == ("running", 0, "run")
+    assert bare.to_dict() == {"session_id": session.id, "schema": 2}
+
+
+def test_the_old_checkpoint_reader_still_answers_and_says_it_is_deprecated(
+    tmp_path: Path,
+) -> None:
+    session = Session.create(tmp_path / "s", tmp_path)
+    with pytest.warns(DeprecationWarning, match=r"Session\.record\(\)"):
+        data = session.checkpoint()
+    assert data == session.record().to_dict()

@@ -75,7 +75,7 @@ def prep(sessions_dir: Path, repo: Path, tiers: tuple[str, ...] = ("L1", "L1")) 
 
 
 def worktree_of(session: Session) -> Path:
-    return Path(str(session.checkpoint()["workspace"]))
+    return Path(str(session.record().workspace))
 
 
 Action = Callable[[Recorder, str], "Checkpoint | None"]
@@ -252,7 +252,7 @@ def clone_world(src: Path, dst: Path, session: Session) -> Session:
 
     shutil.copytree(src, dst, symlinks=True)
     clone = Session(session.id, dst / session.dir.relative_to(src))
-    cp = clone.checkpoint()
+    cp = clone.record().to_dict()
     source = dst / Path(str(cp["source"])).relative_to(src)
     workspace = dst / Path(str(cp["workspace"])).relative_to(src)
     # Re-point both halves of the worktree link by hand: ``git worktree repair`` would

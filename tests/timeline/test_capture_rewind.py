@@ -23,7 +23,7 @@ class Driver:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.worktree = Path(str(session.checkpoint()["workspace"]))
+        self.worktree = Path(str(session.record().workspace))
         self.recorder = Recorder(session, self.worktree)
         self.box = ToolBox(self.worktree, observer=self.recorder.observer)
         self.turns = 0
@@ -109,7 +109,7 @@ def _run_turn_in_child(session: Session, env: dict[str, str]) -> int:
         "from tilth.timeline import Recorder\n"
         "from tilth.tools import ToolBox\n"
         "s = Session(sys.argv[1], Path(sys.argv[2]))\n"
-        "wt = Path(s.checkpoint()['workspace'])\n"
+        "wt = Path(s.record().workspace)\n"
         "r = Recorder(s, wt)\n"
         "box = ToolBox(wt, observer=r.observer)\n"
         "box.dispatch('bash', {'command': 'echo killed > k.txt && rm -f README.md'})\n"

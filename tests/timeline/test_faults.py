@@ -238,7 +238,7 @@ def _child_state(sessions_dir: Any, parent_id: str) -> Any:
         return None
     (child_dir,) = children
     child = Session(child_dir.name, child_dir)
-    record = child.checkpoint()
+    record = child.record().to_dict()
     return {
         "incomplete": record.get("fork_incomplete", False),
         "status": record.get("status"),

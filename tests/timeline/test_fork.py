@@ -70,7 +70,7 @@ def test_fork_equals_the_checkpoint_and_leaves_the_original_alone(
         c.id for c in list_checkpoints(parent) if c.seq <= target.seq
     ]
     assert child.ledger.count("T-001") == target.state["ledger"].get("T-001", 0) == 0
-    record = child.checkpoint()
+    record = child.record().to_dict()
     assert record["parent_session"] == parent.id
     assert record["forked_from"]["checkpoint"] == target.id
     assert record["branch"] == child.branch and "fork_incomplete" not in record
@@ -104,7 +104,7 @@ def test_fork_at_the_seed_and_a_clear_error_without_at(tilth_home: Path, tmp_pat
     seed = resolve_checkpoint(driver.session, "seed")
     assert git.head(child_tree) == seed.head and not git.is_dirty(child_tree)
     child = Session.open(tilth_home / "sessions", json.loads(seeded.stdout)["session_id"])
-    assert child.checkpoint()["status"] == "prepared"
+    assert child.record().status == "prepared"
     assert child.threads.heads() == seed.threads
 
 
@@ -150,7 +150,7 @@ def test_an_interrupted_fork_is_completed_by_the_parents_next_command(
     killed = _cli(sessions, "fork", parent.id, "--at", ids[1], TILTH_FAULT_AT="fork-files")
     assert killed.returncode == -signal.SIGKILL
     (half,) = [p.name for p in sessions.iterdir() if p.name != parent.id]
-    record = Session.open(sessions, half).checkpoint()
+    record = Session.open(sessions, half).record().to_dict()
     assert record["fork_incomplete"] is True and record["status"] == "failed"
     journaled = _session_files(parent)
     assert set(journaled) - set(before) == {"timeline/journal.json"}
@@ -159,7 +159,7 @@ def test_an_interrupted_fork_is_completed_by_the_parents_next_command(
     assert "finished an interrupted fork" in listed.stderr
     assert _session_files(parent) == before
     child = Session.open(sessions, half)
-    record = child.checkpoint()
+    record = child.record().to_dict()
     target = resolve_checkpoint(parent, ids[1])
     assert "fork_incomplete" not in record and record["forked_from"]["checkpoint"] == ids[1]
     assert tree_hash(Path(record["workspace"])) == driver.trees[ids[1]]

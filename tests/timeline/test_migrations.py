@@ -93,8 +93,8 @@ def test_a_session_of_the_previous_schema_opens(world_clone: Callable[..., World
         old["schema"] = 1
         path.write_text(json.dumps(old))
     reopened = Session.open(world.sessions_dir, session.id)
-    assert reopened.checkpoint()["kind"] == "run"
-    assert reopened.checkpoint()["schema"] == 2
+    assert reopened.record().kind == "run"
+    assert reopened.record().schema == 2
     assert all(c.archive is None for c in list_checkpoints(reopened))
     assert resolve_checkpoint(reopened, "T-001/planning").kind == "stage"
     listed = world.cli_here("checkpoints", session.id)
@@ -137,7 +137,7 @@ def test_a_record_from_a_newer_tilth_is_refused_with_a_plain_message(tmp_path: P
     data = json.loads(session.checkpoint_path.read_text())
     session.checkpoint_path.write_text(json.dumps({**data, "schema": 99}))
     with pytest.raises(SessionCorrupt, match="newer Tilth"):
-        session.checkpoint()
+        session.record().to_dict()
 
 
 def test_every_record_of_a_real_run_carries_its_schema_key(repo: Path, sessions_dir: Path) -> None:

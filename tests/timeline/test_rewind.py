@@ -40,7 +40,7 @@ def test_scope_both_makes_it_as_if_nothing_after_the_checkpoint_happened(
     assert payload["dropped"]["commits_dropped"] == 4
     # harness state, conversation and timeline are back too
     assert thread_heads(session.threads.directory) == target.threads
-    assert session.checkpoint()["status"] == target.state["status"] == "running"
+    assert session.record().status == target.state["status"] == "running"
     assert session.tokens_used == target.state["tokens_used"]
     ledger = {p.stem: count_lines(p) for p in (session.dir / "ledger").glob("*.jsonl")}
     assert ledger == target.state["ledger"]

@@ -40,7 +40,7 @@ def test_a_fork_at_latest_of_a_finished_session_is_the_finished_state(
     assert latest.kind == "stop" and latest.state["status"] == "all_done"
     with timeline.writing():
         child = timeline.fork(latest).session
-    record = child.checkpoint()
+    record = child.record().to_dict()
     assert record["status"] == "all_done"
     assert {t["id"]: t["status"] for t in child.load_prd()} == {"T-001": "done", "T-002": "done"}
     stops = [e.payload["reason"] for e in child.events.events() if e.type == "stop"]

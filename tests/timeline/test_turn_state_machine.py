@@ -101,7 +101,7 @@ class TimelineMachine(RuleBasedStateMachine):
     # ---- plumbing -----------------------------------------------------------------------
     @property
     def worktree(self) -> Path:
-        return Path(str(self.session.checkpoint()["workspace"]))
+        return Path(str(self.session.record().workspace))
 
     def _open(self) -> None:
         """A fresh recorder and toolbox, as a new process would have."""

@@ -48,7 +48,7 @@ def _children(parent: Session) -> dict[str, dict[str, Any]]:
         if path.name == parent.id or not record_path.is_file():
             continue
         try:
-            record = Session(path.name, path).checkpoint().get("attempt")
+            record = Session(path.name, path).record().extra.get("attempt")
         except TilthError:  # an unreadable record is no one's attempt
             continue
         if isinstance(record, dict) and record.get("parent") == parent.id:

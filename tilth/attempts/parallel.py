@@ -58,7 +58,7 @@ def as_result(stop: Stop) -> dict[str, Any]:
 def attempt_note(session: Session) -> str | None:
     """What the worker of an attempt session is told about it (None for other sessions)."""
     record = attempt_record(session)
-    if session.checkpoint().get("kind") != KIND or not record:
+    if session.record().kind != KIND or not record:
         return None
     return (
         f"You are attempt {record.get('number')} of {record.get('of')} at this task. The "

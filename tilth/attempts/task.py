@@ -147,7 +147,7 @@ def task_over(child: Session) -> bool:
 
 def attempt_record(session: Session) -> dict[str, Any]:
     """The ``attempt`` entry of an attempt session's checkpoint.json ({} otherwise)."""
-    record = session.checkpoint().get("attempt")
+    record = session.record().extra.get("attempt")
     return record if isinstance(record, dict) else {}
 
 

@@ -180,7 +180,7 @@ class ChatTimeline:
         child = result.session
         data = {
             "session_id": child.id,
-            "directory": str(child.checkpoint().get("workspace") or child.workspace_dir),
+            "directory": str(child.record().workspace or child.workspace_dir),
             "checkpoint": target.id,
             "turn": number,
         }

@@ -80,7 +80,7 @@ def tilth_places(settings: Settings) -> tuple[Path, ...]:
 def is_chat(session: Session) -> bool:
     """True when ``session`` is a chat session (``kind: "chat"`` in checkpoint.json)."""
     try:
-        return session.checkpoint().get("kind") == CHAT_KIND
+        return session.record().kind == CHAT_KIND
     except (SessionCorrupt, OSError):
         return False
 
@@ -132,7 +132,7 @@ def hold_open(session: Session) -> SessionLock:
 
 def chat_workspace(session: Session, keep_out: Sequence[Path] = ()) -> Path:
     """The directory the chat works in, checked again (it may have moved since)."""
-    raw = session.checkpoint().get("workspace")
+    raw = session.record().workspace
     if not raw:
         raise SessionCorrupt(f"chat session {session.id} names no directory")
     try:

@@ -67,7 +67,7 @@ def reset(session_id: str | None, assume_yes: bool, to_seed: bool, dry_run: bool
     session = pick_session(cfg, session_id, out, "reset")
     with session.lock():
         try:
-            session.checkpoint()
+            session.record()
         except SessionCorrupt as exc:
             # Reset exists to get rid of broken sessions, so a bad checkpoint only warns.
             out.warn(f"{exc}; using the workspace recorded in events.jsonl")

@@ -126,7 +126,7 @@ def resume(
 
 def resume_session(session: Session, cfg: Settings, out: IO) -> int:
     """Resume ``session`` (shared by ``tilth resume`` and the ``run`` picker)."""
-    if session.checkpoint().get("kind") == "chat":
+    if session.record().kind == "chat":
         raise UsageError(
             f"session {session.id} is a chat session",
             hint=f"continue it with `tilth chat --resume {session.id}`",

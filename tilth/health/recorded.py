@@ -25,7 +25,7 @@ def checkpoints_of(session: Session) -> list[Any]:
 def checkpoint_json(session: Session) -> dict[str, Any] | None:
     """``checkpoint.json``, or None when it is missing or unreadable."""
     try:
-        return session.checkpoint()
+        return session.record().to_dict()
     except (SessionCorrupt, OSError):
         return None
 

@@ -75,7 +75,7 @@ def state_of(session: Session, status: str | None = None) -> str:
 def describe(session: Session) -> SessionInfo:
     """Summarise a session for listings; never raises on a damaged session."""
     try:
-        cp = session.checkpoint()
+        cp = session.record()
     except (SessionCorrupt, OSError) as exc:
         return SessionInfo(session.id, None, "unreadable", 0, 0, None, problem=str(exc))
     done = total = 0
@@ -89,17 +89,17 @@ def describe(session: Session) -> SessionInfo:
         if session.prd_path.exists():
             problem = str(exc)
     problem = problem or _journal_problem(session) or _task_state_problem(session)
-    status = str(cp.get("status", "running"))
+    status = cp.status
     return SessionInfo(
         id=session.id,
-        source=cp.get("source"),
+        source=cp.source,
         status=status,
         state=state_of(session, status),
         tasks_done=done,
         tasks_total=total,
         last_stop=session.last_stop(),
-        parent=cp.get("parent_session"),
-        kind=str(cp.get("kind") or "run"),
+        parent=cp.extra.get("parent_session"),
+        kind=cp.kind,
         problem=problem,
     )
 
@@ -140,7 +140,7 @@ def list_sessions(sessions_dir: Path) -> list[SessionInfo]:
 
 def _kind_of(session: Session) -> str:
     try:
-        return str(session.checkpoint().get("kind") or "run")
+        return session.record().kind
     except (SessionCorrupt, OSError):
         return "run"
 
@@ -148,7 +148,7 @@ def _kind_of(session: Session) -> str:
 def source_of(session: Session) -> str | None:
     """The session's recorded workspace, or None if unreadable."""
     try:
-        raw = session.checkpoint().get("source")
+        raw = session.record().source
     except (SessionCorrupt, OSError):
         return None
     return str(raw) if raw else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from tilth.session.lock import SessionLock
 from tilth.session.migrations import upgrade
 from tilth.session.records import read_seed_meta
 from tilth.session.schemas import SCHEMAS
+from tilth.session.session_record import SessionRecord
 from tilth.session.threads import Threads
 from tilth.session.validate import (
     SESSION_STATUSES,
@@ -210,9 +212,21 @@ class Session:
             )
         return cls(session_id, directory)
 
-    # ---- checkpoint.json ------------------------------------------------------------
+    # ---- checkpoint.json, the session record ----------------------------------------
+    def record(self) -> SessionRecord:
+        """``checkpoint.json``, checked and up to date; raises ``SessionCorrupt`` on garbage."""
+        return SessionRecord.from_dict(self._record_data())
+
     def checkpoint(self) -> dict[str, Any]:
-        """The parsed ``checkpoint.json``; raises ``SessionCorrupt`` on garbage."""
+        """Deprecated: ``record().to_dict()`` (``Checkpoint`` is a point on the timeline)."""
+        warnings.warn(
+            "Session.checkpoint() is deprecated; use Session.record() (a SessionRecord)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._record_data()
+
+    def _record_data(self) -> dict[str, Any]:
         try:
             data = read_json(self.checkpoint_path, what="checkpoint.json")
         except SessionCorrupt as exc:
@@ -230,17 +244,17 @@ class Session:
             )
         return upgrade("session", data, where=f"checkpoint.json of session {self.id}")
 
-    def update_checkpoint(self, **fields: Any) -> dict[str, Any]:
+    def update_checkpoint(self, **fields: Any) -> SessionRecord:
         """Merge ``fields`` into ``checkpoint.json`` atomically and return the result."""
-        data = self.checkpoint()
+        data = self._record_data()
         data.update(fields)
         data["schema"] = CHECKPOINT_SCHEMA
         atomic_write_json(self.checkpoint_path, data)
-        return data
+        return SessionRecord.from_dict(data)
 
     @property
     def status(self) -> str:
-        return str(self.checkpoint().get("status", "running"))
+        return self.record().status
 
     def set_status(self, status: Status) -> None:
         """Persist a new status (one of ``STATUSES``)."""
@@ -252,12 +266,12 @@ class Session:
 
     @property
     def source(self) -> Path | None:
-        raw = self.checkpoint().get("source")
+        raw = self.record().source
         return Path(raw) if raw else None
 
     @property
     def tokens_used(self) -> int:
-        return int(self.checkpoint().get("tokens_used") or 0)
+        return self.record().tokens_used
 
     def add_tokens(self, n: int) -> int:
         """Add ``n`` to the session's token total; returns the new total."""

@@ -57,7 +57,7 @@ def teardown(session: Session) -> list[str]:
 
 def _is_chat(session: Session) -> bool:
     try:
-        return session.checkpoint().get("kind") == "chat"
+        return session.record().kind == "chat"
     except (SessionCorrupt, OSError):
         return any(
             event.type == "session_start" and event.payload.get("kind") == "chat"
@@ -68,7 +68,7 @@ def _is_chat(session: Session) -> bool:
 def recorded_source(session: Session) -> Path | None:
     """The session's source repo: from the checkpoint, else the first ``session_start``."""
     try:
-        raw = session.checkpoint().get("source")
+        raw = session.record().source
         if raw:
             return Path(raw)
     except (SessionCorrupt, OSError):

@@ -3,7 +3,7 @@
 A damaged file (a hand edit, a disk error, a model that reached the session
 directory) must be named, never crash a listing: ``checkpoint_problem`` and
 ``prd_problem`` return a one-line description of the first thing wrong, or None.
-``Session.checkpoint()`` and ``Session.load_prd()`` raise ``SessionCorrupt`` with it,
+``Session.record()`` and ``Session.load_prd()`` raise ``SessionCorrupt`` with it,
 ``tilth sessions`` shows it as ``damaged: <what>`` and ``tilth doctor`` offers the repair.
 
 The other records have theirs here too, read through ``tilth.session.records``:

@@ -129,7 +129,7 @@ _PAGE = """<!DOCTYPE html>
 
 def _checkpoint(session: Session) -> dict[str, Any]:
     try:
-        return session.checkpoint()
+        return session.record().to_dict()
     except (SessionCorrupt, OSError):
         return {}
 

@@ -65,7 +65,7 @@ def _planning(controller: TimelineController, notes: list[str]) -> Iterator[int 
 
 
 def _is_chat(session: Session) -> bool:
-    return views.session_kind(session.checkpoint()) == "chat"
+    return views.session_kind(session.record().to_dict()) == "chat"
 
 
 @contextmanager

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 def _chat_session(request: Request) -> tuple[ServerState, Session]:
     state = state_of(request)
     session = views.open_session(state.settings, str(request.path_params["session_id"]))
-    if views.session_kind(session.checkpoint()) != "chat":
+    if views.session_kind(session.record().to_dict()) != "chat":
         raise UsageError(
             f"session {session.id} is not a chat session",
             hint="messages go to sessions made by `tilth chat`; a run is driven with resume",

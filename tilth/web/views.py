@@ -43,7 +43,7 @@ def sessions_list(settings: Settings) -> list[dict[str, Any]]:
         session = Session(sid, settings.sessions_dir / sid)
         row = describe(session).as_dict()
         try:
-            record = session.checkpoint()
+            record = session.record().to_dict()
         except (SessionCorrupt, OSError):
             record = {}
         row["kind"] = session_kind(record)
@@ -124,7 +124,7 @@ def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[
 
 def session_detail(session: Session, settings: Settings) -> dict[str, Any]:
     """``checkpoint.json``, the tasks with their stage outputs, and the seed's metadata."""
-    record = session.checkpoint()
+    record = session.record().to_dict()
     kind = session_kind(record)
     return {
         "id": session.id,

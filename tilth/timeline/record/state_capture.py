@@ -111,7 +111,7 @@ def _read_optional_json(path: Path, what: str) -> Any:
 
 def capture_state(session: Session) -> dict[str, Any]:
     """The harness state as it is on disk now (a pure read)."""
-    cp = session.checkpoint()
+    cp = session.record()
     tasks: dict[str, Any] = {}
     if session.tasks_dir.is_dir():
         for path in sorted(session.tasks_dir.glob("*.json")):
@@ -125,8 +125,8 @@ def capture_state(session: Session) -> dict[str, Any]:
         "tasks": tasks,
         "ledger": ledger,
         "progress_lines": count_lines(session.progress_path),
-        "tokens_used": int(cp.get("tokens_used") or 0),
-        "status": str(cp.get("status", "running")),
+        "tokens_used": cp.tokens_used,
+        "status": cp.status,
     }
 
 
@@ -144,7 +144,7 @@ def task_statuses(prd: Any) -> dict[str, str]:
 def worktree_of(session: Session) -> Path:
     """The session's worktree: ``checkpoint.json`` ``workspace``, else ``<dir>/workspace``."""
     try:
-        raw = session.checkpoint().get("workspace")
+        raw = session.record().workspace
     except SessionCorrupt:
         raw = None
     return Path(str(raw)) if raw else session.workspace_dir

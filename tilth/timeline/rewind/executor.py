@@ -353,7 +353,7 @@ def complete_own_fork(session: Session, notify: Callable[[str], Any] | None = No
     """When ``session`` is a fork interrupted half-way, complete it through its parent's
     journal (the parent's lock is taken for that); otherwise do nothing."""
     try:
-        record = session.checkpoint()
+        record = session.record().extra
     except SessionCorrupt:
         return
     parent_id = record.get("parent_session")

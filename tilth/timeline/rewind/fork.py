@@ -108,9 +108,9 @@ def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> Rewind
     if is_manifest_head(target.head):
         # A chat: a directory of its own, written from snapshots (rewind.snapshot_fork).
         return plan_chat_fork(parent, target, sessions_dir, _new_child_id(sessions_dir), copied)
-    info = parent.checkpoint()
-    source = Path(str(info.get("source") or ""))
-    if not info.get("source") or not source.is_dir():
+    info = parent.record()
+    source = Path(info.source or "")
+    if not info.source or not source.is_dir():
         raise ForkError(
             f"the source repository of session {parent.id} is missing ({source})",
             hint="a fork needs it to create the new branch and worktree",
@@ -224,7 +224,7 @@ def finish_child(parent: Session, plan: RewindPlan) -> None:
     info, child, target = _fork_of(plan)
     workspace = Path(str(info["workspace"])).resolve()
     record = _child_record(
-        parent.checkpoint(),
+        parent.record().to_dict(),
         child,
         workspace,
         target,

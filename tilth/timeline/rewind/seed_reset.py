@@ -63,7 +63,7 @@ def _fail(session: Session, problem: str) -> SeedResetError:
 
 def source_hint(session: Session) -> str:
     try:
-        return str(session.checkpoint().get("source") or "<workspace>")
+        return str(session.record().source or "<workspace>")
     except (SessionCorrupt, OSError):
         return "<workspace>"
 
@@ -97,7 +97,7 @@ def preflight(session: Session) -> SeedAnchor:
     if not session.dir.is_dir():
         raise _fail(session, f"the session directory {session.dir} does not exist")
     try:
-        cp = session.checkpoint()
+        cp = session.record()
     except SessionCorrupt as exc:
         raise _fail(session, str(exc)) from None
     seed, prepared, end, seq = find_anchor(session)
@@ -112,7 +112,7 @@ def preflight(session: Session) -> SeedAnchor:
     tokens = prep_payload.get("tokens_used") if isinstance(prep_payload, dict) else None
     if not isinstance(tokens, int) or isinstance(tokens, bool):
         raise _fail(session, "it has no session_prepared event carrying tokens_used")
-    workspace = cp.get("workspace")
+    workspace = cp.workspace
     if not workspace:
         raise _fail(session, "the session has no worktree recorded in checkpoint.json")
     if not Path(str(workspace)).is_dir():
@@ -126,7 +126,7 @@ def preflight(session: Session) -> SeedAnchor:
         raise _fail(session, f"the seed commit {payload['sha']} no longer exists in the worktree")
     # A fork's log is copied from its parent, so its seed_committed names the parent's
     # branch; the branch this reset moves is the one checkpoint.json records.
-    branch = str(cp.get("branch") or payload["branch"])
+    branch = str(cp.branch or payload["branch"])
     return SeedAnchor(sha, branch, str(workspace), end, seq, tokens)
 
 

@@ -51,7 +51,7 @@ Overlay = dict[str, Entry | None]
 def is_snapshot_session(session: Session) -> bool:
     """True for a session whose code lives in file snapshots only (``kind: "chat"``)."""
     try:
-        return session.checkpoint().get("kind") == "chat"
+        return session.record().kind == "chat"
     except SessionCorrupt:
         return False
 
