@@ -40,6 +40,7 @@ from tilth.config import load_settings  # noqa: E402
 from tilth.model import Script, ScriptedModel, reply, tool_call  # noqa: E402
 from tilth.model.base import AssistantTurn  # noqa: E402
 from tilth.session.store import Session  # noqa: E402
+from tilth.session.task import Task  # noqa: E402
 from tilth.timeline import Recorder  # noqa: E402
 from tilth.tools import ToolBox  # noqa: E402
 
@@ -122,7 +123,7 @@ def harness_gaps(root: Path, repo: Path, turns: int) -> list[float]:
         scripted=True,
         started=time.monotonic(),
     )
-    outcome = run_task(ctx, dict(TASK))
+    outcome = run_task(ctx, Task.from_dict(TASK))
     assert outcome.reason == "iter_cap", outcome
     close = getattr(recorder.observer, "close", None)
     if callable(close):

@@ -450,7 +450,7 @@ def resume(
     """Continue a stopped ``session`` (a prepared one is simply run); as ``run``."""
     if not session.dir.is_dir():
         raise SessionNotFound(f"no session {session.id} at {session.dir}")
-    if session.status == "all_done" and all(t.get("status") == "done" for t in session.load_prd()):
+    if session.status == "all_done" and all(t.status == "done" for t in session.tasks()):
         from tilth.agent.resume import log_finished_resume
 
         return Stop("all_done", log_finished_resume(session).text)

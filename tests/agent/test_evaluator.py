@@ -17,6 +17,7 @@ from tests.agent.test_pipeline_kit import (
 from tilth.agent import prompts
 from tilth.agent.pipeline import run_task
 from tilth.model import reply, tool_call_raw
+from tilth.session.task import Task
 
 
 def test_evaluator_parse_failure_retries_once_then_fails_closed(tmp_path: Path) -> None:
@@ -93,7 +94,7 @@ def test_seed_tests_share_one_budget() -> None:
 def test_the_task_heading_survives_a_blank_description() -> None:
     """The evaluator always learns which task it reviews, even when the seed left no prose."""
     brief = prompts.evaluator_brief(
-        task={"id": "T-007", "title": "Tidy", "description": "  ", "acceptance_criteria": ["x"]},
+        task=Task("T-007", "Tidy", "  ", ("x",)),
         stage="code_review",
         stages=("planning", "implementing", "code_review", "verifying"),
         outputs={},

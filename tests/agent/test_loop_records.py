@@ -10,6 +10,7 @@ from tilth.agent.loop import next_task
 from tilth.agent.records import append_progress, write_summary
 from tilth.agent.stops import Stop
 from tilth.session.store import Session
+from tilth.session.task import tasks_of
 from tilth.ui.io import IO
 from tilth.ui.progress import TerminalProgress
 
@@ -89,11 +90,13 @@ def test_progress_lines_are_one_per_outcome(tmp_path: Path) -> None:
 
 
 def test_next_task_continues_an_interrupted_task_first() -> None:
-    tasks = [
-        {"id": "T-001", "status": "done"},
-        {"id": "T-002"},
-        {"id": "T-003", "status": "in_progress"},
-    ]
+    tasks = tasks_of(
+        [
+            {"id": "T-001", "status": "done"},
+            {"id": "T-002"},
+            {"id": "T-003", "status": "in_progress"},
+        ]
+    )
     assert next_task(tasks) == tasks[2]
     assert next_task(tasks[:2]) == tasks[1]
     assert next_task(tasks[:1]) is None

@@ -23,6 +23,7 @@ from tilth.config import Settings
 from tilth.model import Script, ScriptedModel, reply, tool_call
 from tilth.session.files import atomic_write_json
 from tilth.session.store import Session
+from tilth.session.task import Task
 from tilth.timeline import Recorder
 
 SECRET = "sk-pipeline-secret-0a1b2c3d4e"
@@ -116,8 +117,8 @@ class Kit(SessionView):
     evaluator: ScriptedModel
     recorder: CallLog
 
-    def task(self, task_id: str = "T-001") -> dict[str, Any]:
-        return next(t for t in self.prd() if t["id"] == task_id)
+    def task(self, task_id: str = "T-001") -> Task:
+        return next(t for t in self.session.tasks() if t.id == task_id)
 
     def state(self, task_id: str = "T-001") -> TaskState:
         return TaskState.load(self.session, task_id)

@@ -23,6 +23,7 @@ from tilth.agent import prompts
 from tilth.agent.pipeline import run_task
 from tilth.errors import ModelError
 from tilth.model import empty, reply, tool_call, tool_call_raw
+from tilth.session.task import Task
 
 
 def test_iter_cap_counts_every_worker_turn_of_the_task(tmp_path: Path) -> None:
@@ -144,8 +145,8 @@ def test_brief_channels_are_capped_and_curated(tmp_path: Path) -> None:
     assert tail.splitlines()[0].startswith("T-020") and tail.endswith("t49")
     plan_text = prompts.full_plan(
         [
-            {"id": "T-001", "title": "one", "description": "D1", "acceptance_criteria": ["a"]},
-            {"id": "T-002", "title": "two", "description": "D2", "status": "done"},
+            Task("T-001", "one", "D1", ("a",)),
+            Task("T-002", "two", "D2", status="done"),
         ],
         "T-001",
     )

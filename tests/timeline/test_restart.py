@@ -126,10 +126,10 @@ def test_only_completed_stages_are_offered(world_clone: Callable[..., World]) ->
     # What the server shows for every task at once is what restart offers for one.
     worktree = worktree_of(world.session)
     every = completed_stages_by_task(world.session, worktree)
-    for task in world.session.load_prd():
+    for task in world.session.tasks():
         stages = stages_for(task, "L1")
-        one = completed_stages(world.session, task["id"], stages, worktree)
-        assert one == [s for s in stages if s in every.get(task["id"], ())]
+        one = completed_stages(world.session, task.id, stages, worktree)
+        assert one == [s for s in stages if s in every.get(task.id, ())]
     assert every["T-001"] == {"brainstorming", "design_review", "planning"}
 
 

@@ -25,6 +25,7 @@ from tilth.agent.verdict import (
     verdict_summary,
 )
 from tilth.safe_read import try_read_text
+from tilth.session.task import Task
 
 ATTEMPTS = 2
 SILENT_REVIEWS_LIMIT = 2
@@ -81,7 +82,7 @@ def diff_summary(out: str) -> str:
 
 def review(
     ctx: RunContext,
-    task: dict[str, Any],
+    task: Task,
     state: TaskState,
     stage: str,
     stages: tuple[str, ...],
@@ -91,7 +92,7 @@ def review(
     case: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one review of ``work`` at ``stage``; log it, append it to the ledger, return it."""
-    task_id = str(task["id"])
+    task_id = task.id
     ledger = ctx.session.ledger.read(task_id)
     round_number = len(ledger) + 1
     thread = ctx.session.threads.get(thread_key(task_id, stage, round_number))

@@ -19,13 +19,14 @@ from tilth.agent.resume import failed_subject
 from tilth.agent.run_context import RunContext
 from tilth.agent.stops import CAP_SETTINGS, STOP_FOR_FAILURE, Stop, StopRun, stop_reason
 from tilth.errors import StorageError, TilthError
+from tilth.session.task import Task
 
 
-def next_task(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+def next_task(tasks: list[Task]) -> Task | None:
     """The task to work on: one interrupted mid-way first, else the first pending one."""
     for wanted in ("in_progress", "pending"):
         for task in tasks:
-            if (task.get("status") or "pending") == wanted:
+            if task.status == wanted:
                 return task
     return None
 
@@ -35,8 +36,8 @@ def run_loop(ctx: RunContext) -> Stop:
     try:
         while True:
             ctx.check_caps()
-            task = next_task(ctx.session.load_prd())
-            if ctx.only_task is not None and (task is None or task["id"] != ctx.only_task):
+            task = next_task(ctx.session.tasks())
+            if ctx.only_task is not None and (task is None or task.id != ctx.only_task):
                 return finish(ctx, Stop("all_done", f"the attempt at {ctx.only_task} is over"))
             if task is None:
                 return finish(ctx, _no_open_task(ctx))
@@ -53,9 +54,9 @@ def run_loop(ctx: RunContext) -> Stop:
         return finish(ctx, Stop("error", f"unexpected {type(exc).__name__}: {exc}", error=exc))
 
 
-def _run_one(ctx: RunContext, task: dict[str, Any]) -> Stop | None:
+def _run_one(ctx: RunContext, task: Task) -> Stop | None:
     """Run one task's pipeline and record its outcome; a ``Stop`` when it failed."""
-    task_id, title = str(task["id"]), str(task.get("title", ""))
+    task_id, title = task.id, task.title
     ctx.progress.note(f"▶ {task_id}: {title}", style="bold")
     ctx.progress.status(task=task_id, tokens=ctx.session.tokens_used)
     # Marks the task in_progress, persists every step (attempts: ``tilth.attempts``).
@@ -101,7 +102,7 @@ def cap_hint(ctx: RunContext, reason: str) -> str:
 
 
 def _no_open_task(ctx: RunContext) -> Stop:
-    failed = [str(t["id"]) for t in ctx.session.load_prd() if t.get("status") == "failed"]
+    failed = [t.id for t in ctx.session.tasks() if t.status == "failed"]
     if failed:
         detail = f"task {failed[0]} is failed; `tilth resume {ctx.session.id}` retries it"
         return Stop("error", detail, task_id=failed[0])

@@ -22,6 +22,7 @@ from tilth.agent.verdict import rejection_line, verdict_summary
 from tilth.agent.worker import mark_stage_done
 from tilth.session.pipelines import stage_commit_message, stages_for
 from tilth.session.store import Session
+from tilth.session.task import Task
 
 
 @dataclass
@@ -41,10 +42,10 @@ def next_stage(stages: tuple[str, ...], done: list[str]) -> str | None:
     return next((stage for stage in stages if stage not in done), None)
 
 
-def begin_task(ctx: RunContext, task: dict[str, Any], state: TaskState) -> object | None:
+def begin_task(ctx: RunContext, task: Task, state: TaskState) -> object | None:
     """Mark ``task`` in progress: a retried one gets fresh budgets (progress kept); one never
     started logs ``task_start`` and records its checkpoint, which is returned (else None)."""
-    task_id = str(task["id"])
+    task_id = task.id
     set_task_status(ctx.session, task_id, "in_progress")
     if state.failure:
         ctx.session.log("task_retry", task_id=task_id, previous_failure=state.failure)
@@ -59,8 +60,8 @@ def begin_task(ctx: RunContext, task: dict[str, Any], state: TaskState) -> objec
     ctx.session.log(
         "task_start",
         task_id=task_id,
-        title=task.get("title", ""),
-        tier=str(task.get("tier") or ctx.settings.default_tier).upper(),
+        title=task.title,
+        tier=(task.tier or ctx.settings.default_tier).upper(),
         stages=list(stages_for(task, ctx.settings.default_tier)),
         base_commit=state.base_commit,
     )
@@ -68,9 +69,9 @@ def begin_task(ctx: RunContext, task: dict[str, Any], state: TaskState) -> objec
     return recorded
 
 
-def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
+def run_task(ctx: RunContext, task: Task) -> TaskOutcome:
     """Run ``task``'s remaining stages; may raise ``StopRun``, ``ModelError``, Ctrl-C."""
-    task_id = str(task["id"])
+    task_id = task.id
     stages = stages_for(task, ctx.settings.default_tier)
     state = TaskState.load(ctx.session, task_id)
     begin_task(ctx, task, state)
@@ -101,14 +102,10 @@ def run_task(ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
 
 def set_task_status(session: Session, task_id: str, status: str) -> None:
     """Set ``task_id``'s status in ``prd.json`` (written only when it changes)."""
-    tasks = session.load_prd()
-    changed = False
-    for entry in tasks:
-        if entry.get("id") == task_id and entry.get("status") != status:
-            entry["status"] = status
-            changed = True
-    if changed:
-        session.save_prd(tasks)
+    tasks = session.tasks()
+    changed = [t.with_status(status) if t.id == task_id else t for t in tasks]
+    if changed != tasks:
+        session.save_tasks(changed)
 
 
 def _start_stage(ctx: RunContext, state: TaskState, stage: str) -> None:

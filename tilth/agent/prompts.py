@@ -19,6 +19,7 @@ from tilth.agent.case import case_text, fence
 from tilth.agent.seed_copies import files_at
 from tilth.agent.verdict import REVIEWED_STAGE, format_ledger
 from tilth.safe_read import try_read_text
+from tilth.session.task import Task
 
 CONTEXT_FILES_CAP = 8_000
 PROGRESS_TAIL_LINES = 30
@@ -91,31 +92,30 @@ def progress_tail(path: Path) -> str:
     return text[-PROGRESS_CAP:]
 
 
-def full_plan(prd: list[dict[str, Any]], current: str) -> str:
+def full_plan(prd: list[Task], current: str) -> str:
     """Every task, the current one as a one-line pointer."""
     parts = []
     for entry in prd:
-        status = entry.get("status") or "pending"
-        head = f"### {entry.get('id')} — {entry.get('title', '')}  [{status}]"
-        if entry.get("id") == current:
+        head = f"### {entry.id} — {entry.title}  [{entry.status}]"
+        if entry.id == current:
             parts.append(head + "  ← your task (full detail below)")
             continue
-        body = [head, str(entry.get("description") or "").strip()]
-        body += [f"- {ac}" for ac in entry.get("acceptance_criteria") or []]
+        body = [head, entry.description.strip()]
+        body += [f"- {ac}" for ac in entry.acceptance_criteria]
         parts.append("\n".join(line for line in body if line))
     return cap("\n\n".join(parts), PLAN_CAP, "full plan truncated")
 
 
-def task_section(task: dict[str, Any], test_files: list[str]) -> str:
+def task_section(task: Task, test_files: list[str]) -> str:
     """The task itself: id, title, description, acceptance criteria, its seed tests."""
     lines = [
-        f"**ID:** {task.get('id')}",
-        f"**Title:** {task.get('title', '')}",
+        f"**ID:** {task.id}",
+        f"**Title:** {task.title}",
         "",
-        str(task.get("description") or "").strip(),
+        task.description.strip(),
         "",
         "### Acceptance criteria",
-        *[f"- {ac}" for ac in task.get("acceptance_criteria") or []],
+        *[f"- {ac}" for ac in task.acceptance_criteria],
     ]
     if test_files:
         lines += ["", "### Acceptance tests", *[f"- `{name}`" for name in test_files]]
@@ -170,8 +170,8 @@ def worker_system(stage: str) -> str:
 
 def worker_brief(
     *,
-    task: dict[str, Any],
-    prd: list[dict[str, Any]],
+    task: Task,
+    prd: list[Task],
     stage: str,
     stages: tuple[str, ...],
     outputs: dict[str, Any],
@@ -190,7 +190,7 @@ def worker_brief(
         (
             "## Full feature plan (all tasks — context, not work to do)",
             "Only the task under **Your task** is yours to build; the others are shown so you "
-            "do not pre-empt or break them.\n\n" + full_plan(prd, str(task.get("id"))),
+            "do not pre-empt or break them.\n\n" + full_plan(prd, task.id),
         ),
         ("## Your task", task_section(task, test_files)),
         ("## This attempt", attempt_note or ""),
@@ -231,7 +231,7 @@ def seed_tests_text(tests: dict[str, str]) -> str:
 
 def evaluator_brief(
     *,
-    task: dict[str, Any],
+    task: Task,
     stage: str,
     stages: tuple[str, ...],
     outputs: dict[str, Any],
@@ -244,10 +244,10 @@ def evaluator_brief(
 ) -> str:
     """The one user message an evaluator call gets."""
     context_text, loaded = context
-    criteria = "\n".join(f"- {ac}" for ac in task.get("acceptance_criteria") or [])
+    criteria = "\n".join(f"- {ac}" for ac in task.acceptance_criteria)
     shown_diff = cap(diff, DIFF_CAP, "diff truncated") if diff.strip() else "(empty diff)"
-    heading = f"# Task to evaluate: {task.get('id')} — {task.get('title', '')}"
-    description = str(task.get("description") or "").strip()
+    heading = f"# Task to evaluate: {task.id} — {task.title}"
+    description = task.description.strip()
     body = sections(
         ("## Acceptance criteria", criteria),
         (f"## Project context ({', '.join(loaded)})", context_text),

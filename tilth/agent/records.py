@@ -141,13 +141,12 @@ def task_counts(session: Session) -> dict[str, int]:
     """``{"total", "done", "failed", "pending", "in_progress"}`` from ``prd.json``."""
     counts = {"total": 0, "done": 0, "failed": 0, "pending": 0, "in_progress": 0}
     try:
-        tasks = session.load_prd()
+        tasks = session.tasks()
     except (SessionCorrupt, OSError):
         return counts
-    for entry in tasks:
-        status = str(entry.get("status") or "pending") if isinstance(entry, dict) else "pending"
+    for task in tasks:
         counts["total"] += 1
-        counts[status] = counts.get(status, 0) + 1
+        counts[task.status] = counts.get(task.status, 0) + 1
     return counts
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from tilth import git
 from tilth.session.store import Session
+from tilth.session.task import task_dicts
 from tilth.timeline.record.state_capture import capture_state
 from tilth.timeline.rewind.executor import execute_rewind
 from tilth.timeline.rewind.plan import RewindPlan
@@ -73,23 +74,21 @@ class ResumePlan:
 def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPlan]:
     """What resuming will change before the loop re-enters (no writes): failed tasks back
     to pending, the FAILED placeholder soft-reset. One more go-back for the executor."""
-    tasks = session.load_prd()
-    retried = [str(t["id"]) for t in tasks if t.get("status") == "failed"]
-    flipped = [
-        {**t, "status": "pending"} if t.get("status") == "failed" else dict(t) for t in tasks
-    ]
-    open_ids = {str(t["id"]) for t in flipped if t.get("status") in ("pending", "in_progress")}
+    tasks = session.tasks()
+    retried = [t.id for t in tasks if t.status == "failed"]
+    flipped = [t.with_status("pending") if t.status == "failed" else t for t in tasks]
+    open_ids = {t.id for t in flipped if t.is_open}
     placeholder = failed_placeholder(worktree, open_ids) if open_ids else None
-    ordered = [t for t in flipped if t.get("status") == "in_progress"] + [
-        t for t in flipped if t.get("status", "pending") == "pending"
+    ordered = [t for t in flipped if t.status == "in_progress"] + [
+        t for t in flipped if t.status == "pending"
     ]
-    pending = [str(t["id"]) for t in ordered if str(t["id"]) not in retried]
+    pending = [t.id for t in ordered if t.id not in retried]
     resume = ResumePlan(session.last_stop(), retried, pending, placeholder)
     state = None
     if retried:
         # The pipeline sees the task's recorded failure and starts a fresh attempt itself.
         state = capture_state(session)
-        state["prd"] = flipped
+        state["prd"] = task_dicts(flipped)
     changes = bool(retried or placeholder)
     target = Target(
         op="resume",

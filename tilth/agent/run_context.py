@@ -14,6 +14,7 @@ from tilth.model.base import Delta, Model, OnDelta
 from tilth.project_env import ProjectEnv, resolve_project_env
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
+from tilth.session.task import Task
 from tilth.tools.base import ToolObserver
 from tilth.tools.sandbox import Sandbox
 from tilth.worktree_env import trusted_worktree_env
@@ -108,7 +109,7 @@ class RunContext:
     """Told about each piece of a streamed reply (the live token count), when set."""
     sandbox: Sandbox | None = None
     """Where the worker's ``bash`` and the gate run confined (None: unsandboxed)."""
-    task_runner: Callable[[RunContext, dict[str, Any]], Any] | None = None
+    task_runner: Callable[[RunContext, Task], Any] | None = None
     """Runs one task instead of its pipeline in place (attempts, ``tilth.attempts``)."""
     only_task: str | None = None
     """An attempt session's one task: the run stops once it is no longer open."""

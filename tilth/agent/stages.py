@@ -28,6 +28,7 @@ from tilth.agent.worker import run_stage as run_worker_stage
 from tilth.config import secret_values
 from tilth.model.base import ToolCall, function_tool
 from tilth.session.events import payloads_of
+from tilth.session.task import Task
 
 SENDS_BACK_TO = REVIEWED_STAGE
 """A rejection returns the task to the stage that produced the rejected work."""
@@ -83,8 +84,8 @@ def _text_submission(
     return handle
 
 
-def _case_handler(ctx: RunContext, task: dict[str, Any]) -> Callable[[ToolCall, int], Submission]:
-    task_id = str(task["id"])
+def _case_handler(ctx: RunContext, task: Task) -> Callable[[ToolCall, int], Submission]:
+    task_id = task.id
 
     def handle(call: ToolCall, number: int) -> Submission:
         case, error = parse_case([call])
@@ -132,7 +133,7 @@ def _case_handler(ctx: RunContext, task: dict[str, Any]) -> Callable[[ToolCall, 
 
 
 def worker_spec(
-    ctx: RunContext, task: dict[str, Any], state: TaskState, stage: str, stages: tuple[str, ...]
+    ctx: RunContext, task: Task, state: TaskState, stage: str, stages: tuple[str, ...]
 ) -> StageSpec:
     """The submit tool, handler and prompts of a worker stage."""
     if stage == "brainstorming":
@@ -150,14 +151,14 @@ def worker_spec(
         session = ctx.session
         return prompts.worker_brief(
             task=task,
-            prd=session.load_prd(),
+            prd=session.tasks(),
             stage=stage,
             stages=stages,
             outputs=state.outputs,
-            ledger=session.ledger.read(str(task["id"])),
+            ledger=session.ledger.read(task.id),
             context=prompts.context_files(ctx.worktree, ctx.settings.context_files),
             progress=prompts.progress_tail(session.progress_path),
-            test_files=seed_test_files(ctx.worktree, [str(task["id"])]),
+            test_files=seed_test_files(ctx.worktree, [task.id]),
             closing=closing,
             attempt_note=ctx.attempt_note,
         )
@@ -218,7 +219,7 @@ def tampering_note(ctx: RunContext, task_id: str) -> str:
 
 # ---- the stages -----------------------------------------------------------------------------
 def run_stage(
-    ctx: RunContext, task: dict[str, Any], state: TaskState, stage: str, stages: tuple[str, ...]
+    ctx: RunContext, task: Task, state: TaskState, stage: str, stages: tuple[str, ...]
 ) -> StageResult:
     """Run ``stage`` of ``task`` to its end."""
     if stage in ("brainstorming", "planning", "implementing"):
@@ -232,7 +233,7 @@ def run_stage(
 
 
 def _review(
-    ctx: RunContext, task: dict[str, Any], state: TaskState, stage: str, stages: tuple[str, ...]
+    ctx: RunContext, task: Task, state: TaskState, stage: str, stages: tuple[str, ...]
 ) -> StageResult:
     case: dict[str, Any] | None = None
     report = ""
@@ -245,7 +246,7 @@ def _review(
         case = implemented.get("case") if isinstance(implemented.get("case"), dict) else None
         work = format_case(case) if case else "(the worker left no case)"
         report = gate_report(implemented.get("tests"))
-        report = "\n\n".join(x for x in (tampering_note(ctx, str(task["id"])), report) if x)
+        report = "\n\n".join(x for x in (tampering_note(ctx, task.id), report) if x)
     verdict = evaluator.review(
         ctx, task, state, stage, stages, work=work, gate_report=report, case=case
     )
@@ -259,9 +260,9 @@ def _review(
     )
 
 
-def _verify(ctx: RunContext, task: dict[str, Any], state: TaskState) -> StageResult:
-    task_id = str(task["id"])
-    done = [str(t["id"]) for t in ctx.session.load_prd() if t.get("status") == "done"]
+def _verify(ctx: RunContext, task: Task, state: TaskState) -> StageResult:
+    task_id = task.id
+    done = [t.id for t in ctx.session.tasks() if t.status == "done"]
     ids = [*[i for i in done if i != task_id], task_id]
     checks = "the seed tests of " + ", ".join(ids)
     if ctx.settings.lint_command:

@@ -20,6 +20,7 @@ from tilth.agent.task_state import TaskState
 from tilth.agent.turn import PREVIEW_CHARS, Actor, TurnResult, answer, log_call, say, take_turn
 from tilth.config import secret_values
 from tilth.model.base import ToolCall
+from tilth.session.task import Task
 from tilth.tools import WORKER_TOOL_NAMES, ToolBox
 
 EMPTY_RESPONSE_LIMIT = 3
@@ -149,13 +150,13 @@ def open_thread(ctx: RunContext, actor: Actor, spec: StageSpec, state: TaskState
     state.save(ctx.session)
 
 
-def run_stage(ctx: RunContext, task: dict[str, Any], state: TaskState, spec: StageSpec) -> Any:
+def run_stage(ctx: RunContext, task: Task, state: TaskState, spec: StageSpec) -> Any:
     """Take worker turns until ``spec``'s submit tool is accepted; returns the stage output.
 
     Raises ``TaskFailed`` (iter_cap, empty_responses, no_case) and lets ``StopRun``,
     ``ModelError`` and ``KeyboardInterrupt`` through; all progress is persisted per turn.
     """
-    task_id = str(task["id"])
+    task_id = task.id
 
     def checkpoint(label: str) -> str | None:
         found = ctx.recorder.turn(

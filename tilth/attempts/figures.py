@@ -67,9 +67,7 @@ def measure(child: Session, task_id: str, base_commit: str, start_tokens: int) -
             accepted = payload.get("verdict") == "accept"
         elif event.type == "task_failed":
             failure = str(payload.get("reason") or "error")
-    status = next(
-        (str(t.get("status")) for t in child.load_prd() if t.get("id") == task_id), "pending"
-    )
+    status = next((t.status for t in child.tasks() if t.id == task_id), "pending")
     return AttemptFigures(
         session=child.id,
         passed=status == "done",

@@ -42,7 +42,7 @@ class Drive(Protocol):
 def ended_as(child: Session, stop: Stop) -> str:
     """How an attempt's run ended, in a few words: its task's outcome, or why it stopped."""
     task_id = attempt_record(child).get("task_id")
-    status = next((t.get("status") for t in child.load_prd() if t.get("id") == task_id), None)
+    status = next((t.status for t in child.tasks() if t.id == task_id), None)
     if status == "done":
         return f"✓ {task_id} passed"
     if status == "failed":

@@ -25,6 +25,7 @@ from tilth.attempts.figures import AttemptFigures, choose, measure
 from tilth.errors import TilthError
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
+from tilth.session.task import Task
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
 from tilth.timeline.rewind.graft import graft_spec
@@ -50,8 +51,8 @@ class AttemptsRunner:
     made (the next is forked while it runs); a result per session."""
     on_line: Callable[[str], Any] | None = None
 
-    def __call__(self, ctx: RunContext, task: dict[str, Any]) -> TaskOutcome:
-        task_id = str(task["id"])
+    def __call__(self, ctx: RunContext, task: Task) -> TaskOutcome:
+        task_id = task.id
         state = TaskState.load(ctx.session, task_id)
         if state.stages_done or (state.base_commit is not None and git.is_dirty(ctx.worktree)):
             # Under way in place already (a run from before, a retry holding a failed
@@ -119,9 +120,9 @@ class AttemptsRunner:
         return child
 
 
-def _task_start(ctx: RunContext, task: dict[str, Any], state: TaskState) -> Checkpoint:
+def _task_start(ctx: RunContext, task: Task, state: TaskState) -> Checkpoint:
     """The task's start on the parent's timeline (recorded now when it has none)."""
-    task_id = str(task["id"])
+    task_id = task.id
     recorded = begin_task(ctx, task, state)
     if isinstance(recorded, Checkpoint):
         return recorded
@@ -141,7 +142,7 @@ def _task_start(ctx: RunContext, task: dict[str, Any], state: TaskState) -> Chec
 def task_over(child: Session) -> bool:
     """True when the attempt ``child``'s task ended (done or failed), not cut short."""
     task_id = attempt_record(child).get("task_id")
-    status = next((t.get("status") for t in child.load_prd() if t.get("id") == task_id), None)
+    status = next((t.status for t in child.tasks() if t.id == task_id), None)
     return status in ("done", "failed")
 
 

@@ -134,9 +134,9 @@ def resume_session(session: Session, cfg: Settings, out: IO) -> int:
     if session.status == "prepared":
         out.dim(f"session {session.id} is prepared and never ran; running it (as `tilth run`)")
         return _drive(session, cfg, out, resume=False)
-    tasks = session.load_prd()
+    tasks = session.tasks()
     # A crash between the last task and its stop event leaves "running": the loop fixes that.
-    if session.status == "all_done" and all(t.get("status") == "done" for t in tasks):
+    if session.status == "all_done" and all(t.status == "done" for t in tasks):
         from tilth import library
 
         library.resume(session, settings=cfg, out=out)  # changes nothing; logs session_resume

@@ -249,10 +249,10 @@ RUN = ("tilth.cli.run", "tilth.agent.pipeline")
 
 def _last_task(session: Session) -> str:
     try:
-        tasks = session.load_prd()
+        tasks = session.tasks()
     except TilthError:
         return "T-001"
-    return str(tasks[-1].get("id", "T-001")) if tasks else "T-001"
+    return tasks[-1].id if tasks else "T-001"
 
 
 def run_demo(out: IO, options: DemoOptions) -> int:

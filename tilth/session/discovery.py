@@ -81,9 +81,9 @@ def describe(session: Session) -> SessionInfo:
     done = total = 0
     problem = None
     try:
-        tasks = session.load_prd()
+        tasks = session.tasks()
         total = len(tasks)
-        done = sum(1 for t in tasks if t.get("status") == "done")
+        done = sum(1 for t in tasks if t.status == "done")
     except (SessionCorrupt, OSError) as exc:
         # A prepared-but-never-seeded session has no prd.json: nothing is damaged then.
         if session.prd_path.exists():

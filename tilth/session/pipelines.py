@@ -6,7 +6,8 @@ Shared by the run loop (what to run next) and the timeline (what a restart re-ru
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from tilth.session.task import Task
 
 L1_STAGES = ("planning", "implementing", "code_review", "verifying")
 L2_STAGES = (
@@ -20,9 +21,9 @@ L2_STAGES = (
 STAGES_BY_TIER = {"L1": L1_STAGES, "L2": L2_STAGES}
 
 
-def stages_for(task: dict[str, Any], default_tier: str) -> tuple[str, ...]:
+def stages_for(task: Task, default_tier: str) -> tuple[str, ...]:
     """The stage pipeline of ``task`` by its tier (or the default tier)."""
-    tier = task.get("tier") or default_tier
+    tier = task.tier or default_tier
     return STAGES_BY_TIER.get(str(tier).upper(), L1_STAGES)
 
 

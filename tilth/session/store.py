@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from tilth.session.migrations import upgrade
 from tilth.session.records import read_seed_meta
 from tilth.session.schemas import SCHEMAS
 from tilth.session.session_record import SessionRecord
+from tilth.session.task import Task, task_dicts, tasks_of
 from tilth.session.threads import Threads
 from tilth.session.validate import (
     SESSION_STATUSES,
@@ -301,7 +303,8 @@ class Session:
 
     # ---- prd.json -----------------------------------------------------------------------
     def load_prd(self) -> list[dict[str, Any]]:
-        """The task list; raises ``SessionCorrupt`` if it is missing or not a list."""
+        """The task list as ``prd.json`` holds it (for JSON output; ``tasks()`` is the typed
+        one); raises ``SessionCorrupt`` if it is missing or damaged."""
         try:
             data = read_json(self.prd_path, what="prd.json")
         except SessionCorrupt as exc:
@@ -325,8 +328,16 @@ class Session:
         return f"`tilth doctor {self.id} --repair` restores it from the latest checkpoint"
 
     def save_prd(self, tasks: list[dict[str, Any]]) -> None:
-        """Write ``prd.json`` atomically."""
+        """Write ``prd.json`` atomically (entries as the file holds them)."""
         atomic_write_json(self.prd_path, tasks)
+
+    def tasks(self) -> list[Task]:
+        """The task list, typed (``load_prd`` is the same list as the file holds it)."""
+        return tasks_of(self.load_prd())
+
+    def save_tasks(self, tasks: Iterable[Task]) -> None:
+        """Write ``prd.json`` atomically from typed tasks."""
+        self.save_prd(task_dicts(tasks))
 
     def seed_meta(self) -> dict[str, Any]:
         """``seed-meta.json`` as a dict ({} if missing or malformed)."""

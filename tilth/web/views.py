@@ -96,6 +96,7 @@ def _worktree(record: dict[str, Any]) -> Path | None:
 def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[dict[str, Any]]:
     """The prd with each task's pipeline, completed stages and stored stage outputs."""
     from tilth.session.pipelines import stages_for
+    from tilth.session.task import Task
     from tilth.timeline.rewind.restart import completed_stages_by_task
 
     try:
@@ -109,7 +110,7 @@ def tasks(session: Session, settings: Settings, record: dict[str, Any]) -> list[
     out = []
     for task in prd:
         task_id = str(task.get("id"))
-        stages = stages_for(task, settings.default_tier)
+        stages = stages_for(Task.from_dict(task), settings.default_tier)
         out.append(
             {
                 **task,

@@ -236,12 +236,10 @@ def files_step(session: Session, plan: RewindPlan) -> None:
         git.git("checkout", str(spec["placeholder"]), "--", ".", cwd=session.workspace_dir)
     status = spec.get("status")
     if status:
-        tasks = session.load_prd()
-        if any(t.get("id") == task_id and t.get("status") != status for t in tasks):
-            for entry in tasks:
-                if entry.get("id") == task_id:
-                    entry["status"] = status
-            session.save_prd(tasks)
+        tasks = session.tasks()
+        changed = [t.with_status(str(status)) if t.id == task_id else t for t in tasks]
+        if changed != tasks:
+            session.save_tasks(changed)
     if isinstance(spec.get("tokens"), int):
         session.update_checkpoint(tokens_used=int(spec["base"]["tokens"]) + int(spec["tokens"]))
 

@@ -22,6 +22,7 @@ from tilth.errors import UsageError
 from tilth.session.events import iter_lines, utc_now
 from tilth.session.pipelines import STAGE_COMMIT, stages_for
 from tilth.session.store import Session
+from tilth.session.task import Task
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
 from tilth.timeline.record.state_capture import capture_state, worktree_of
 from tilth.timeline.rewind.plan import RewindError, RewindPlan
@@ -39,17 +40,17 @@ class StageTarget:
     warning: str | None = None
 
 
-def stages_of(task: dict[str, Any], default_tier: str) -> tuple[str, ...]:
+def stages_of(task: Task, default_tier: str) -> tuple[str, ...]:
     """The task's pipeline by its tier (or the default tier)."""
     return stages_for(task, default_tier)
 
 
-def _task(session: Session, task_id: str) -> dict[str, Any]:
-    tasks = [t for t in session.load_prd() if isinstance(t, dict)]
+def _task(session: Session, task_id: str) -> Task:
+    tasks = session.tasks()
     for task in tasks:
-        if task.get("id") == task_id:
+        if task.id == task_id:
             return task
-    known = ", ".join(str(t.get("id")) for t in tasks) or "none"
+    known = ", ".join(t.id for t in tasks) or "none"
     raise UsageError(f"session {session.id} has no task {task_id} (tasks: {known})")
 
 
