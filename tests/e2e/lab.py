@@ -30,6 +30,7 @@ from tilth.demo.story import demo_team
 from tilth.model import FakeServer, Script
 from tilth.model.script import Reply, delay, empty, error, reply, tool_call
 from tilth.session.events import read_json_objects
+from tilth.session.session_record import SessionRecord
 
 MODEL = "tilth-e2e-model"
 """One model name for every role: routing must go by role, never by name."""
@@ -277,7 +278,10 @@ class Live:
         return [e for e in self.events(sid) if e["type"] == kind]
 
     def checkpoint(self, sid: str | None = None) -> dict[str, Any]:
-        return self.session(sid).record().to_dict()
+        return self.record(sid).to_dict()
+
+    def record(self, sid: str | None = None) -> SessionRecord:
+        return self.session(sid).record()
 
     def prd(self, sid: str | None = None) -> list[dict[str, Any]]:
         return self.session(sid).prd()
