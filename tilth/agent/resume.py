@@ -15,8 +15,7 @@ from typing import Any
 
 from tilth import git
 from tilth.session.store import Session
-from tilth.session.task import task_dicts
-from tilth.timeline.record.state_capture import capture_state
+from tilth.timeline.record.state_capture import read_harness_state
 from tilth.timeline.rewind.executor import execute_rewind
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.planner import plan
@@ -87,8 +86,7 @@ def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPla
     state = None
     if retried:
         # The pipeline sees the task's recorded failure and starts a fresh attempt itself.
-        state = capture_state(session)
-        state["prd"] = task_dicts(flipped)
+        state = read_harness_state(session).with_prd(tuple(flipped)).to_dict()
     changes = bool(retried or placeholder)
     target = Target(
         op="resume",

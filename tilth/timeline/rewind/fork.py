@@ -26,6 +26,7 @@ from tilth import git, git_worktrees
 from tilth.errors import TilthError, UsageError
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
+from tilth.session.harness_state import HarnessState
 from tilth.session.store import CHECKPOINT_SCHEMA, Session, new_session_id
 from tilth.timeline.record.blob_store import remember_store, session_store
 from tilth.timeline.record.checkpoints import (
@@ -38,7 +39,7 @@ from tilth.timeline.record.checkpoints import (
     write_checkpoint,
 )
 from tilth.timeline.record.dir_state import is_manifest_head
-from tilth.timeline.record.state_capture import last_event, task_statuses, worktree_of
+from tilth.timeline.record.state_capture import last_event, worktree_of
 from tilth.timeline.rewind import planner, targets
 from tilth.timeline.rewind.code_restore import apply_overlay
 from tilth.timeline.rewind.plan import RewindPlan
@@ -125,7 +126,7 @@ def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> Rewind
     child = _new_child_id(sessions_dir)
     branch = f"session/{child}"
     workspace = sessions_dir / child / "workspace"
-    statuses = task_statuses(target.state.get("prd"))
+    statuses = HarnessState.from_dict(target.state).task_statuses()
     details = (
         f"new session {child}: branch {branch} at {target.head[:12]}, worktree {workspace}",
         f"files: {len(target.overlay)} uncommitted file(s) of the checkpoint written over it",
@@ -265,14 +266,15 @@ def _copy_files(parent: Session, child: Session, target: Checkpoint, seqs: list[
     events = parent.events.path
     if events.is_file():
         _copy_prefix(events, child.events.path, target.event_offset)
-    state = dict(target.state)
+    state = HarnessState.from_dict(target.state)
     # Status and tokens go into checkpoint.json last, with the lineage: until then the
     # half-made fork stays marked failed.
-    restore_files(child, {k: v for k, v in state.items() if k not in ("status", "tokens_used")})
-    restore_counts(child.ledger.directory, dict(state.get("ledger") or {}))
-    lines = state.get("progress_lines")
-    if isinstance(lines, int):
-        cut_lines(child.progress_path, lines)
+    files = {k: v for k, v in state.to_dict().items() if k not in ("status", "tokens_used")}
+    restore_files(child, files)
+    if "ledger" not in state.damaged:
+        restore_counts(child.ledger.directory, dict(state.ledger))
+    if state.progress_lines is not None:
+        cut_lines(child.progress_path, state.progress_lines)
     restore_threads(child.threads.directory, dict(target.threads))
     timeline_dir(child).mkdir(parents=True, exist_ok=True)
     remember_store(child, session_store(parent))
@@ -303,11 +305,11 @@ def _child_record(
             "forked_from": {**forked_from, "head": target.head, "at": utc_now()},
         }
     )
-    state = target.state
-    if "status" in state:
-        record["status"] = state["status"]
-    if "tokens_used" in state:
-        record["tokens_used"] = state["tokens_used"]
+    state = HarnessState.from_dict(target.state)
+    if state.has("status"):
+        record["status"] = state.status
+    if state.has("tokens_used"):
+        record["tokens_used"] = state.tokens_used
     return record
 
 
