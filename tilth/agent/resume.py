@@ -15,7 +15,6 @@ from typing import Any
 
 from tilth import git
 from tilth.session.store import Session
-from tilth.session.task import task_dicts
 from tilth.timeline.controller import TimelineController
 from tilth.timeline.rewind.plan import RewindPlan
 
@@ -84,7 +83,7 @@ def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPla
     resume = ResumePlan(session.last_stop(), retried, pending, placeholder)
     rewind_plan = TimelineController(session).plan_resume(
         worktree,
-        task_dicts(flipped) if retried else None,
+        tuple(flipped) if retried else None,
         placeholder,
         headline=f"resume session {session.id}: {resume.text}",
         event={

@@ -13,6 +13,7 @@ from typing import Any
 from tilth import git
 from tilth.errors import SessionCorrupt
 from tilth.git import worktrees as git_worktrees
+from tilth.session.harness_state import HarnessState
 from tilth.session.store import Session
 from tilth.session.teardown import recorded_source
 from tilth.timeline.record.checkpoints import list_checkpoints
@@ -127,8 +128,9 @@ def status_now(session: Session, checkpoints: list[Any]) -> str:
         if reason == "all_done":
             return "all_done"
         return "running" if reason in _RESUMABLE else "failed"
-    if checkpoints and checkpoints[-1].state.get("status"):
-        return str(checkpoints[-1].state["status"])
+    recorded = HarnessState.from_dict(checkpoints[-1].state).status if checkpoints else None
+    if recorded:
+        return recorded
     return "prepared" if session.events.last("seed_committed") else "running"
 
 

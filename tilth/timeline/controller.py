@@ -20,6 +20,7 @@ from tilth.errors import SessionLocked
 from tilth.model.base import Model
 from tilth.session.live_run import stop_live_run
 from tilth.session.store import Session
+from tilth.session.task import Task
 from tilth.timeline.record.checkpoints import (
     Checkpoint,
     TimelineRead,
@@ -153,7 +154,7 @@ class TimelineController:
     def plan_resume(
         self,
         worktree: Path,
-        prd: list[dict[str, Any]] | None,
+        prd: tuple[Task, ...] | None,
         placeholder: str | None,
         *,
         headline: str,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilth import git
 from tilth.session.events import utc_now
+from tilth.session.harness_state import HarnessState
 from tilth.session.store import Session
 from tilth.timeline.record.checkpoints import (
     Checkpoint,
@@ -23,7 +24,7 @@ from tilth.timeline.record.checkpoints import (
     write_checkpoint,
 )
 from tilth.timeline.record.git_reads import dirty_paths
-from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, thread_heads
+from tilth.timeline.record.state_capture import log_tail, read_harness_state, thread_heads
 from tilth.timeline.record.turn_capture import TurnCapture
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class Recorder:
             head=head,
             event_offset=size,
             event_seq=event_seq,
-            state=capture_state(self.session),
+            state=read_harness_state(self.session).to_dict(),
             threads=thread_heads(self.session.threads.directory),
             overlay=overlay,
             files_changed=files,
@@ -178,9 +179,9 @@ class Recorder:
 
 def describe_state(checkpoint: Checkpoint) -> dict[str, Any]:
     """A short summary of a checkpoint's harness state (for ``--json`` listings)."""
-    state = checkpoint.state
+    state = HarnessState.from_dict(checkpoint.state)
     return {
-        "tasks": task_statuses(state.get("prd")),
-        "tokens_used": state.get("tokens_used"),
-        "status": state.get("status"),
+        "tasks": state.task_statuses(),
+        "tokens_used": state.tokens_used,
+        "status": state.status,
     }

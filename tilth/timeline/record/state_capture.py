@@ -1,4 +1,4 @@
-"""Harness state: read it cheaply for a checkpoint.
+"""Harness state: read it cheaply for a checkpoint (a ``HarnessState``).
 
 The state a checkpoint fixes is ``prd.json``, every ``tasks/<T>.json``, the line
 count of every ledger and of ``progress.txt``, ``tokens_used`` and the session
@@ -15,6 +15,7 @@ from typing import Any
 
 from tilth.errors import SessionCorrupt
 from tilth.session.files import read_json
+from tilth.session.harness_state import HarnessState
 from tilth.session.records import read_task_state
 from tilth.session.store import Session
 from tilth.session.threads import Thread
@@ -109,7 +110,7 @@ def _read_optional_json(path: Path, what: str) -> Any:
         return None
 
 
-def capture_state(session: Session) -> dict[str, Any]:
+def read_harness_state(session: Session) -> HarnessState:
     """The harness state as it is on disk now (a pure read)."""
     cp = session.record()
     tasks: dict[str, Any] = {}
@@ -120,25 +121,21 @@ def capture_state(session: Session) -> dict[str, Any]:
     ledger = {}
     if ledger_dir.is_dir():
         ledger = {p.stem: count_lines(p) for p in sorted(ledger_dir.glob("*.jsonl"))}
-    return {
-        "prd": _read_optional_json(session.prd_path, "prd.json"),
-        "tasks": tasks,
-        "ledger": ledger,
-        "progress_lines": count_lines(session.progress_path),
-        "tokens_used": cp.tokens_used,
-        "status": cp.status,
-    }
+    return HarnessState.from_dict(
+        {
+            "prd": _read_optional_json(session.prd_path, "prd.json"),
+            "tasks": tasks,
+            "ledger": ledger,
+            "progress_lines": count_lines(session.progress_path),
+            "tokens_used": cp.tokens_used,
+            "status": cp.status,
+        }
+    )
 
 
-def task_statuses(prd: Any) -> dict[str, str]:
-    """``task id → status`` from a prd list (tolerant of junk entries)."""
-    if not isinstance(prd, list):
-        return {}
-    return {
-        str(t["id"]): str(t.get("status") or "pending")
-        for t in prd
-        if isinstance(t, dict) and "id" in t
-    }
+def capture_state(session: Session) -> dict[str, Any]:
+    """The harness state as it is on disk now, as a checkpoint stores it."""
+    return read_harness_state(session).to_dict()
 
 
 def worktree_of(session: Session) -> Path:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tilth import git
+from tilth.session.harness_state import HarnessState
 from tilth.session.store import Session
-from tilth.timeline.record.state_capture import capture_state, task_statuses
+from tilth.timeline.record.state_capture import read_harness_state
 from tilth.timeline.rewind.change_report import thread_drops
 
 
@@ -26,12 +27,11 @@ def _kept(sha: object, head: str, worktree: Path) -> bool:
 
 
 def code_consistent_state(
-    state: dict[str, Any], head: str, worktree: Path
-) -> tuple[dict[str, Any], list[str], dict[str, list[str]]]:
+    state: HarnessState, head: str, worktree: Path
+) -> tuple[HarnessState, list[str], dict[str, list[str]]]:
     """``state`` with every task whose stage commits ``head`` drops wound back; why; and
     each wound-back task's surviving stages."""
-    state = copy.deepcopy(state)
-    tasks: dict[str, Any] = state.get("tasks") or {}
+    tasks: dict[str, Any] = copy.deepcopy(dict(state.tasks))
     statuses: dict[str, str] = {}
     survivors: dict[str, list[str]] = {}
     lines: list[str] = []
@@ -62,12 +62,20 @@ def code_consistent_state(
             f"{statuses[task_id]} (`tilth resume` re-runs "
             + ("it)" if statuses[task_id] == "pending" else f"it from {lost[0]})")
         )
-    for entry in state.get("prd") or []:
-        if isinstance(entry, dict) and entry.get("id") in statuses:
-            if entry.get("status") in ("done", "in_progress", "failed"):
-                entry["status"] = statuses[str(entry["id"])]
-    if statuses and state.get("status") == "all_done":
-        state["status"] = "running"
+    if not statuses:
+        return state, lines, survivors
+    state = state.with_tasks(tasks)
+    if state.prd is not None:
+        state = state.with_prd(
+            tuple(
+                task.with_status(statuses[task.id])
+                if task.id in statuses and task.status in ("done", "in_progress", "failed")
+                else task
+                for task in state.prd
+            )
+        )
+    if state.status == "all_done":
+        state = state.with_status("running")
     return state, lines, survivors
 
 
@@ -88,7 +96,7 @@ class WindBack:
     """What a code-only rewind changes besides the code: the wound-back state, the worker
     threads of the stages that run again (None: threads kept), and the report lines."""
 
-    state: dict[str, Any]
+    state: HarnessState
     threads: dict[str, str | None] | None
     messages_dropped: dict[str, int] = field(default_factory=dict)
     threads_deleted: list[str] = field(default_factory=list)
@@ -103,7 +111,7 @@ def wind_back_tasks(session: Session, head: str, worktree: Path) -> WindBack | N
     The worker threads of the stages that run again go too: they describe code that no
     longer exists, and a fresh attempt starts from the task's brief.
     """
-    now = capture_state(session)
+    now = read_harness_state(session)
     state, lines, survivors = code_consistent_state(now, head, worktree)
     if not lines:
         return None
@@ -114,7 +122,7 @@ def wind_back_tasks(session: Session, head: str, worktree: Path) -> WindBack | N
         wound.messages_dropped, wound.threads_deleted = thread_drops(
             session.threads.directory, threads
         )
-    before, after = task_statuses(now.get("prd")), task_statuses(state.get("prd"))
+    before, after = now.task_statuses(), state.task_statuses()
     wound.task_changes = [
         (tid, before.get(tid, "-"), new) for tid, new in after.items() if before.get(tid) != new
     ]

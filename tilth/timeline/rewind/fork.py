@@ -22,11 +22,12 @@ from pathlib import Path
 
 from tilth import git
 from tilth.errors import UsageError
+from tilth.session.harness_state import HarnessState
 from tilth.session.store import Session, new_session_id
 from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints, resolve_checkpoint
 from tilth.timeline.record.dir_state import is_manifest_head, resolve_state
-from tilth.timeline.record.state_capture import task_statuses, worktree_of
+from tilth.timeline.record.state_capture import worktree_of
 from tilth.timeline.rewind import planner, targets
 from tilth.timeline.rewind.fork_steps import ForkError, fork_of
 from tilth.timeline.rewind.plan import RewindPlan
@@ -76,7 +77,7 @@ def plan_fork(parent: Session, target: Checkpoint, sessions_dir: Path) -> Rewind
     child = _new_child_id(sessions_dir)
     branch = f"session/{child}"
     workspace = sessions_dir / child / "workspace"
-    statuses = task_statuses(target.state.get("prd"))
+    statuses = HarnessState.from_dict(target.state).task_statuses()
     details = (
         f"new session {child}: branch {branch} at {target.head[:12]}, worktree {workspace}",
         f"files: {len(target.overlay)} uncommitted file(s) of the checkpoint written over it",

@@ -18,6 +18,7 @@ from tilth.errors import TilthError
 from tilth.git import worktrees as git_worktrees
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
+from tilth.session.harness_state import HarnessState
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
 from tilth.timeline.record.blob_store import remember_store, session_store
 from tilth.timeline.record.checkpoints import (
@@ -169,14 +170,15 @@ def _copy_files(parent: Session, child: Session, target: Checkpoint, seqs: list[
     events = parent.events.path
     if events.is_file():
         _copy_prefix(events, child.events.path, target.event_offset)
-    state = dict(target.state)
+    state = HarnessState.from_dict(target.state)
     # Status and tokens go into checkpoint.json last, with the lineage: until then the
     # half-made fork stays marked failed.
-    restore_files(child, {k: v for k, v in state.items() if k not in ("status", "tokens_used")})
-    restore_counts(child.ledger.directory, dict(state.get("ledger") or {}))
-    lines = state.get("progress_lines")
-    if isinstance(lines, int):
-        cut_lines(child.progress_path, lines)
+    files = {k: v for k, v in state.to_dict().items() if k not in ("status", "tokens_used")}
+    restore_files(child, files)
+    if "ledger" not in state.damaged:
+        restore_counts(child.ledger.directory, dict(state.ledger))
+    if state.progress_lines is not None:
+        cut_lines(child.progress_path, state.progress_lines)
     restore_threads(child.threads.directory, dict(target.threads))
     timeline_dir(child).mkdir(parents=True, exist_ok=True)
     remember_store(child, session_store(parent))
@@ -207,11 +209,11 @@ def _child_record(
             "forked_from": {**forked_from, "head": target.head, "at": utc_now()},
         }
     )
-    state = target.state
-    if "status" in state:
-        record["status"] = state["status"]
-    if "tokens_used" in state:
-        record["tokens_used"] = state["tokens_used"]
+    state = HarnessState.from_dict(target.state)
+    if state.has("status"):
+        record["status"] = state.status
+    if state.has("tokens_used"):
+        record["tokens_used"] = state.tokens_used
     return record
 
 

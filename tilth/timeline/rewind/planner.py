@@ -15,12 +15,13 @@ from typing import Any
 
 from tilth import git
 from tilth.errors import GitError
+from tilth.session.harness_state import HarnessState
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import session_store
 from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, list_checkpoints
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.git_reads import dirty_paths
-from tilth.timeline.record.state_capture import capture_state, log_tail, task_statuses, worktree_of
+from tilth.timeline.record.state_capture import log_tail, read_harness_state, worktree_of
 from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.change_report import tally_events, thread_drops, tree_changes
 from tilth.timeline.rewind.code_only import wind_back_tasks
@@ -170,10 +171,10 @@ def events_part(session: Session, offset: int, seq: int) -> HistoryPart:
     return part
 
 
-def task_changes(session: Session, state: dict[str, Any]) -> list[tuple[str, str, str]]:
+def task_changes(session: Session, state: HarnessState) -> list[tuple[str, str, str]]:
     """``(task, now, then)`` for every task whose status ``state`` changes."""
-    now = task_statuses(capture_state(session).get("prd"))
-    then = task_statuses(state.get("prd"))
+    now = read_harness_state(session).task_statuses()
+    then = state.task_statuses()
     return [(t, now.get(t, "-"), then[t]) for t in then if now.get(t, "-") != then[t]]
 
 
@@ -182,7 +183,7 @@ def history_part(session: Session, goal: HistoryGoal) -> HistoryPart:
     if goal.event_offset is not None:
         part = events_part(session, goal.event_offset, goal.event_seq)
     if goal.state is not None:
-        part.task_changes = task_changes(session, goal.state)
+        part.task_changes = task_changes(session, HarnessState.from_dict(goal.state))
     if goal.threads is not None:
         part.messages_dropped, part.threads_deleted = thread_drops(
             session.threads.directory, goal.threads
@@ -245,7 +246,7 @@ def plan(session: Session, target: Target, *, survey: bool = False) -> RewindPla
         # No done task without its code (code_only.py): the tasks whose commits go wind back.
         wound = wind_back_tasks(session, code.head, worktree)
         if wound is not None:
-            state, changes = wound.state, wound.task_changes
+            state, changes = wound.state.to_dict(), wound.task_changes
             if wound.threads is not None:
                 threads, messages = wound.threads, wound.messages_dropped
                 deleted = wound.threads_deleted
@@ -325,7 +326,8 @@ def restored_note(
     threads: dict[str, str | None] | None,
 ) -> AddNote | None:
     """The "files were restored" note, in the thread the worker will read next."""
-    thread = next_worker_thread(session, state, threads)
+    typed = None if state is None else HarnessState.from_dict(state)
+    thread = next_worker_thread(session, typed, threads)
     if thread is None:
         return None
     return AddNote(
@@ -338,25 +340,25 @@ def restored_note(
 
 def next_worker_thread(
     session: Session,
-    state: dict[str, Any] | None = None,
+    state: HarnessState | None = None,
     keep: dict[str, str | None] | None = None,
 ) -> str | None:
     """The thread the worker continues in: the open task's current stage, else the most
     recent worker thread, else the most recent thread (never an evaluator's when a worker's
     exists). ``state`` and ``keep`` are the harness state and thread heads after the plan
     (None: as they are now)."""
-    state = state if state is not None else capture_state(session)
+    state = state if state is not None else read_harness_state(session)
     directory = session.threads.directory
 
     def usable(path: Path) -> bool:
         return path.is_file() and (keep is None or path.stem in keep)
 
-    for task in state.get("prd") or []:
-        if not isinstance(task, dict) or task.get("status") not in ("in_progress", "pending"):
+    for task in state.prd or ():
+        if not task.is_open:
             continue
-        record = (state.get("tasks") or {}).get(str(task.get("id")))
+        record = state.tasks.get(task.id)
         stage = record.get("current_stage") if isinstance(record, dict) else None
-        key = f"worker.{task.get('id')}.{stage}"
+        key = f"worker.{task.id}.{stage}"
         if stage and usable(directory / f"{key}.jsonl"):
             return key
         break

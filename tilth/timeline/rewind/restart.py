@@ -20,11 +20,12 @@ from typing import Any
 from tilth import git
 from tilth.errors import UsageError
 from tilth.session.events import iter_lines, utc_now
+from tilth.session.harness_state import HarnessState
 from tilth.session.pipelines import STAGE_COMMIT, stages_for
 from tilth.session.store import Session
 from tilth.session.task import Task
 from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
-from tilth.timeline.record.state_capture import capture_state, worktree_of
+from tilth.timeline.record.state_capture import read_harness_state, worktree_of
 from tilth.timeline.rewind.plan import RewindError, RewindPlan
 from tilth.timeline.rewind.planner import plan
 from tilth.timeline.rewind.targets import CodeGoal, Target, checkpoint_target
@@ -116,7 +117,7 @@ def _base(session: Session, task_id: str, worktree: Path) -> StageTarget:
     ]
     if starts:
         return StageTarget(starts[0].head, starts[0], "", _off_branch(starts[0].head, worktree))
-    state = capture_state(session)["tasks"].get(task_id)
+    state = read_harness_state(session).tasks.get(task_id)
     base = state.get("base_commit") if isinstance(state, dict) else None
     if isinstance(base, str) and git.rev_parse(base, worktree):
         return StageTarget(base, None, "", _off_branch(base, worktree))
@@ -219,25 +220,24 @@ def _prune_stages(value: Any, dropped: set[str]) -> Any:
 
 def _fallback_state(
     session: Session, task_id: str, stages: tuple[str, ...], from_stage: str
-) -> dict[str, Any]:
+) -> HarnessState:
     """Harness state when no checkpoint exists: this and later tasks cleared by hand."""
-    state = capture_state(session)
-    prd = [t for t in state["prd"] or [] if isinstance(t, dict)]
-    ids = [str(t.get("id")) for t in prd]
+    state = read_harness_state(session)
+    prd = state.prd or ()
+    ids = [t.id for t in prd]
     later = set(ids[ids.index(task_id) + 1 :]) if task_id in ids else set()
-    for task in prd:
-        if task.get("id") in later:
-            task["status"] = "pending"
-    tasks = {k: v for k, v in state["tasks"].items() if k not in later}
+    if state.prd is not None:
+        state = state.with_prd(tuple(t.with_status("pending") if t.id in later else t for t in prd))
+    tasks = {k: v for k, v in state.tasks.items() if k not in later}
     if from_stage == stages[0]:
         tasks.pop(task_id, None)
     elif task_id in tasks:
         dropped = set(stages[stages.index(from_stage) :])
         tasks[task_id] = _prune_stages(tasks[task_id], dropped)
-    state["tasks"] = tasks
-    state["ledger"] = {k: v for k, v in state["ledger"].items() if k not in later}
-    if state["status"] in ("all_done", "failed", "prepared"):
-        state["status"] = "running"
+    state = state.with_tasks(tasks)
+    state = state.with_ledger({k: v for k, v in state.ledger.items() if k not in later})
+    if state.status in ("all_done", "failed", "prepared"):
+        state = state.with_status("running")
     return state
 
 
@@ -283,7 +283,7 @@ def restart_target(
     found = find_target(session, task_id, from_stage, default_tier)
     if found.checkpoint is not None:
         target = checkpoint_target(found.checkpoint, "both", op="restart")
-        state = dict(target.history.state or {})
+        state = HarnessState.from_dict(target.history.state or {})
         warnings = list(target.warnings)
     else:
         target = Target(
@@ -296,25 +296,26 @@ def restart_target(
         )
         state = _fallback_state(session, task_id, stages, found.from_stage)
         warnings = ["no checkpoint for this point: conversation threads and the event log are kept"]
-    state = json.loads(json.dumps(state))
-    for entry in state.get("prd") or []:
-        if isinstance(entry, dict) and entry.get("id") == task_id:
-            entry["status"] = "pending"
+    if state.prd is not None:
+        state = state.with_prd(
+            tuple(t.with_status("pending") if t.id == task_id else t for t in state.prd)
+        )
     if found.warning:
         warnings.insert(0, found.warning)
     whole = found.from_stage == stages[0]
     rerun = stages[stages.index(found.from_stage) :]
     details = [f"stages that will re-run: {' -> '.join(rerun)}"]
-    task_state = (state.get("tasks") or {}).get(task_id)
+    task_state = json.loads(json.dumps(state.tasks.get(task_id)))
     if isinstance(task_state, dict):
         reset = reset_review_counters(task_state, rerun)
+        state = state.with_tasks({**state.tasks, task_id: task_state})
         if reset:
             details.append(f"review counters reset: {', '.join(reset)}")
     assert target.code is not None
     return replace(
         target,
         code=replace(target.code, stash_message=f"tilth restart {task_id} {utc_now()}"),
-        history=replace(target.history, state=state),
+        history=replace(target.history, state=state.to_dict()),
         headline=f"restart {task_id} of session {session.id}"
         + ("" if whole else f" from {found.from_stage}")
         + f" (back to {found.head[:12]})",

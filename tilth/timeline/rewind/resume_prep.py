@@ -13,7 +13,8 @@ from typing import Any
 
 from tilth import git
 from tilth.session.store import Session
-from tilth.timeline.record.state_capture import capture_state
+from tilth.session.task import Task
+from tilth.timeline.record.state_capture import read_harness_state
 from tilth.timeline.rewind.plan import RewindPlan
 from tilth.timeline.rewind.planner import plan
 from tilth.timeline.rewind.targets import Extras, HistoryGoal, Target
@@ -22,7 +23,7 @@ from tilth.timeline.rewind.targets import Extras, HistoryGoal, Target
 def resume_target(
     session: Session,
     worktree: Path,
-    prd: list[dict[str, Any]] | None,
+    prd: tuple[Task, ...] | None,
     placeholder: str | None,
     *,
     headline: str,
@@ -34,8 +35,7 @@ def resume_target(
     state = None
     if prd is not None:
         # The pipeline sees the task's recorded failure and starts a fresh attempt itself.
-        state = capture_state(session)
-        state["prd"] = prd
+        state = read_harness_state(session).with_prd(prd).to_dict()
     return Target(
         op="resume",
         ref=git.head(worktree)[:12],
@@ -54,7 +54,7 @@ def resume_target(
 def plan_resume(
     session: Session,
     worktree: Path,
-    prd: list[dict[str, Any]] | None,
+    prd: tuple[Task, ...] | None,
     placeholder: str | None,
     *,
     headline: str,

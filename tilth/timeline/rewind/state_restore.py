@@ -7,10 +7,12 @@ count, a message id, a byte offset), so a step interrupted half-way can run agai
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tilth.session.files import atomic_write_bytes, atomic_write_json
+from tilth.session.harness_state import HarnessState
 from tilth.session.store import Session
 from tilth.session.threads import Thread, message_number
 from tilth.timeline.record.log_epoch import raise_epoch
@@ -18,12 +20,15 @@ from tilth.timeline.record.state_capture import count_lines
 from tilth.timeline.rewind.summarize import cut_at
 
 
-def restore_files(session: Session, state: dict[str, Any]) -> None:
+def restore_files(session: Session, recorded_state: Mapping[str, Any]) -> None:
     """Write prd.json, tasks/*.json and the status/token fields of checkpoint.json."""
-    if state.get("prd") is not None:
-        atomic_write_json(session.prd_path, state["prd"])
-    recorded: dict[str, Any] = state.get("tasks") or {}
-    if session.tasks_dir.is_dir():
+    state = HarnessState.from_dict(recorded_state)
+    stored = state.to_dict()
+    if stored.get("prd") is not None:
+        # As recorded (a damaged list too: the run's reader names it, as before).
+        atomic_write_json(session.prd_path, stored["prd"])
+    recorded: Mapping[str, Any] = state.tasks
+    if "tasks" not in state.damaged and session.tasks_dir.is_dir():
         for path in session.tasks_dir.glob("*.json"):
             if path.stem not in recorded:
                 path.unlink(missing_ok=True)
@@ -31,10 +36,10 @@ def restore_files(session: Session, state: dict[str, Any]) -> None:
         if content is not None:
             atomic_write_json(session.tasks_dir / f"{task_id}.json", content)
     fields: dict[str, Any] = {}
-    if "status" in state:
-        fields["status"] = state["status"]
-    if "tokens_used" in state:
-        fields["tokens_used"] = state["tokens_used"]
+    if state.has("status"):
+        fields["status"] = state.status
+    if state.has("tokens_used"):
+        fields["tokens_used"] = state.tokens_used
     if fields:
         session.update_checkpoint(**fields)
 
