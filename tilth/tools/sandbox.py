@@ -29,12 +29,15 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tilth.config import Settings
 from tilth.errors import ConfigError
-from tilth.session.store import Session
 from tilth.tools import sandbox_landlock
 from tilth.tools.launcher import CONTAINED, Launcher
+
+if TYPE_CHECKING:
+    from tilth.session.store import Session  # only for a type: the tools run without it
 
 PROBE_TIMEOUT = 15.0
 INSTALL_HINT = (
