@@ -163,11 +163,19 @@ class EventLog:
         return self.read().events
 
     def last(self, type_: str) -> Event | None:
-        """The newest event of ``type_``, or None."""
+        """The newest event of ``type_``, or None.
+
+        As in ``payloads_of``, a line that cannot hold the type is passed over unparsed: a
+        session page asks for the last stop of a log of thousands of turns.
+        """
+        needle = f'"{type_}"'.encode()
         found = None
-        for event in self.events():
-            if event.type == type_:
-                found = event
+        for line, offset, end, complete in iter_lines(self.path):
+            if not complete or needle not in line:
+                continue
+            parsed = _parse(line, offset, end)
+            if isinstance(parsed, Event) and parsed.type == type_:
+                found = parsed
         return found
 
     def size(self) -> int:

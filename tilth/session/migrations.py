@@ -98,6 +98,8 @@ def upgrade(kind: str, record: Record, *, where: str = "") -> Record:
             hint="upgrade Tilth to open it",
         )
     out = dict(record)
+    if found == current:
+        return out  # the common case: nothing to run
     for migration in sorted(MIGRATIONS, key=lambda m: m.number):
         if migration.kind == kind and schema_of(out, kind) < migration.schema:
             out = migration.apply(out)

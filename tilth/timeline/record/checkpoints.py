@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ class Checkpoint:
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         data = upgrade("checkpoint", data, where=f"checkpoint {data.get('id', '?')}")
-        names = {f.name for f in fields(cls)}
+        names = _field_names()
         missing = [n for n in ("id", "seq", "kind", "head", "event_offset") if n not in data]
         if missing:
             raise ValueError(f"missing field(s) {', '.join(missing)}")
@@ -110,6 +111,11 @@ class Checkpoint:
         if self.turn is not None:
             text = f"{text} turn {self.turn}".strip()
         return text or "-"
+
+
+@cache
+def _field_names() -> frozenset[str]:
+    return frozenset(f.name for f in fields(Checkpoint))
 
 
 def checkpoint_id(seq: int) -> str:
@@ -169,8 +175,9 @@ def read_timeline(session: Session) -> TimelineRead:
     """Every checkpoint of ``session``; a corrupt file is reported and skipped."""
     found: list[Checkpoint] = []
     problems: list[str] = []
+    folder = checkpoints_dir(session)  # once: a long session has thousands of files
     for seq in stored_seqs(session):
-        path = checkpoint_path(session, seq)
+        path = folder / f"{checkpoint_id(seq)}.json"
         try:
             found.append(Checkpoint.from_dict(read_json(path, what="checkpoint")))
         except FileNotFoundError:
