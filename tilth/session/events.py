@@ -101,19 +101,45 @@ def iter_lines(path: Path, start: int = 0) -> Iterator[tuple[bytes, int, int, bo
             offset = end
 
 
+def lines_holding(path: Path, needle: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """Yield ``(line, offset, end)`` for each whole line of ``path`` that contains ``needle``.
+
+    The file is read in large blocks and searched with ``bytes.find``: a scan of a long log
+    for a rare event costs a read, not a Python step per line. A torn last line (no newline
+    yet) is never yielded.
+    """
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        carry = b""
+        base = 0  # the file offset of carry's first byte
+        while chunk := handle.read(_BLOCK):
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1
+            whole, carry = data[:cut], data[cut:]
+            at = 0
+            while (hit := whole.find(needle, at)) >= 0:
+                start = whole.rfind(b"\n", 0, hit) + 1
+                end = whole.index(b"\n", hit) + 1
+                yield whole[start : end - 1], base + start, base + end
+                at = end
+            base += cut
+
+
+_BLOCK = 1 << 20
+
+
 def payloads_of(path: Path, type_: str) -> Iterator[dict[str, Any]]:
     """The payload of every whole ``type_`` event in the log at ``path``, oldest first.
 
-    Lines that cannot hold the type are skipped before parsing, so a scan of a long log
-    for a rare event costs a read, not a JSON parse per line.
+    Lines that cannot hold the type are skipped before parsing (``lines_holding``).
     """
-    needle = f'"{type_}"'.encode()
-    for line, _, _, complete in iter_lines(path):
-        if not complete or needle not in line:
-            continue
+    for line, _, _ in lines_holding(path, f'"{type_}"'.encode()):
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, UnicodeDecodeError):
             continue
         if isinstance(record, dict) and record.get("type") == type_:
             payload = record.get("payload")
@@ -163,16 +189,9 @@ class EventLog:
         return self.read().events
 
     def last(self, type_: str) -> Event | None:
-        """The newest event of ``type_``, or None.
-
-        As in ``payloads_of``, a line that cannot hold the type is passed over unparsed: a
-        session page asks for the last stop of a log of thousands of turns.
-        """
-        needle = f'"{type_}"'.encode()
+        """The newest event of ``type_``, or None (only lines that can hold it are parsed)."""
         found = None
-        for line, offset, end, complete in iter_lines(self.path):
-            if not complete or needle not in line:
-                continue
+        for line, offset, end in lines_holding(self.path, f'"{type_}"'.encode()):
             parsed = _parse(line, offset, end)
             if isinstance(parsed, Event) and parsed.type == type_:
                 found = parsed
