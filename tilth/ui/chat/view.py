@@ -20,6 +20,7 @@ from rich.segment import Segment, Segments
 from rich.text import Text
 
 from tilth.chat import ChatEvent
+from tilth.secret_filter import StreamScrubber, scrub
 from tilth.ui.chat.status import StatusLine, bash_preview, exit_code
 from tilth.ui.io import neutralise
 
@@ -29,11 +30,12 @@ LIVE_MARGIN_ROWS = 2
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with escape sequences and control characters shown, never interpreted.
+    """``text`` with escape sequences and control characters shown, never interpreted, and
+    every key the secret filter knows replaced.
 
     The one policy of ``tilth.ui.io.neutralise`` (newlines and tabs stay).
     """
-    return neutralise(text)
+    return neutralise(scrub(text))
 
 
 def reply_markdown(text: str) -> Markdown:
@@ -86,6 +88,9 @@ class ChatView:
         """Where a failed turn's ``error:`` line goes (stderr, so piped output stays clean)."""
         self.tokens: Callable[[], int] = tokens or (lambda: 0)
         self._text = ""
+        self._secrets: StreamScrubber | None = None
+        """The reply's stream through the secret filter: a key split over two deltas is
+        held back until it is whole, then replaced (``end_block`` lets the rest out)."""
         self._display: Any = None
         self._status: StatusLine | None = None
         self._final = False
@@ -181,7 +186,9 @@ class ChatView:
             self._status.streamed = tokens
 
     def _on_text(self, data: dict[str, Any]) -> None:
-        piece = terminal_safe(str(data.get("text", "")))
+        if self._secrets is None:
+            self._secrets = StreamScrubber()
+        piece = terminal_safe(self._secrets.feed(str(data.get("text", ""))))
         self._text += piece
         if not self.live:
             self.console.file.write(piece)
@@ -236,6 +243,12 @@ class ChatView:
         """
         with self._lock:
             self._status = None
+            rest = self._secrets.flush() if self._secrets is not None else ""
+            self._secrets = None
+            if rest:
+                self._text += terminal_safe(rest)
+                if not self.live:
+                    self.console.file.write(terminal_safe(rest))
             if self._display is not None:
                 self._final = True
                 self._display.transient = not self._text
