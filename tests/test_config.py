@@ -215,6 +215,18 @@ def test_timeouts_must_be_positive(home: Path, name: str) -> None:
     assert_one_line_error(home, name, "0")
 
 
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [("TILTH_ATTEMPTS", "0"), ("TILTH_CONTEXT_TOKENS", "0"), ("TILTH_CONTEXT_TOKENS", "10")],
+)
+def test_a_count_that_cannot_work_is_refused(home: Path, name: str, raw: str) -> None:
+    """Zero attempts was quietly taken as one; a ten-token window was accepted, and then
+    every request would be summarized away before it was sent."""
+    assert_one_line_error(home, name, raw)
+    assert load_settings(env_of(home, TILTH_CONTEXT_TOKENS="1024")).context_tokens == 1024
+    assert load_settings(env_of(home, TILTH_ATTEMPTS="2")).attempts == 2
+
+
 def test_unknown_tier_is_a_clear_error(home: Path) -> None:
     with pytest.raises(ConfigError, match="TILTH_DEFAULT_TIER"):
         load_settings(env_of(home, TILTH_DEFAULT_TIER="L9"))

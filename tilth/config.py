@@ -316,6 +316,21 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+MIN_CONTEXT_TOKENS = 1024
+"""The smallest window ``TILTH_CONTEXT_TOKENS`` may name: below it the system prompt and the
+tools alone fill the window, and every turn would be summarized away before it began."""
+
+
+def _context_tokens(env: Mapping[str, str]) -> int | None:
+    value = _positive_int(env, "TILTH_CONTEXT_TOKENS", 0)
+    if value and value < MIN_CONTEXT_TOKENS:
+        raise ConfigError(
+            f"TILTH_CONTEXT_TOKENS must be at least {MIN_CONTEXT_TOKENS:,} tokens, got {value} "
+            "(the system prompt and the tools alone would fill a smaller window)"
+        )
+    return value or None
+
+
 def _float(env: Mapping[str, str], name: str, *, positive: bool = False) -> float:
     raw = env.get(name)
     if raw is None:
@@ -414,7 +429,7 @@ def _settings(env: dict[str, str], warnings: list[str]) -> Settings:
         model_backoff_seconds=_float(env, "TILTH_MODEL_BACKOFF_SECONDS"),
         model_timeout_seconds=_float(env, "TILTH_MODEL_TIMEOUT_SECONDS", positive=True),
         max_reply_tokens=_positive_int(env, "TILTH_MAX_REPLY_TOKENS", 8192),
-        context_tokens=_positive_int(env, "TILTH_CONTEXT_TOKENS", 0) or None,
+        context_tokens=_context_tokens(env),
         empty_backoff_seconds=_float(env, "TILTH_EMPTY_BACKOFF_SECONDS"),
         test_timeout_seconds=_float(env, "TILTH_TEST_TIMEOUT_SECONDS", positive=True),
         lint_command=env.get("TILTH_LINT_COMMAND") or None,
@@ -423,7 +438,7 @@ def _settings(env: dict[str, str], warnings: list[str]) -> Settings:
         setup_timeout_seconds=_float(env, "TILTH_SETUP_TIMEOUT_SECONDS", positive=True),
         sandbox=sandbox,
         sandbox_network=network,
-        attempts=max(1, _int(env, "TILTH_ATTEMPTS")),
+        attempts=_positive_int(env, "TILTH_ATTEMPTS", 1),
         parallel=_int(env, "TILTH_PARALLEL"),
         database_url=env.get("TILTH_DATABASE_URL") or None,
         sign_commits=_choice(env, "TILTH_SIGN_COMMITS", ("on", "off"), "off") == "on",
