@@ -121,6 +121,29 @@ def test_a_torn_journal_is_named_and_closed(story: Story) -> None:
     _resumes(story)
 
 
+def test_damaged_event_lines_are_named_set_aside_and_blanked_in_place(story: Story) -> None:
+    """A garbage line inside events.jsonl and a torn last line: readers skip them silently,
+    so the doctor names them; the repair keeps their bytes and leaves every other line at
+    its byte offset (the checkpoints point into the log by offset)."""
+    log = story.session.events.path
+    data = log.read_bytes()
+    lines = data.splitlines(keepends=True)
+    middle = len(lines) // 2
+    start = sum(len(line) for line in lines[:middle])
+    garbage = b"#" * (len(lines[middle]) - 1) + b"\n"
+    log.write_bytes(data[:start] + garbage + data[start + len(garbage) :] + b'{"v": 1, "ty')
+    _doctor_names(story, "events.jsonl has 2 line(s)", f"line {middle + 1}: not JSON", "torn")
+    _repair(story)
+    repaired = log.read_bytes()
+    assert repaired[:start] == data[:start]
+    assert repaired[start : start + len(garbage)] == b" " * (len(garbage) - 1) + b"\n"
+    kept = (story.session.dir / "events.damaged").read_bytes()
+    assert garbage in kept and b'{"v": 1, "ty\n' in kept
+    listed = story.cli("checkpoints", story.sid)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    _resumes(story)
+
+
 @pytest.mark.parametrize(
     ("prd", "named"),
     [

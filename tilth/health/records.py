@@ -17,6 +17,7 @@ from typing import Any
 from tilth.environment.worktree_env import RECORD as WORKTREE_ENV
 from tilth.environment.worktree_env import trusted_worktree_env
 from tilth.errors import SessionCorrupt
+from tilth.health.event_lines import event_line_problem, repair_event_lines
 from tilth.health.problem import Problem
 from tilth.session.events import iter_lines, utc_now
 from tilth.session.files import atomic_write_json, atomic_write_text
@@ -90,6 +91,9 @@ def record_problems(session: Session) -> list[Problem]:
                 "drop the damaged thread lines (every other message keeps its id)",
             )
         )
+    events = event_line_problem(session)
+    if events is not None:
+        problems.append(events)
     env = _worktree_env_damage(session)
     if env is not None:
         problems.append(
@@ -291,4 +295,5 @@ RECORD_REPAIRS: dict[str, Callable[[Session, Path | None], str]] = {
     "ledger": _repair_ledgers,
     "thread": _repair_threads,
     "worktree-env": _repair_worktree_env,
+    "event-lines": lambda session, _source: repair_event_lines(session),
 }

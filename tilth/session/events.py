@@ -161,6 +161,34 @@ def read_json_objects(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True)
+class DamagedLine:
+    """A line of an event log that is not an event: where it is and what is wrong."""
+
+    number: int
+    offset: int
+    end: int
+    why: str
+    torn: bool
+    """The last line, without its newline: a crash mid-append (the next append cuts it)."""
+
+
+def damaged_lines(path: Path) -> list[DamagedLine]:
+    """Every non-blank line of the log at ``path`` that readers skip, oldest first."""
+    found = []
+    for number, (line, offset, end, complete) in enumerate(iter_lines(path), 1):
+        if not line.strip():
+            continue
+        if not complete:
+            why = f"torn last line ({len(line)} bytes)"
+            found.append(DamagedLine(number, offset, end, why, torn=True))
+            continue
+        parsed = _parse(line, offset, end)
+        if isinstance(parsed, str):
+            found.append(DamagedLine(number, offset, end, parsed, torn=False))
+    return found
+
+
 class EventLog:
     """Appends to and reads one session's ``events.jsonl``."""
 
