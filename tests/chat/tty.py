@@ -13,6 +13,7 @@ import os
 import pty
 import signal
 import struct
+import subprocess
 import termios
 import time
 from pathlib import Path
@@ -85,7 +86,7 @@ class TerminalChild(pexpect.fdpexpect.fdspawn):
         super().close()
         try:
             code = self.process.wait(10)
-        except Exception:
+        except subprocess.TimeoutExpired:
             if not force:
                 raise
             os.killpg(self.pid, signal.SIGKILL)
