@@ -5,8 +5,10 @@ then forks a child per command. The child takes the standard streams the test ma
 files or a pseudo-terminal, passed over a Unix socket), its own environment, directory and
 arguments, and becomes what ``python -m tilth <args>`` would be: a session of its own when
 asked, the exit code or signal its own. Tests drive it through ``WarmProcess``, which
-answers like ``subprocess.Popen``. (``tilth chat`` on a terminal of its own, Ctrl-C typed
-at it, is still started as a real ``python -m tilth`` with pexpect: ``tests/chat/tty.py``.)
+answers like ``subprocess.Popen``. A child asked to be a ``terminal`` session takes its
+standard input, a pseudo-terminal, as its controlling terminal (as a shell's child does), so
+Ctrl-C typed there, a resize or a hang-up reaches it: ``tests/chat/tty.py`` drives
+``tilth chat`` so.
 
 The server's command line ends in a file named ``tilth`` (a link to this one), so the
 product's own check of a lock holder (``tilth ...`` or ``python -m tilth ...``) sees a
@@ -60,6 +62,11 @@ def _become(job: dict[str, Any], fds: list[int]) -> None:
         os.setsid()
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
+    if job.get("terminal"):
+        import fcntl
+        import termios
+
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # its session's terminal, this group in front
     os.closerange(3, 65536)  # the server's socket and every other descriptor: as new
     os.chdir(job["cwd"])
     os.environ.clear()
@@ -355,9 +362,11 @@ class WarmCli:
         stderr: Stream = None,
         start_new_session: bool = False,
         code: str | None = None,
+        terminal: bool = False,
     ) -> WarmProcess:
         """``tilth <argv>`` (or ``python -c code <argv>``) as a new process, like ``Popen``
-        with ``text=True``."""
+        with ``text=True``; with ``terminal``, a session whose controlling terminal is
+        ``stdin`` (a pseudo-terminal's descriptor)."""
         passed: list[int] = []
         ours: list[IO[Any] | None] = []
         for n, where in enumerate((stdin, stdout, stderr)):
@@ -369,7 +378,8 @@ class WarmCli:
             "env": dict(env),
             "cwd": str(cwd or os.getcwd()),
             "code": code,
-            "new_session": start_new_session,
+            "new_session": start_new_session or terminal,
+            "terminal": terminal,
         }
         try:
             answer = self._answer(self._ask_later({"start": job}, passed), 60)

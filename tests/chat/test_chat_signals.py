@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 
 from tests.chat.tty import TtyChat, chat_env, server_for
 from tests.sessionview import SessionView
+from tests.warm_cli import PIPE, shared
 from tilth.model import FakeServer, reply
 from tilth.model.script import delay
 
@@ -38,14 +37,13 @@ def test_sigterm_mid_turn_in_a_piped_chat_is_a_recorded_stop(tmp_path: Path) -> 
     (tmp_path / "work").mkdir()
     home = tmp_path / "home"
     server = server_for([delay(60, reply("late"))])
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tilth", "chat", "work"],
+    child = shared().popen(
+        ["chat", "work"],
         cwd=tmp_path,
         env=chat_env(home, server),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=PIPE,
     )
     assert child.stdin is not None
     child.stdin.write("go\n")
@@ -53,18 +51,13 @@ def test_sigterm_mid_turn_in_a_piped_chat_is_a_recorded_stop(tmp_path: Path) -> 
     wait_for_request(server)
     child.send_signal(signal.SIGTERM)
     out, err = child.communicate(timeout=30)
-    assert child.returncode == 130, (out, err)
+    assert child.wait() == 130, (out, err)
     assert "stopped by SIGTERM: the chat is saved" in err and "tilth chat --resume" in err
     stops = stop_events(home)
     assert stops[-1]["reason"] == "interrupted"
     assert stops[-1]["detail"] == "stopped by SIGTERM"
-    listed = subprocess.run(
-        [sys.executable, "-m", "tilth", "sessions", "--json"],
-        env=chat_env(home, server),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    listed = shared().run(["sessions", "--json"], env=chat_env(home, server))
+    assert listed.returncode == 0, listed.stderr
     assert [row["state"] for row in json.loads(listed.stdout)] != ["interrupted"]
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from tests.chat.tty import TtyChat, chat_env, server_for
 from tests.sessionview import SessionView
+from tilth.chat import MAX_PROMPT_CHARS
 from tilth.model import error, reply, tool_call
 from tilth.model.script import stall
 
@@ -175,10 +176,11 @@ def test_bad_input_on_a_terminal_is_a_clear_line_and_nothing_is_lost(tmp_path: P
         chat.expect_exact("cancelling the turn")
         chat.prompt()
         assert not (work / "no.txt").exists()
-        # A 1 MB prompt (pasted) is refused with the reason; it stays in the history.
-        chat.child.send("\x1b[200~" + "y" * (1 << 20) + "\x1b[201~")
+        # A prompt one character over the limit (pasted) is refused with the reason; it
+        # stays in the history.
+        chat.child.send("\x1b[200~" + "y" * (MAX_PROMPT_CHARS + 1) + "\x1b[201~")
         chat.send("")
-        chat.expect_exact("the prompt is 1,048,576 characters", timeout=90)
+        chat.expect_exact(f"the prompt is {MAX_PROMPT_CHARS + 1:,} characters", timeout=90)
         chat.expect_exact("Nothing was sent")
         chat.prompt()
         chat.send("/rewind 1 everything")

@@ -1,15 +1,30 @@
-"""Driving ``tilth chat`` through a real pseudo-terminal (pexpect) against the fake server."""
+"""Driving ``tilth chat`` through a real pseudo-terminal (pexpect) against the fake server.
+
+The chat is a fork of the warm CLI process (``tests/warm_cli.py``) that takes the
+pseudo-terminal as its controlling terminal, as a command started by a shell does: keys,
+Ctrl-C, resizes and the hang-up reach it as they would reach ``python -m tilth chat``,
+without a new interpreter importing Tilth, the SDK and prompt_toolkit for every test.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
-import sys
+import pty
+import signal
+import struct
+import subprocess
+import termios
+import time
 from pathlib import Path
 from typing import Any
 
 import pexpect
+import pexpect.fdpexpect
 
 from tests.chat.screen import Screen
+from tests.warm_cli import WarmProcess
+from tests.warm_cli import shared as shared_warm_cli
 from tilth.model import FakeServer, Script
 from tilth.model.script import Reply, stall
 
@@ -33,6 +48,74 @@ def chat_env(home: Path, server: FakeServer, **extra: str) -> dict[str, str]:
     return env
 
 
+class TerminalChild(pexpect.fdpexpect.fdspawn):
+    """pexpect on the terminal's master side of a process: what ``pexpect.spawn`` offers the
+    tests (send, expect, kill, close, exit status), for a process the warm CLI started."""
+
+    def __init__(self, master: int, process: WarmProcess) -> None:
+        super().__init__(master, encoding="utf-8", timeout=30)
+        self.process = process
+        self.pid = process.pid
+        self.exitstatus: int | None = None
+        self.signalstatus: int | None = None
+
+    def send(self, s: Any) -> int:
+        if self.delaybeforesend:  # as pexpect.spawn: a typist, not a burst
+            time.sleep(self.delaybeforesend)
+        data = self._encoder.encode(self._coerce_send_string(s), final=False)
+        self._log(s, "send")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.child_fd, view) :]
+        return len(data)
+
+    def isalive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self, sig: int) -> None:
+        if self.isalive():
+            os.kill(self.pid, sig)
+
+    def terminate(self, force: bool = False) -> bool:
+        if self.isalive():
+            os.killpg(self.pid, signal.SIGKILL if force else signal.SIGTERM)
+        return True
+
+    def close(self, force: bool = True) -> None:
+        """Close the master side (the terminal hangs up) and collect the exit status."""
+        super().close()
+        try:
+            code = self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            if not force:
+                raise
+            os.killpg(self.pid, signal.SIGKILL)
+            code = self.process.wait(10)
+        self.exitstatus, self.signalstatus = (code, None) if code >= 0 else (None, -code)
+
+
+def spawn_chat(
+    args: list[str], env: dict[str, str], cwd: Path, dimensions: tuple[int, int]
+) -> TerminalChild:
+    """``tilth chat <args>`` on a new pseudo-terminal of ``dimensions`` (rows, columns)."""
+    master, slave = pty.openpty()
+    rows, cols = dimensions
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    try:
+        process = shared_warm_cli().popen(
+            ["chat", *args],
+            env=env,
+            cwd=cwd,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            terminal=True,
+        )
+    finally:
+        os.close(slave)
+    return TerminalChild(master, process)
+
+
 class TtyChat:
     """One ``tilth chat`` process on a pseudo-terminal."""
 
@@ -44,15 +127,7 @@ class TtyChat:
         log: Path | None = None,
         dimensions: tuple[int, int] = (50, 140),
     ) -> None:
-        self.child = pexpect.spawn(
-            sys.executable,
-            ["-m", "tilth", "chat", *args],
-            env=env,
-            cwd=str(cwd),
-            dimensions=dimensions,
-            encoding="utf-8",
-            timeout=30,
-        )
+        self.child = spawn_chat(args, env, cwd, dimensions)
         self._log = open(log, "w", encoding="utf-8") if log else None
         if self._log is not None:
             self.child.logfile_read = self._log

@@ -5,8 +5,13 @@ fresh virtualenv, then a project whose own environment holds what its tests need
    else; ``prep-feature`` then ``run`` finish ``all_done`` with no ``TILTH_TEST_COMMAND``.
 2. A project without one builds a worktree-local ``.venv/`` with ``TILTH_SETUP_COMMAND``.
 3. ``tilth demo`` tells its whole story offline (SPEC §9), the suite's one run of the demo.
+4. The wheel ships the web UI's templates and static files (a pip install has no repo).
 
 Slow (it installs packages, from pip's configured index and cache); one module, never skipped.
+The wheel is built once, without an isolated build environment (hatchling is a test extra),
+and nothing is byte-compiled at install time: as on a user's machine (no
+``PYTHONDONTWRITEBYTECODE`` in their shell), each program compiles what it imports on its first
+start and keeps it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,25 +64,60 @@ PIP_INTO = [sys.executable, "-m", "pip", "--python"]
 """This suite's pip, installing into another interpreter (``PIP_INTO <python> install``)."""
 
 
+INSTALL = ["install", "-q", "--disable-pip-version-check", "--no-compile"]
+"""``pip install`` without byte-compiling every dependency (most of an install's CPU): what a
+program imports is compiled when it first starts (``user_env`` lets it keep the result)."""
+
+
 def pip(python: Path, *args: str) -> None:
     done = subprocess.run(
-        [*PIP_INTO, str(python), "install", "-q", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [*PIP_INTO, str(python), *INSTALL, *args], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
+def build_wheel(into: Path) -> Path:
+    """The checkout's wheel, built by this suite's hatchling: no isolated build environment
+    (pip would install hatchling into a new one for every build)."""
+    command = ["wheel", "-q", "--no-deps", "--no-build-isolation", "--disable-pip-version-check"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", *command, "-w", str(into), str(CHECKOUT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (wheel,) = into.glob("tilth-*.whl")
+    return wheel
+
+
 @pytest.fixture(scope="module")
-def plain_tilth(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``tilth`` from ``pip install <checkout>`` into a fresh virtualenv: no pytest in it."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
+def plain_tilth(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tilth`` from ``pip install <its wheel>`` into a fresh virtualenv: no pytest in it."""
     root = tmp_path_factory.mktemp("plain-install")
     python = fresh_venv(root / "venv")
-    pip(python, str(CHECKOUT))
+    pip(python, str(wheel))
     probe = subprocess.run([str(python), "-c", "import pytest"], capture_output=True)
     assert probe.returncode != 0, "the plain install must not bring pytest"
     return root / "venv" / "bin" / "tilth"
+
+
+def users_shell() -> dict[str, str]:
+    """This environment as a user's shell has it: no TILTH_* or virtualenv, no python3 with
+    pytest from the tests on PATH, and bytecode written (this suite's environment says
+    ``PYTHONDONTWRITEBYTECODE``; with it, every start of the plain install, installed without
+    compiling, would compile all it imports again)."""
+    drop = ("TILTH_", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if "project-python" not in p
+    )
+    return env
 
 
 @pytest.fixture
@@ -96,12 +137,10 @@ def server() -> Iterator[FakeServer]:
 
 
 def user_env(server: FakeServer, home: Path, **extra: str) -> dict[str, str]:
-    """A user's shell: no TILTH_TEST_COMMAND, no python3 with pytest on PATH from the tests."""
-    path = [p for p in os.environ["PATH"].split(os.pathsep) if "project-python" not in p]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TILTH_", "VIRTUAL_ENV"))}
+    """A user's shell (``users_shell``) aimed at the fake server: no TILTH_TEST_COMMAND."""
+    env = users_shell()
     env.update(GIT_IDENTITY)
     env.update(
-        PATH=os.pathsep.join(path),
         TILTH_HOME=str(home),
         TILTH_BASE_URL=server.base_url,
         TILTH_API_KEY="sk-e2e-plain-install",
@@ -171,8 +210,8 @@ def test_a_setup_command_builds_a_worktree_venv(
     repo = project(tmp_path / "zoo")
     base = getattr(sys, "_base_executable", sys.executable)
     setup = (
-        f"{base} -m venv --without-pip .venv && {shlex.join(PIP_INTO)} .venv/bin/python install -q "
-        "--disable-pip-version-check pytest && "
+        f"{base} -m venv --without-pip .venv && {shlex.join(PIP_INTO)} .venv/bin/python "
+        f"{shlex.join(INSTALL)} pytest && "
         f"cp vendor/{HELPER}.py .venv/lib/python*/site-packages/"
     )
     home = tmp_path / "home"
@@ -195,11 +234,16 @@ def test_a_setup_command_builds_a_worktree_venv(
 def test_the_demo_tells_the_whole_story_offline_from_a_plain_install(
     plain_tilth: Path, tmp_path: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TILTH_", "VIRTUAL_ENV"))}
-    env["PATH"] = os.pathsep.join(
-        p for p in env["PATH"].split(os.pathsep) if "project-python" not in p
-    )
-    demo = run_demo(plain_tilth, tmp_path, env)
+    demo = run_demo(plain_tilth, tmp_path, users_shell())
     check_demo_story(demo, tmp_path / "home")
     assert "No module named pytest" not in demo.stdout + demo.stderr
     assert "tests in  TILTH_TEST_COMMAND:" in demo.stdout and "run_tests.py" in demo.stdout
+
+
+def test_the_wheel_holds_every_template_and_static_file(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    web = CHECKOUT / "tilth" / "web"
+    shipped = [p for p in (*web.glob("templates/*"), *web.glob("static/*")) if p.is_file()]
+    assert len(shipped) >= 9
+    for path in shipped:
+        assert path.relative_to(CHECKOUT).as_posix() in names

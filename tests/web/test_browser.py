@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.agent.support import TASKS
 from tests.web.support import ARTIFACTS, Built, Served, build_session, serve, wait_for
 from tilth import git
 from tilth.model import FakeServer
@@ -148,7 +149,7 @@ def test_rewind_undo_restart_and_fork_through_the_menus(browser: Any, built: Bui
 def test_a_background_resume_shows_new_turns_without_a_reload(
     browser: Any, model: FakeServer, tmp_path: Path
 ) -> None:
-    prepared = build_session(tmp_path, model, run=False)
+    prepared = build_session(tmp_path, model, TASKS[:1], run=False)  # one task shows it
     with serve(prepared.env) as served:
         page = new_page(browser)
         open_session(page, served, prepared.id)
@@ -157,7 +158,7 @@ def test_a_background_resume_shows_new_turns_without_a_reload(
         page.click("[data-test=resume]")
         page.wait_for_selector("[data-test=turn]", timeout=60_000)
         page.wait_for_selector("[data-test=session-status]:has-text('all_done')", timeout=60_000)
-        page.wait_for_selector("[data-task='T-002'] [data-test=task-status]:has-text('done')")
+        page.wait_for_selector("[data-task='T-001'] [data-test=task-status]:has-text('done')")
         assert page.evaluate("window.__same_page") is True  # no reload happened
         assert page.locator("[data-test=turn]").count() >= 4
         assert page.locator("[data-test=feed-event]").count() > 10
@@ -172,7 +173,7 @@ def test_a_background_resume_shows_new_turns_without_a_reload(
             "the background run to exit",
         )
         assert run["exit_code"] == 0
-        assert (prepared.worktree / "textkit" / "shout.py").exists()
+        assert (prepared.worktree / "textkit" / "words.py").exists()
         assert page.errors == []
 
 

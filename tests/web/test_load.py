@@ -1,10 +1,12 @@
-"""A bounded loopback load test: 50 clients poll the API and follow SSE while a run writes.
+"""A bounded loopback load test: 20 clients poll the API and follow SSE while a run writes.
 
 The writer is a separate process that holds the session lock and appends events
 through the session's own ``EventLog`` (as the run loop does), about 50 a second
 for ``SECONDS``, some of them large. Every client must see every event exactly
 once and in order, every poll must succeed, and the log must be intact after.
-Traffic goes to 127.0.0.1 only; every loop is bounded in time.
+Traffic goes to 127.0.0.1 only; every loop is bounded in time. Twenty clients for five
+seconds (a few hundred events, ten of them large) meet every case fifty for ten did, at a
+fifth of the CPU: a suite that is CPU-bound pays for every request the server answers.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import pytest
 
 from tests.web.support import Built, Served, in_own_thread, serve
 
-CLIENTS = 50
-SECONDS = 10.0
+CLIENTS = 20
+SECONDS = 5.0
 POLL_SECONDS = 1.0
 
 WRITER = """
@@ -123,7 +125,7 @@ async def load(served: Served, built: Built) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(150)
-def test_fifty_clients_poll_and_follow_while_a_run_writes(built: Built) -> None:
+def test_clients_poll_and_follow_while_a_run_writes(built: Built) -> None:
     before = [e.seq for e in built.session.events.events()]
     with serve() as served:
         result = in_own_thread(lambda: asyncio.run(load(served, built)))
@@ -132,7 +134,7 @@ def test_fifty_clients_poll_and_follow_while_a_run_writes(built: Built) -> None:
     seqs = [e.seq for e in report.events]
     assert seqs == list(range(1, len(seqs) + 1))
     assert len(seqs) == len(before) + result["written"]
-    assert result["written"] > 150  # about 50 a second, a few of them 120 kB
+    assert result["written"] > 75  # about 50 a second, a few of them 120 kB
     for got in result["received"]:
         assert got == seqs  # nothing lost, nothing twice, in order
     assert result["failures"] == []

@@ -1,4 +1,8 @@
-"""Background runs: resume starts a child, stop interrupts it, a crashing run leaves the server."""
+"""Background runs: resume starts a child, stop interrupts it, a crashing run leaves the server.
+
+Each session has one task: what is checked is the background process around the run (its
+lock, its stop, its exit), which one task shows as well as two at half the work.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.agent.support import recipes
+from tests.agent.support import TASKS, recipes
 from tests.web.support import Served, build_session, fake_model, serve, wait_for
 from tilth.demo.script import Team
 from tilth.model.script import Reply, delay
 from tilth.session.store import Session
+
+ONE_TASK = TASKS[:1]
 
 
 class SlowTeam:
@@ -42,7 +48,7 @@ def test_stop_interrupts_a_background_run_and_resume_finishes_it(
 ) -> None:
     team = SlowTeam(0.4)
     with fake_model(team) as model:
-        built = build_session(tmp_path, model, run=False)
+        built = build_session(tmp_path, model, ONE_TASK, run=False)
         with serve(built.env) as served:
             started = served.api("POST", f"/api/sessions/{built.id}/resume", {})
             assert started.status_code == 202, started.text
@@ -79,7 +85,7 @@ def test_stop_interrupts_a_background_run_and_resume_finishes_it(
 def test_the_server_survives_a_crashing_run(tmp_path: Path, tilth_home: Path) -> None:
     team = SlowTeam(0.5)
     with fake_model(team) as model:
-        built = build_session(tmp_path, model, run=False)
+        built = build_session(tmp_path, model, ONE_TASK, run=False)
         with serve(built.env) as served:
             pid = served.api("POST", f"/api/sessions/{built.id}/resume", {}).json()["pid"]
             wait_for(lambda: "model_call" in types(built.session), 30, "the first model call")
@@ -106,7 +112,7 @@ def test_stopping_the_server_interrupts_its_runs_which_stay_resumable(
     tmp_path: Path, tilth_home: Path
 ) -> None:
     with fake_model(SlowTeam(0.4)) as model:
-        built = build_session(tmp_path, model, run=False)
+        built = build_session(tmp_path, model, ONE_TASK, run=False)
         with serve(built.env) as served:
             pid = served.api("POST", f"/api/sessions/{built.id}/resume", {}).json()["pid"]
             wait_for(lambda: "model_call" in types(built.session), 30, "the first model call")
