@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tilth-installed
 
-.PHONY: test test-slow test-postgres demo lint bench clean live-deps test-live
+.PHONY: venv test test-slow test-postgres demo lint bench clean live-deps test-live
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
+
+# The venv alone (.ci/run makes it once before running several targets at the same time).
+venv: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check tilth tests benchmarks

@@ -98,9 +98,10 @@ class Recording:
 
 class RecordingProxy:
     """``http://127.0.0.1:<port>`` relaying to the server at ``upstream_port``, recording each
-    call; with ``pace``, a streamed answer is passed on one event every ``pace`` seconds."""
+    call; with ``pace``, a streamed answer is passed on one event every ``pace`` seconds;
+    ``port``: listen there (a free one otherwise)."""
 
-    def __init__(self, upstream_port: int, pace: float = 0.0) -> None:
+    def __init__(self, upstream_port: int, pace: float = 0.0, port: int = 0) -> None:
         self.recording = Recording()
         recording = self.recording
 
@@ -175,7 +176,7 @@ class RecordingProxy:
                 if pending:
                     self._send(pending, exchange)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"

@@ -76,13 +76,16 @@ def test_the_wall_clock_cap_holds_inside_a_turn(llama: LlamaServer, tmp_path: Pa
     """A reply still streaming at the deadline is abandoned, not waited for.
 
     The pass-through hands the real server's stream on one event a second, so a reply of up
-    to 1,024 tokens would take many minutes, on any machine, against a 30-second cap.
+    to 256 tokens would take minutes, on any machine, against a 30-second cap. (At 64 one
+    reply ended in time: the server sends a tool call's tokens a few to an event. A longer
+    limit proves no more: the server generates ahead of the paced relay until Tilth lets go,
+    so each token allowed is CPU time spent.)
     """
     source, sessions = seeded(tmp_path)
     with RecordingProxy(llama.port, pace=1.0) as slow:
-        env = run_env(tmp_path, slow.base_url, 1024, TILTH_MAX_WALL_CLOCK_MINUTES="0.5")
+        env = run_env(tmp_path, slow.base_url, 256, TILTH_MAX_WALL_CLOCK_MINUTES="0.5")
         result = tilth(["run", str(source)], env, tmp_path)
-        exchanges = check_requests(slow, 1024)
+        exchanges = check_requests(slow, 256)
 
     stop = only_stop(sessions)
     assert stop["reason"] == "wall_clock", (stop, result.stderr[-2000:])
@@ -93,19 +96,22 @@ def test_the_wall_clock_cap_holds_inside_a_turn(llama: LlamaServer, tmp_path: Pa
 def test_an_evaluator_without_a_verdict_stops_the_task_naming_the_evaluator(
     llama_plain: LlamaServer, tmp_path: Path
 ) -> None:
-    """A scripted worker does the task; the review goes to a model that never calls a tool."""
+    """A scripted worker does the task; the review goes to a model that never calls a tool.
+
+    Its replies are cut at 16 tokens: the verdict never comes however long they are, and each
+    token costs the server more than a hundred of the prompt's."""
     source, sessions = seeded(tmp_path)
     with team_server(Team(recipes())) as worker, RecordingProxy(llama_plain.port) as relay:
         env = run_env(
             tmp_path,
             worker.base_url,
-            64,
+            16,
             TILTH_WORKER_MODEL="worker",
             TILTH_EVALUATOR_BASE_URL=relay.base_url,
             TILTH_MAX_WALL_CLOCK_MINUTES="8",
         )
         result = tilth(["run", str(source)], env, tmp_path)
-        check_requests(relay, 64)
+        check_requests(relay, 16)
 
     stop = only_stop(sessions)
     assert stop["reason"] != "iter_cap", stop
