@@ -23,6 +23,8 @@ GIT_IDENTITY = {
 
 _SESSION_HOME: list[str] = []
 
+pytest_plugins = ("doctor_story",)  # the doctor's story: one run, shared by three modules
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """No test may touch the developer's real ~/.tilth or use their real model settings."""
@@ -135,12 +137,13 @@ GROUPS = (
     ("tests/security/test_attacks.py", "attacked-runs"),
     ("tests/cli/test_doctor_repair.py", "doctor-story"),
     ("tests/cli/test_damaged_state.py", "doctor-story"),
+    ("tests/session/test_damaged_records.py", "doctor-story"),
 )
 """Tests that share one expensive fixture run on one worker: the plain install's venv
 (module-scoped), the e2e lab (the story built once, and the demo started beside it), the
 attacked runs (a whole run per backend) and the doctor's saved story (a whole run, which
-``test_damaged_state`` imports): split over both workers, each worker would build the module's
-fixture again."""
+three modules share: ``tests/doctor_story.py``): split over both workers, each worker would
+build the fixture again."""
 
 SLOW_FIRST = (
     "tests/e2e/test_plain_install_e2e.py",

@@ -1,7 +1,7 @@
 """Damaged state is named and repaired, never fatal (issue #24, findings 3, 5, 6, 7 and 8).
 
 Each test damages one file of a real session (T-001 done, T-002 failed on the iteration
-cap, built once by ``test_doctor_repair``'s fixture) and drives the real CLI: a listing
+cap, built once: ``tests/doctor_story.py``) and drives the real CLI: a listing
 still shows every session, ``run``/``resume`` refuse a task list they cannot run with a
 one-line error naming the entry, the doctor names the problem, and ``--repair`` brings
 back a session that resumes.
@@ -10,25 +10,19 @@ back a session that resumes.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
+from doctor_story import Story
 
-from cli.test_doctor_repair import Story
-from cli.test_doctor_repair import saved as saved_story  # noqa: F401  (a fixture)
 from tilth.demo.script import Team
 
 
 @pytest.fixture
-def story(saved_story: Story) -> Story:  # noqa: F811  (the imported fixture)
-    """The saved story, copied back in place for this test (as ``test_doctor_repair``)."""
-    live = saved_story.root / "live"
-    shutil.rmtree(live)
-    shutil.copytree(saved_story.root / "saved", live, symlinks=True)
-    return saved_story
+def story(saved_story: Story) -> Story:
+    return saved_story.restore()
 
 
 def _listing(story: Story) -> dict[str, Any]:

@@ -1,78 +1,28 @@
 """``tilth doctor <id> [--repair]`` on each damaged state, through the real CLI.
 
-The story is built once (T-001 done, T-002 failed on the iteration cap) and copied
-back to the same absolute path for every test, so worktree links stay valid.
+The story (T-001 done, T-002 failed on the iteration cap) is built once per test process
+and copied back in place for every test (``tests/doctor_story.py``).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
+from agent.support import team_server, tilth
+from doctor_story import Story, story_team
 
-from tests.conftest import git, make_repo
+from tests.conftest import git
 from tests.warm_cli import shared
-from tilth.demo.script import Team
 from tilth.session.store import Session
 
 
-@dataclass
-class Story:
-    root: Path
-    sid: str
-    env: dict[str, str]
-
-    @property
-    def repo(self) -> Path:
-        return self.root / "live" / "repo"
-
-    @property
-    def session(self) -> Session:
-        return Session(self.sid, self.root / "live" / "home" / "sessions" / self.sid)
-
-    def cli(self, *args: str, **extra: str) -> Any:
-        return tilth(*args, env={**self.env, **extra})
-
-    def statuses(self) -> dict[str, str]:
-        return {t["id"]: t["status"] for t in self.session.load_prd()}
-
-
-def _team() -> Team:
-    team = Team(recipes())
-    team.recipes["T-002"].mode = "stall"
-    return team
-
-
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
-    root = tmp_path_factory.mktemp("doctor")
-    live = root / "live"
-    repo = make_repo(live / "repo", {"README.md": "# textkit\n", "textkit/__init__.py": ""})
-    seeded = seed_session(live / "home" / "sessions", repo, TASKS[:2])
-    with team_server(_team()) as server:
-        env = model_env(
-            server.base_url, TILTH_HOME=str(live / "home"), TILTH_MAX_ITERATIONS_PER_TASK="4"
-        )
-        story = Story(root, seeded.session.id, env)
-        ran = story.cli("run", str(repo))
-        assert ran.returncode == 3, ran.stdout + ran.stderr
-        assert story.statuses() == {"T-001": "done", "T-002": "failed"}
-        shutil.copytree(live, root / "saved", symlinks=True)
-        yield story
-
-
 @pytest.fixture
-def story(saved: Story) -> Story:
-    live = saved.root / "live"
-    shutil.rmtree(live)
-    shutil.copytree(saved.root / "saved", live, symlinks=True)
-    return saved
+def story(saved_story: Story) -> Story:
+    return saved_story.restore()
 
 
 def _doctor(story: Story, *args: str) -> Any:
@@ -164,7 +114,7 @@ def test_a_moved_source_repository_is_re_attached(story: Story) -> None:
     assert _doctor(story).returncode == 0
     status = git(story.session.workspace_dir, "status", "--porcelain")
     assert status == ""
-    with team_server(_team()) as server:
+    with team_server(story_team()) as server:
         resumed = story.cli("resume", story.sid, TILTH_BASE_URL=server.base_url)
     assert resumed.returncode == 3, resumed.stdout + resumed.stderr  # T-002 stalls again
 
@@ -182,7 +132,7 @@ def test_a_deleted_event_log_is_never_silently_started_afresh(story: Story) -> N
     assert seed is not None
     subject = git(story.repo, "log", "-1", "--format=%s", seed.payload["sha"])
     assert subject.startswith("seed: 2 task(s)")
-    with team_server(_team()) as server:
+    with team_server(story_team()) as server:
         resumed = story.cli("resume", story.sid, TILTH_BASE_URL=server.base_url)
     assert resumed.returncode == 3, resumed.stdout + resumed.stderr
 

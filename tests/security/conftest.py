@@ -3,11 +3,12 @@ they fail loudly without it; elsewhere they skip with the reason shown (``-ra`` 
 
 ``TEST_SANDBOXES`` (comma-separated, default ``bwrap,landlock``; not a ``TILTH_*`` name,
 which the test set-up clears) names the backends to test: ``.ci/run`` runs the suite a
-second time with bubblewrap hidden from ``PATH`` and ``landlock`` alone.
+second time with bubblewrap hidden from ``PATH`` and ``landlock`` alone, for the modules
+marked ``sandbox_backend`` (those whose result depends on the backend).
 
 The attack suite (``test_attacks.py``), where the backend is the point, runs once per backend
 in ``BACKENDS``; every other backend-parametrized test (the ``backend`` fixture, ``MATRIX``)
-runs under the first one only, as ``.ci/run``'s second pass runs them all under Landlock.
+runs under the first one only, as ``.ci/run``'s second pass runs them under Landlock.
 ``TEST_SANDBOX_MATRIX=all`` runs them under every backend in one pass.
 """
 

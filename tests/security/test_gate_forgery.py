@@ -25,6 +25,8 @@ from tilth.agent.gate.seed_tests import run_gate
 from tilth.environment.project import ProjectEnv
 from tilth.tools.sandbox import make_sandbox
 
+pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
+
 SEED_TEST = (
     "from textkit.words import count_words\n\n\n"
     "def test_counts():\n    assert count_words('a b') == 2\n"

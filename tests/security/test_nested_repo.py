@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from agent.support import GOOD, TASKS, model_env, recipes, seed_session, team_server, tilth
 
 from security.conftest import require_sandbox
@@ -21,6 +22,8 @@ from tilth import git as tilth_git
 from tilth.demo.script import Recipe, Team
 from tilth.model.script import tool_call
 from tilth.timeline.rewind.change_report import tree_changes
+
+pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
 
 
 def nested_repo_command(marker: Path) -> str:

@@ -33,6 +33,8 @@ from tilth.environment.project import resolve_project_env
 from tilth.environment.worktree_env import record_worktree_env, trusted_worktree_env
 from tilth.model.script import tool_call
 
+pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
+
 WRONG = {"textkit/words.py": "def count_words(text):\n    return 0\n"}
 REPORT = '{"version": 1, "exit": 0, "collected": ["t"], "outcomes": {"t": "passed"}}'
 

@@ -14,12 +14,15 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
 
 from tests.conftest import make_repo, run_cli
 from tilth.demo.script import Recipe, Team
 from tilth.model import FakeServer, Script
 from tilth.model.script import tool_call
+
+pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
 
 SECOND_KEY = "sk-second-from-dotenv-41c0ffee99"
 EVALUATOR_KEY = "sk-evaluator-only-key-77aa00bb11"

@@ -2,7 +2,7 @@
 
 ``tasks/<T>.json``, ``seed-meta.json``, a ledger, a thread and ``worktree-env.json`` each
 have one validator every reader uses. Each test damages one of them in a real session
-(T-001 done, T-002 failed on the iteration cap; ``test_doctor_repair``'s story) and drives
+(T-001 done, T-002 failed on the iteration cap; ``tests/doctor_story.py``) and drives
 the real CLI: ``tilth sessions`` still lists every session, ``tilth doctor`` names the file
 and what is wrong, ``--repair`` rebuilds or drops it from the record, and the session resumes.
 """
@@ -10,24 +10,18 @@ and what is wrong, ``--repair`` rebuilds or drops it from the record, and the se
 from __future__ import annotations
 
 import json
-import shutil
 from typing import Any
 
 import pytest
 from cli.test_damaged_state import _resumes
-from cli.test_doctor_repair import Story
-from cli.test_doctor_repair import saved as saved_story  # noqa: F401  (a fixture)
+from doctor_story import Story
 
 from tilth.session.store import Session
 
 
 @pytest.fixture
-def story(saved_story: Story) -> Story:  # noqa: F811  (the imported fixture)
-    """The saved story copied back in place, with a second session beside it."""
-    live = saved_story.root / "live"
-    shutil.rmtree(live)
-    shutil.copytree(saved_story.root / "saved", live, symlinks=True)
-    return saved_story
+def story(saved_story: Story) -> Story:
+    return saved_story.restore()
 
 
 def _other_session(story: Story) -> str:

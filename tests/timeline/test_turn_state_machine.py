@@ -7,12 +7,16 @@ and the conversation (with summaries expanded) the thread seen then. Forks must 
 their checkpoint and leave the parent alone; an undo must return to exactly the state
 before the go-back it undoes (an undo of an undo is redo); a collection must never drop a
 blob that a checkpoint still names.
+
+The walk is seeded and goes in rounds (every action that can act, in an order the seed
+draws, each variant in turn), and the test fails if it missed a transition (``TRANSITIONS``).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -46,8 +49,31 @@ from tilth.tools import ToolBox
 
 THREAD = "worker-T-001"
 NAMES = ("a.txt", "src/b.py", "src/deep/c.md", "d.txt", "notes.log")  # *.log is ignored
+SCOPES = ("both", "code", "conversation")
 names = st.sampled_from(NAMES)
 texts = st.text(alphabet="xyz \n", max_size=12)
+
+COVERED: Counter[tuple[object, ...]] = Counter()
+"""Each transition the walk took (rule and its variant), counted across examples."""
+
+TRANSITIONS = {
+    ("edit",),
+    ("bash",),
+    *(("rewind", scope, live) for scope in ("both", "code", "conversation") for live in (0, 1)),
+    *(("user_edit", force, live) for force in (0, 1) for live in (0, 1)),
+    ("user_edit", "quick plan"),
+    ("fork", "stay"),
+    ("fork", "switch"),
+    ("restart", "clean"),
+    ("restart", "dirty"),
+    ("undo",),
+    ("redo",),
+    ("summarize", "up-to"),
+    ("summarize", "from"),
+    ("collect", "pruned"),
+}
+"""What the walk must have taken for the test to prove anything: every go-back in every
+scope, with and without a live capture, the undo of an undo, a collection that pruned."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +100,20 @@ def expanded(stored: list[StoredMessage]) -> tuple[str, ...]:
     return tuple(out)
 
 
+ACTIONS = (
+    "edit_turn",
+    "bash_turn",
+    "rewind",
+    "user_edit_then_rewind",
+    "fork",
+    "restart",
+    "undo",
+    "summarize_thread",
+    "collect_garbage",
+)
+"""What a step can do (the machine's methods of these names, each drawing its own data)."""
+
+
 class TimelineMachine(RuleBasedStateMachine):
     """One session (or its forks) driven through random turns and go-backs."""
 
@@ -91,6 +131,13 @@ class TimelineMachine(RuleBasedStateMachine):
         self.recorder: Recorder | None = None
         self.undo_stack: list[tuple[str, Seen, dict[str, Seen]]] = []
         """(undo point, the state before the go-back, the checkpoints seen then), newest last."""
+        self.redo_points: set[str] = set()
+        """Undo points an undo recorded: undoing one is a redo."""
+        self.runs: Counter[str] = Counter()
+        """How often each rule ran in this walk: it favours the rules it took least."""
+        self.can_restart: bool | None = None
+        """Whether the session has a task start to restart from (None: not read since the
+        last step)."""
         self._open()
         seed = list_checkpoints(self.session)[0]
         self.seen[seed.id] = Seen(tree_hash(self.worktree), seed.head, self._thread())
@@ -160,9 +207,55 @@ class TimelineMachine(RuleBasedStateMachine):
         self._close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def _can(self, action: str) -> bool:
+        """Whether ``action`` can act in this state."""
+        if action in ("rewind", "user_edit_then_rewind", "fork", "summarize_thread"):
+            return len(self.seen) > 1
+        if action == "restart":
+            if self.can_restart is None:  # read once per step
+                kinds = {cp.kind for cp in list_checkpoints(self.session)}
+                self.can_restart = "task_start" in kinds
+            return self.can_restart
+        if action == "undo":
+            return bool(self.undo_stack)
+        return True
+
+    @rule(data=st.data())
+    def step(self, data: st.DataObject) -> None:
+        """One action: of those that can act, one the walk has taken least (the walk goes
+        in rounds, each in an order the seed draws), so a short walk takes every action."""
+        can = [name for name in ACTIONS if self._can(name)]
+        least = min(self.runs[name] for name in can)
+        action = data.draw(st.sampled_from([n for n in can if self.runs[n] == least]))
+        self.runs[action] += 1
+        self.can_restart = None
+        getattr(self, action)(data)
+
+    def _variant(self, data: st.DataObject, key: str, variants: list[Any]) -> Any:
+        """One of ``variants``, drawn from those this walk has taken least (and counted)."""
+        least = min(self.runs[f"{key}{v}"] for v in variants)
+        chosen = data.draw(
+            st.sampled_from([v for v in variants if self.runs[f"{key}{v}"] == least])
+        )
+        self.runs[f"{key}{chosen}"] += 1
+        return chosen
+
+    def _start_task_again(self) -> None:
+        """A turn after a go-back before the task's start (or a collection that took it)
+        starts the task again, on a clean worktree, as the run loop does: so a restart can
+        follow later in the walk."""
+        self.can_restart = None
+        if self._can("restart") or git.git("status", "--porcelain", cwd=self.worktree).strip():
+            return
+        assert self.recorder is not None
+        start = self.recorder.task_start("T-001")
+        self.seen[start.id] = Seen(tree_hash(self.worktree), start.head, self._thread())
+        self.can_restart = None
+
     # ---- turns ------------------------------------------------------------------------------
-    @rule(ops=st.lists(st.tuples(st.booleans(), names, texts), min_size=1, max_size=3))
-    def edit_turn(self, ops: list[tuple[bool, str, str]]) -> None:
+    def edit_turn(self, data: st.DataObject) -> None:
+        ops = data.draw(st.lists(st.tuples(st.booleans(), names, texts), min_size=1, max_size=3))
+        self._start_task_again()
         for use_edit, name, text in ops:
             path = self.worktree / name
             if use_edit and path.is_file() and path.read_text():
@@ -173,17 +266,12 @@ class TimelineMachine(RuleBasedStateMachine):
                 outcome = self.box.dispatch("write_file", {"path": name, "content": text})
             assert not outcome.is_error, outcome.result
         self._record("edit")
+        COVERED["edit",] += 1
 
-    @rule(
-        ops=st.lists(
-            st.tuples(
-                st.sampled_from(["create", "append", "delete", "rename", "chmod"]), names, names
-            ),
-            min_size=1,
-            max_size=3,
-        )
-    )
-    def bash_turn(self, ops: list[tuple[str, str, str]]) -> None:
+    def bash_turn(self, data: st.DataObject) -> None:
+        kinds = st.sampled_from(["create", "append", "delete", "rename", "chmod"])
+        ops = data.draw(st.lists(st.tuples(kinds, names, names), min_size=1, max_size=3))
+        self._start_task_again()
         parts = []
         for kind, a, b in ops:
             if kind == "create":
@@ -199,13 +287,12 @@ class TimelineMachine(RuleBasedStateMachine):
         outcome = self.box.dispatch("bash", {"command": " ; ".join(parts or ["true"])})
         assert not outcome.blocked, outcome.result
         self._record("bash")
+        COVERED["bash",] += 1
 
     # ---- going back -------------------------------------------------------------------------
-    @precondition(lambda self: len(self.seen) > 1)
-    @rule(
-        data=st.data(), scope=st.sampled_from(["both", "code", "conversation"]), live=st.booleans()
-    )
-    def rewind(self, data: st.DataObject, scope: str, live: bool) -> None:
+    def rewind(self, data: st.DataObject) -> None:
+        self.can_restart = None
+        scope, live = self._variant(data, "rewind", [(s, b) for s in SCOPES for b in (False, True)])
         target_id = data.draw(st.sampled_from(sorted(self.seen)))
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
         tree_before = tree_hash(self.worktree)
@@ -226,12 +313,14 @@ class TimelineMachine(RuleBasedStateMachine):
             assert self._thread() == seen.thread
             self._forget_missing()
         self._open()
+        COVERED["rewind", scope, int(live)] += 1
 
-    @precondition(lambda self: len(self.seen) > 1)
-    @rule(data=st.data(), name=names, text=texts, force=st.booleans(), live=st.booleans())
-    def user_edit_then_rewind(
-        self, data: st.DataObject, name: str, text: str, force: bool, live: bool
-    ) -> None:
+    def user_edit_then_rewind(self, data: st.DataObject) -> None:
+        name, text = data.draw(names), data.draw(texts)
+        self.can_restart = None
+        force, live = self._variant(
+            data, "user_edit", [(f, b) for f in (False, True) for b in (False, True)]
+        )
         target_id = data.draw(st.sampled_from(sorted(self.seen)))
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
         # Unique, so the edit never equals a state a turn already recorded (a rewrite with
@@ -253,16 +342,19 @@ class TimelineMachine(RuleBasedStateMachine):
                 quick = plan_rewind(self.session, target, "code")
                 assert quick.files == plan.files
                 assert set(quick.conflicts) <= set(plan.conflicts)
-                plan = quick if data.draw(st.booleans()) else plan
+                if self._variant(data, "quick plan", [False, True]):
+                    plan = quick
+                    COVERED["user_edit", "quick plan"] += 1
             self._execute(plan)
         if not force and not name.endswith(".log"):
             assert kept[name] == mine
         self._kept_then_forced(target, kept)
         self._open()
+        COVERED["user_edit", int(force), int(live)] += 1
 
-    @precondition(lambda self: len(self.seen) > 1)
-    @rule(data=st.data(), switch=st.booleans())
-    def fork(self, data: st.DataObject, switch: bool) -> None:
+    def fork(self, data: st.DataObject) -> None:
+        self.can_restart = None
+        switch = self._variant(data, "fork", [False, True])
         target_id = data.draw(st.sampled_from(sorted(self.seen)))
         target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
         before = (tree_hash(self.worktree), git.head(self.worktree), self._thread())
@@ -271,18 +363,18 @@ class TimelineMachine(RuleBasedStateMachine):
         assert tree_hash(child.worktree) == self.seen[target_id].tree
         assert expanded(child.session.threads.get(THREAD).read()) == self.seen[target_id].thread
         assert (tree_hash(self.worktree), git.head(self.worktree), self._thread()) == before
+        COVERED["fork", "switch" if switch else "stay"] += 1
         if switch:
             self._close()
             self.session = child.session
             self._forget_missing()
             self.undo_stack = []  # undo points belong to the parent's timeline
+            self.redo_points = set()
             self._open()
 
-    @precondition(
-        lambda self: any(cp.kind == "task_start" for cp in list_checkpoints(self.session))
-    )
-    @rule(dirty=st.booleans())
-    def restart(self, dirty: bool) -> None:
+    def restart(self, data: st.DataObject) -> None:
+        self.can_restart = None
+        dirty = self._variant(data, "restart", [False, True])
         if dirty:
             (self.worktree / "a.txt").write_text(f"uncommitted {self.turns}\n")
         start = next(cp for cp in list_checkpoints(self.session) if cp.kind == "task_start")
@@ -294,11 +386,17 @@ class TimelineMachine(RuleBasedStateMachine):
         assert self._thread() == self.seen[start.id].thread
         self._forget_missing()
         self._open()
+        COVERED["restart", "dirty" if dirty else "clean"] += 1
 
-    @precondition(lambda self: bool(self.undo_stack))
-    @rule()
-    def undo(self) -> None:
+    def undo(self, data: st.DataObject) -> None:
+        self.can_restart = None
+        self._undo_once()
+        if self._variant(data, "redo", [False, True]):
+            self._undo_once()  # the undo of an undo: a redo
+
+    def _undo_once(self) -> None:
         point, before, seen = self.undo_stack.pop()
+        kind = "redo" if point in self.redo_points else "undo"
         self._close()
         controller = TimelineController(self.session)
         with controller.writing():
@@ -312,23 +410,29 @@ class TimelineMachine(RuleBasedStateMachine):
         assert set(seen) <= present, sorted(set(seen) - present)
         assert result.undo_point is not None
         self.undo_stack.append((result.undo_point, now, seen_now))  # so undo again = redo
+        self.redo_points.add(result.undo_point)
         self._open()
+        COVERED[kind,] += 1
 
-    @precondition(lambda self: len(self.seen) > 1)
-    @rule(data=st.data(), direction=st.sampled_from(["up-to", "from"]))
-    def summarize_thread(self, data: st.DataObject, direction: str) -> None:
-        target_id = data.draw(st.sampled_from(sorted(self.seen)))
-        target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
+    def summarize_thread(self, data: st.DataObject) -> None:
+        self.can_restart = None
+        direction = self._variant(data, "summarize", ["up-to", "from"])
         before = self._thread()
-        model = ScriptedModel(Script([reply(f"summary {self.turns}")]))
-        try:
-            summarize(self.session, target, direction, model, thread_key=THREAD)
-        except UsageError:
-            return  # nothing on that side of the checkpoint, or its head was summarized
-        assert self._thread() == before
+        for _ in range(3):  # a checkpoint with nothing on that side is refused: try another
+            target_id = data.draw(st.sampled_from(sorted(self.seen)))
+            target = next(cp for cp in list_checkpoints(self.session) if cp.id == target_id)
+            model = ScriptedModel(Script([reply(f"summary {self.turns}")]))
+            try:
+                summarize(self.session, target, direction, model, thread_key=THREAD)
+            except UsageError:
+                continue  # nothing on that side of the checkpoint, or its head was summarized
+            assert self._thread() == before
+            COVERED["summarize", direction] += 1
+            return
+        self.runs[f"summarize{direction}"] -= 1  # that direction stays the one to try next
 
-    @rule()
-    def collect_garbage(self) -> None:
+    def collect_garbage(self, data: st.DataObject) -> None:
+        self.can_restart = None
         env: dict[str, Any] = {"TILTH_CHECKPOINT_MAX_BYTES": "0"}
         cfg = load_settings({"TILTH_HOME": str(load_settings().home), **env})
         had = {cp.id for cp in list_checkpoints(self.session)}
@@ -343,6 +447,8 @@ class TimelineMachine(RuleBasedStateMachine):
             for point, before, seen in self.undo_stack
             if point in present
         ]
+        if pruned:
+            COVERED["collect", "pruned"] += 1
 
     @invariant()
     def every_named_blob_exists(self) -> None:
@@ -356,16 +462,25 @@ class TimelineMachine(RuleBasedStateMachine):
 def test_random_timelines_restore_exactly(
     tilth_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A seeded walk (the same every run), long enough to take every transition."""
     monkeypatch.setenv("TILTH_CHECKPOINT_AUTO_GC", "0")
-    run_state_machine_as_test(
-        TimelineMachine,
-        settings=settings(
-            max_examples=20,
-            stateful_step_count=12,
-            deadline=None,
-            # No explain phase: it traces every line while re-running a failure, and the
-            # shrink then outlasted the test's timeout instead of reporting the steps.
-            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    COVERED.clear()
+    run_state_machine_as_test(TimelineMachine, settings=WALK)
+    missed = sorted(TRANSITIONS - set(COVERED), key=str)
+    assert not missed, f"the walk never took {missed}; taken: {dict(COVERED)}"
+
+
+WALK = settings(
+    max_examples=2,
+    stateful_step_count=50,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    # No explain phase: it traces every line while re-running a failure, and the
+    # shrink then outlasted the test's timeout instead of reporting the steps.
+    phases=[Phase.explicit, Phase.generate, Phase.shrink],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+"""The walk: seeded (``derandomize``), so the steps it takes are the same every run and
+``TRANSITIONS`` holds for certain (about a hundred steps; twenty examples of twelve random
+steps cost four times the CPU and left transitions untaken); a failure still shrinks."""

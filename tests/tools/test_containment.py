@@ -12,6 +12,8 @@ from security.conftest import MATRIX, require_backend
 from tilth.tools import ToolBox, landlock, launcher
 from tilth.tools.sandbox import make_sandbox
 
+pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
+
 ESCAPES = {
     "background": "sleep {m} &",
     "setsid": "setsid sleep {m} &",

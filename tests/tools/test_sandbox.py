@@ -15,6 +15,8 @@ from tilth.config import load_settings
 from tilth.tools import ToolBox, landlock
 from tilth.tools.sandbox import SandboxUnavailable, make_sandbox, sandbox_for, sandbox_status
 
+pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
+
 DENIED = ("Read-only file system", "Permission denied", "No such file")
 """How each backend says no: bubblewrap hides or mounts read-only, Landlock refuses."""
 
