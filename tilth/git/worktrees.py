@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from tilth.errors import GitError
-from tilth.git.refs import git_dirs, small_text
+from tilth.git.refs import git_dirs, is_sha, small_text
 from tilth.git.repo import git, ok
 
 
@@ -25,7 +25,13 @@ def worktrees(source: Path) -> dict[Path, str | None]:
 
 
 def branch_exists(source: Path, branch: str) -> bool:
-    """True when ``refs/heads/<branch>`` exists in ``source``."""
+    """True when ``refs/heads/<branch>`` exists in ``source``: seen in its loose ref file
+    (no process; every run and attempt starts by asking), else asked of git (packed refs,
+    reftable)."""
+    dirs = git_dirs(source)
+    if dirs is not None and ".." not in branch and not branch.startswith("/"):
+        if is_sha((small_text(dirs[1] / "refs" / "heads" / branch) or "").strip()):
+            return True
     return ok("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source)
 
 
@@ -35,7 +41,7 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     if not path.exists() and add_new(source, path, branch, start):
         return path.resolve()
     resolved = path.resolve()
-    if path.is_dir() and resolved in worktrees(source):
+    if path.is_dir() and (_registered(source, resolved) or resolved in worktrees(source)):
         await_checkout(resolved)
         return resolved
     git("worktree", "prune", cwd=source)
@@ -45,6 +51,19 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     else:
         git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
     return path.resolve()
+
+
+def _registered(source: Path, path: Path) -> bool:
+    """True when git's own files say ``path`` is a worktree of ``source`` (no process): its
+    ``.git`` points into ``source``'s ``worktrees/`` and that entry points back at it. False
+    when they do not say so plainly (then ``git worktree list`` is asked)."""
+    dirs, home = git_dirs(path), git_dirs(source)
+    if dirs is None or home is None or dirs[1] != home[1].resolve():
+        return False
+    if dirs[0].resolve().parent != home[1].resolve() / "worktrees":
+        return False
+    back = (small_text(dirs[0] / "gitdir") or "").strip()
+    return bool(back) and Path(back).resolve() == (path / ".git").resolve()
 
 
 def add_new(source: Path, path: Path, branch: str, start: str) -> bool:
