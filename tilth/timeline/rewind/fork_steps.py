@@ -159,7 +159,10 @@ def _start_checkout(info: dict[str, Any], target: Checkpoint, op_id: str) -> Non
         source, branch = Path(str(info["source"])), str(info["branch"])
 
         def checkout() -> None:
-            made.append(git_worktrees.add_new(source, path, branch, target.head))
+            try:
+                made.append(git_worktrees.add_new(source, path, branch, target.head))
+            except Exception:  # (no process could start) make_worktree tries again and says why
+                made.append(False)
 
         thread = threading.Thread(target=checkout, name="tilth-fork-checkout", daemon=True)
         _checkouts[op_id] = (thread, made)
