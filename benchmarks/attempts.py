@@ -160,7 +160,8 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
         began = time.perf_counter()
         TimelineController(session, settings).fork(start)
         forked.append(time.perf_counter() - began)
-        # The fork's own git call alone (new branch, parallel checkout): the rest is records.
+        # The fork's own git call alone (new branch, parallel checkout): the fork writes its
+        # records while git checks out, so what it adds past that call is its last steps.
         branch = f"bench/{files}-{n}"
         target = root / f"own-{files}-{n}"
         own.append(_git_add(repo, ["-b", branch, str(target), start.head], CHECKOUT))
@@ -170,7 +171,7 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
         f"{files:>7} files: one attempt (fork + worktree) {min(forked) * 1000:.0f} ms, "
         f"git worktree add {min(plain) * 1000:.0f} ms -> {verdict} the goal (no slower than "
         f"git; fastest of {rounds}: fork {_ms(forked)}, git {_ms(plain)}; the fork's git call "
-        f"alone {_ms(own)}, so its records ~{(min(forked) - min(own)) * 1000:.0f} ms)"
+        f"alone {_ms(own)}, so its records add ~{(min(forked) - min(own)) * 1000:.0f} ms)"
     )
     return ok
 

@@ -57,9 +57,18 @@ _state: dict[str, Any] = {
 }
 _local: dict[str, Callable[[], dict[str, Any]]] = {}
 _local_lock = threading.Lock()
+_started_here: set[str] = set()
+"""Workflows whose in-process driver started in this process (their ends are seen here)."""
+_ended_here: dict[str, Any] = {}
+"""What each of those returned (or raised), by workflow id: a waiter reads it here, at once,
+instead of asking the database (each status read is a query holding the interpreter ~2-5 ms
+that K attempts' threads lack; a waiter asking twice a second spent a third of a four-attempt
+run's harness CPU on it)."""
 _suspects: dict[str, int] = {}
-_ended = threading.Event()
-"""Set when a workflow run by this process returns (``wait`` then looks at once)."""
+_ended = threading.Condition(_local_lock)
+"""Notified when a workflow run by this process returns (every waiter looks at once)."""
+_ends = [0]
+"""How many workflows ended in this process (a waiter sleeps until it changes)."""
 
 
 class QueueError(TilthError):
@@ -72,13 +81,24 @@ WORKFLOW = "tilth.drive_session"
 @DBOS.workflow(name=WORKFLOW)
 def drive_session(session_id: str, sessions_dir: str) -> dict[str, Any]:
     """Drive one session to a stop (a recovered workflow resumes it)."""
+    workflow_id = DBOS.workflow_id or ""
     with _local_lock:
         local = _local.pop(session_id, None)
+        if local is not None:
+            _started_here.add(workflow_id)
     if local is not None:
+        outcome: Any = None
         try:
-            return local()
+            outcome = local()
+            return outcome
+        except BaseException as exc:  # the waiter gets it as DBOS would hand it back
+            outcome = exc
+            raise
         finally:
-            _ended.set()  # a waiter in this process looks at the statuses now
+            with _ended:
+                _ended_here[workflow_id] = outcome
+                _ends[0] += 1
+                _ended.notify_all()  # a waiter in this process takes it now
     driver: Driver | None = _state["driver"]
     if driver is None:
         raise QueueError("no driver: the queue was launched without one")
@@ -256,44 +276,64 @@ def _enqueue(session: Session, workflow_id: str, local: Callable[[], dict[str, A
 
 def wait(workflow_ids: list[str], *, seconds: float | None = None) -> list[Any]:
     """Wait for every workflow to end, at most ``seconds`` (handing a dead worker's back
-    meanwhile); their results, the exception each raised, or None for one still going."""
+    meanwhile); their results, the exception each raised, or None for one still going.
+
+    A workflow this process runs is followed here, without a query (``_ended_here``); the
+    database is asked only about the others (still queued, or taken by another worker)."""
     deadline = None if seconds is None else time.monotonic() + seconds
-    handles: dict[str, Any] = {wid: DBOS.retrieve_workflow(wid) for wid in workflow_ids}
     done: dict[str, Any] = {}
     last_check = 0.0
     next_look = 0.0
     hot_until = 0.0
-    while len(done) < len(handles):
+    while True:
+        with _ended:
+            seen = _ends[0]  # an end after this wakes the sleep below
+            for wid in workflow_ids:
+                if wid in _ended_here and wid not in done:
+                    done[wid] = _ended_here[wid]
+            elsewhere = [w for w in workflow_ids if w not in done and w not in _started_here]
         now = time.monotonic()
-        if now >= next_look:
-            if not _look(handles, done):
+        if not elsewhere:
+            _poll(IDLE_POLL_SECONDS)  # all of them run here: nothing of ours to hand out
+        elif now >= next_look:
+            if not _look(elsewhere, done):
                 _poll(IDLE_POLL_SECONDS)  # all of them started: nothing to hand out soon
-            # Right after one ended here its status is written within moments: look often.
+            # Right after one ended its status is written within moments: look often.
             next_look = now + (POLL_SECONDS if now < hot_until else STATUS_SECONDS)
-        if time.monotonic() - last_check > TAKEOVER_SECONDS:
-            take_over_dead()
+        if elsewhere and time.monotonic() - last_check > TAKEOVER_SECONDS:
+            take_over_dead()  # one of ours may sit with a worker that died
             last_check = time.monotonic()
-        if deadline is not None and time.monotonic() > deadline:
+        if len(done) == len(workflow_ids):
             break
-        if _ended.wait(POLL_SECONDS):
-            _ended.clear()
+        pause = POLL_SECONDS if elsewhere else TAKEOVER_SECONDS
+        if deadline is not None:
+            if time.monotonic() >= deadline:
+                break
+            pause = min(pause, deadline - time.monotonic())
+        if _await_an_end(seen, pause):
             hot_until = time.monotonic() + 2.0
             next_look = 0.0
     return [done.get(wid) for wid in workflow_ids]
 
 
-def _look(handles: dict[str, Any], done: dict[str, Any]) -> bool:
-    """Note the result (or raised exception) of every handle that ended since last time;
-    True while one of them still waits on the queue to start."""
+def _await_an_end(seen: int, seconds: float) -> bool:
+    """Sleep until more than ``seen`` workflows ended here or ``seconds`` pass; True when
+    one did."""
+    with _ended:
+        return _ended.wait_for(lambda: _ends[0] != seen, timeout=max(seconds, 0.0))
+
+
+def _look(workflow_ids: list[str], done: dict[str, Any]) -> bool:
+    """Note the result (or raised exception) of every workflow that ended since last time,
+    its status read in one query for all; True while one of them waits on the queue."""
     waiting = False
-    for wid, handle in handles.items():
-        if wid in done:
-            continue
-        status = handle.get_status().status
-        waiting = waiting or status == "ENQUEUED"
-        if status in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+    found = DBOS.list_workflows(workflow_ids=workflow_ids, load_input=False, load_output=False)
+    for status in found:
+        wid = status.workflow_id
+        waiting = waiting or status.status == "ENQUEUED"
+        if status.status in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
             try:
-                done[wid] = handle.get_result()
+                done[wid] = DBOS.retrieve_workflow(wid).get_result()
             except Exception as exc:  # the workflow's own failure, reported per attempt
                 done[wid] = exc
     return waiting

@@ -216,9 +216,11 @@ def add_all(cwd: Path, env: dict[str, str] | None = None) -> list[str]:
     their entries set here: the commit their checkout is on (read from its files), or
     removed when the directory is gone.
     """
-    _unhide_entries(cwd, env)
+    hidden, changed = _listing(cwd, env)
+    _unhide_entries(cwd, env, hidden)
     links = _gitlinks(cwd, env)
-    large = _too_large(cwd, env)
+    # Unhidden entries compare with their files again: any of them may be changed now.
+    large = _too_large(cwd, changed | set(hidden))
     if not links and not large:
         git("add", "-A", cwd=cwd, env=env)
         return []
@@ -249,17 +251,37 @@ def add_all(cwd: Path, env: dict[str, str] | None = None) -> list[str]:
     return large
 
 
-def _unhide_entries(cwd: Path, env: dict[str, str] | None) -> None:
+def _listing(cwd: Path, env: dict[str, str] | None) -> tuple[list[str], set[str]]:
+    """One ``git ls-files`` for ``add_all``: the index entries git was told not to compare
+    with their files (``--assume-unchanged``, ``--skip-worktree``) whose files exist, and
+    the untracked (not ignored) or changed paths."""
+    out = git(
+        "ls-files",
+        "-v",
+        "-z",
+        "--cached",
+        "--others",
+        "--modified",
+        "--exclude-standard",
+        cwd=cwd,
+        env=env,
+    )
+    hidden: list[str] = []
+    changed: set[str] = set()
+    for record in filter(None, out.split("\0")):
+        tag, _, path = record.partition(" ")
+        if tag in ("?", "C", "c"):  # untracked; changed (or deleted) since the index
+            changed.add(path)
+        elif (tag in ("S", "s") or tag.islower()) and os.path.lexists(cwd / path):
+            hidden.append(path)
+    return hidden, changed
+
+
+def _unhide_entries(cwd: Path, env: dict[str, str] | None, hidden: list[str]) -> None:
     """Stage from the file, like any other, an entry git was told not to compare with it
     (``--assume-unchanged``, ``--skip-worktree``): ``git add -A`` would otherwise commit
     whatever that entry holds, which no gate ran and no reviewer saw. An entry whose file
-    is absent (a sparse checkout) is left as it is."""
-    out = git("ls-files", "-v", "-z", cwd=cwd, env=env)
-    hidden = []
-    for record in filter(None, out.split("\0")):
-        tag, _, path = record.partition(" ")
-        if (tag in ("S", "s") or tag.islower()) and os.path.lexists(cwd / path):
-            hidden.append(path)
+    is absent (a sparse checkout) is left as it is (``_listing`` leaves it out)."""
     if hidden:
         paths = "\0".join(hidden) + "\0"
         # One flag per call: update-index applies only the last of several such options.
@@ -267,11 +289,10 @@ def _unhide_entries(cwd: Path, env: dict[str, str] | None) -> None:
             git("update-index", flag, "-z", "--stdin", cwd=cwd, env=env, input_text=paths)
 
 
-def _too_large(cwd: Path, env: dict[str, str] | None) -> list[str]:
-    """Untracked or changed files (ignored ones aside) over ``LARGEST_FILE``."""
-    out = git("ls-files", "-z", "--others", "--modified", "--exclude-standard", cwd=cwd, env=env)
+def _too_large(cwd: Path, candidates: set[str]) -> list[str]:
+    """Those of ``candidates`` (untracked or changed files) over ``LARGEST_FILE``."""
     large = []
-    for rel in sorted(set(filter(None, out.split("\0")))):
+    for rel in sorted(candidates):
         try:
             found = os.lstat(cwd / rel)
         except OSError:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tilth.errors import GitError
+from tilth.git.refs import git_dirs, is_sha, small_text
 from tilth.git.repo import git, ok
 
 
@@ -23,17 +25,24 @@ def worktrees(source: Path) -> dict[Path, str | None]:
 
 
 def branch_exists(source: Path, branch: str) -> bool:
-    """True when ``refs/heads/<branch>`` exists in ``source``."""
+    """True when ``refs/heads/<branch>`` exists in ``source``: seen in its loose ref file
+    (no process; every run and attempt starts by asking), else asked of git (packed refs,
+    reftable)."""
+    dirs = git_dirs(source)
+    if dirs is not None and ".." not in branch and not branch.startswith("/"):
+        if is_sha((small_text(dirs[1] / "refs" / "heads" / branch) or "").strip()):
+            return True
     return ok("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source)
 
 
 def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") -> Path:
     """The worktree at ``path`` on ``branch``, creating (or re-creating) it as needed."""
     path = path.absolute()  # git runs in ``source``: a relative path would land there
-    if not path.exists() and _add_new(source, path, branch, start):
+    if not path.exists() and add_new(source, path, branch, start):
         return path.resolve()
     resolved = path.resolve()
-    if path.is_dir() and resolved in worktrees(source):
+    if path.is_dir() and (_registered(source, resolved) or resolved in worktrees(source)):
+        await_checkout(resolved)
         return resolved
     git("worktree", "prune", cwd=source)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,7 +53,20 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     return path.resolve()
 
 
-def _add_new(source: Path, path: Path, branch: str, start: str) -> bool:
+def _registered(source: Path, path: Path) -> bool:
+    """True when git's own files say ``path`` is a worktree of ``source`` (no process): its
+    ``.git`` points into ``source``'s ``worktrees/`` and that entry points back at it. False
+    when they do not say so plainly (then ``git worktree list`` is asked)."""
+    dirs, home = git_dirs(path), git_dirs(source)
+    if dirs is None or home is None or dirs[1] != home[1].resolve():
+        return False
+    if dirs[0].resolve().parent != home[1].resolve() / "worktrees":
+        return False
+    back = (small_text(dirs[0] / "gitdir") or "").strip()
+    return bool(back) and Path(back).resolve() == (path / ".git").resolve()
+
+
+def add_new(source: Path, path: Path, branch: str, start: str) -> bool:
     """The common case straight away (a new session, a fork): a new branch in a new
     worktree, one git call instead of four (each costs a process; an attempt's fork pays
     them before its worker can start). False when git refuses (the branch exists, a stale
@@ -54,6 +76,29 @@ def _add_new(source: Path, path: Path, branch: str, start: str) -> bool:
     except GitError:
         return False
     return True
+
+
+CHECKOUT_SECONDS = 60.0
+"""How long ``await_checkout`` waits for another git to finish writing a worktree."""
+
+
+def await_checkout(path: Path, seconds: float = CHECKOUT_SECONDS) -> None:
+    """Wait while a ``git worktree add`` that another process started is still writing the
+    worktree at ``path``: git keeps a ``locked`` file saying ``initializing`` in the
+    worktree's admin directory until its checkout is done. A fork checks out its worktree
+    beside its records (``rewind.fork_steps``); killed meanwhile, it leaves that git
+    finishing on its own, and the command completing the fork must not take the
+    half-written tree. A lock that stays (that git died too) is waited for ``seconds``."""
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
+        if not (path / ".git").exists():
+            if time.monotonic() - began > 1.0:
+                return  # not the moment before git writes it: a broken worktree, as it is
+        else:
+            dirs = git_dirs(path)
+            if dirs is None or (small_text(dirs[0] / "locked") or "").strip() != "initializing":
+                return
+        time.sleep(0.02)
 
 
 PARALLEL_CHECKOUT = ("-c", "checkout.workers=0")

@@ -247,8 +247,14 @@ class Session:
         return upgrade("session", data, where=f"checkpoint.json of session {self.id}")
 
     def update_checkpoint(self, **fields: Any) -> SessionRecord:
-        """Merge ``fields`` into ``checkpoint.json`` atomically and return the result."""
+        """Merge ``fields`` into ``checkpoint.json`` atomically and return the result (not
+        written when it holds them already: each write is two fsyncs, and a run's start, for
+        one, sets the workspace and branch it has)."""
         data = self._record_data()
+        if data.get("schema") == CHECKPOINT_SCHEMA and all(
+            k in data and data[k] == v for k, v in fields.items()
+        ):
+            return SessionRecord.from_dict(data)
         data.update(fields)
         data["schema"] = CHECKPOINT_SCHEMA
         atomic_write_json(self.checkpoint_path, data)

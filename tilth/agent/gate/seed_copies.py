@@ -12,13 +12,15 @@ import configparser
 import re
 import shlex
 import tempfile
+import threading
 import tomllib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tilth import git
+from tilth.git.refs import git_dirs, is_sha
 from tilth.safe_read import read_inside
 
 _TASK_FILE_RE = re.compile(r"^test_(t\d{3,})_[a-z0-9_]+\.py$")
@@ -98,8 +100,39 @@ def _files_and_entries_at(
     return files, entries
 
 
+_read: dict[tuple[Path, str, frozenset[str]], SeedCopies] = {}
+"""Seed copies read before, by (object store, seed commit, tasks): a commit's files never
+change, and the gate, the ratchet and the evaluator each ask for them (three git processes
+each time, for every attempt of a task)."""
+_read_lock = threading.Lock()
+READ_KEPT = 64
+
+
 def seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies:
-    """The seed test files of ``task_ids`` as the seed commit ``sha`` has them."""
+    """The seed test files of ``task_ids`` as the seed commit ``sha`` has them (read once
+    per repository, commit and tasks in a process: ``sha`` must then be a full sha)."""
+    task_ids = list(task_ids)
+    dirs = git_dirs(worktree) if is_sha(sha) else None
+    key = (dirs[1], sha, frozenset(task_ids)) if dirs is not None else None
+    with _read_lock:
+        known = _read.get(key) if key is not None else None
+    if known is None:
+        known = _seed_copies(worktree, sha, task_ids)
+        if key is not None:
+            with _read_lock:
+                if len(_read) >= READ_KEPT:
+                    _read.pop(next(iter(_read)))
+                _read[key] = known
+    # Each caller gets dictionaries of its own (the strings and tuples are shared).
+    return replace(
+        known,
+        tests=dict(known.tests),
+        support=dict(known.support),
+        entries=dict(known.entries),
+    )
+
+
+def _seed_copies(worktree: Path, sha: str, task_ids: Iterable[str]) -> SeedCopies:
     wanted = {slug_of(task_id) for task_id in task_ids}
     listed = git.git("ls-tree", "--name-only", sha, "tests/", cwd=worktree).splitlines()
     names: list[str] = []

@@ -3,13 +3,17 @@
 ``fork-created`` makes the child's directory marked ``fork_incomplete``; ``fork-files``
 copies the parent's session files cut to the checkpoint; ``fork-worktree`` makes the
 branch and worktree (a chat: a directory of its own); ``fork-record`` writes the child's
-final ``checkpoint.json`` and its ``fork`` event. ``spec`` is the step's description of
-the new session (``rewind.fork.plan_fork`` makes it).
+final ``checkpoint.json`` and its ``fork`` event. The worktree's checkout (git's
+``worktree add``, most of a large repository's fork) starts with ``fork-created`` and runs
+beside the records until ``fork-worktree`` waits for it: a process killed meanwhile leaves
+git finishing it, which ``fork-worktree`` run again waits for (``await_checkout``).
+``spec`` is the step's description of the new session (``rewind.fork.plan_fork`` makes it).
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,6 +60,12 @@ class ForkError(TilthError):
     """A fork cannot be made as asked."""
 
 
+_checkouts: dict[str, tuple[threading.Thread, list[bool]]] = {}
+"""The worktree checkouts running beside a fork's records, by operation id: the thread
+and, once it ends, whether git made the worktree."""
+_checkouts_lock = threading.Lock()
+
+
 def fork_of(spec: dict[str, Any]) -> tuple[Session, Checkpoint]:
     """The new session and the checkpoint it is made at."""
     child = Session(str(spec["child"]), Path(str(spec["sessions_dir"])) / str(spec["child"]))
@@ -81,8 +91,10 @@ def _copy_prefix(src: Path, dst: Path, size: int) -> None:
 
 def create_child(parent: Session, info: dict[str, Any], op_id: str) -> None:
     """The child's directory, marked incomplete until ``finish_child`` runs."""
-    child, _ = fork_of(info)
+    child, target = fork_of(info)
     child.dir.mkdir(parents=True, exist_ok=True)
+    if not is_chat_fork(info):
+        _start_checkout(info, target, op_id)
     child.events.path.touch()
     if child.checkpoint_path.is_file():
         return
@@ -123,11 +135,38 @@ def make_worktree(parent: Session, info: dict[str, Any], op_id: str) -> None:
         make_chat_directory(parent, child, Path(str(info["workspace"])), target)
         return
     source = Path(str(info["source"]))
-    worktree = git_worktrees.ensure_worktree(
-        source, Path(str(info["workspace"])), str(info["branch"]), start=target.head
-    )
+    path = Path(str(info["workspace"]))
+    with _checkouts_lock:
+        started = _checkouts.pop(op_id, None)
+    if started is not None:
+        started[0].join()
+    if started is not None and started[1] == [True]:
+        worktree = path.resolve()  # made by the checkout started with the fork
+    else:
+        worktree = git_worktrees.ensure_worktree(source, path, str(info["branch"]), target.head)
     if target.overlay:
         apply_overlay(worktree, target.overlay, session_store(parent))
+
+
+def _start_checkout(info: dict[str, Any], target: Checkpoint, op_id: str) -> None:
+    """Start checking out the new worktree (a new branch at the checkpoint's head) in a
+    thread, while the fork writes its records; ``make_worktree`` waits for it."""
+    path = Path(str(info["workspace"])).absolute()
+    with _checkouts_lock:
+        if op_id in _checkouts or path.exists():
+            return  # started already, or made (``make_worktree`` looks at what is there)
+        made: list[bool] = []
+        source, branch = Path(str(info["source"])), str(info["branch"])
+
+        def checkout() -> None:
+            try:
+                made.append(git_worktrees.add_new(source, path, branch, target.head))
+            except Exception:  # (no process could start) make_worktree tries again and says why
+                made.append(False)
+
+        thread = threading.Thread(target=checkout, name="tilth-fork-checkout", daemon=True)
+        _checkouts[op_id] = (thread, made)
+    thread.start()
 
 
 def finish_child(parent: Session, info: dict[str, Any], op_id: str) -> None:
