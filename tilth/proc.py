@@ -6,13 +6,15 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 STOP_SIGNALS: dict[int, str] = {
     signal.SIGTERM: "stopped by SIGTERM",
@@ -25,12 +27,20 @@ STOP_SIGNALS: dict[int, str] = {
 def stop_signals_interrupt(on_signal: Callable[[str], None] | None = None) -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP raise ``KeyboardInterrupt(<their words>)`` in the
     main thread, as Ctrl-C would (``on_signal`` hears the words first); elsewhere than in
-    the main thread, signals are left alone."""
+    the main thread, signals are left alone.
+
+    A signal that lands while Python runs a callback it cannot raise out of (a weak
+    reference's, a finalizer's) would be printed as "Exception ignored" and lost, and a chat
+    would go on waiting at its prompt: such a lost interrupt is sent again, a moment later,
+    from another thread, so it is raised where the program can act on it.
+    """
+    raised: dict[str, int] = {}
 
     def interrupt(signum: int, frame: object) -> None:
         words = STOP_SIGNALS.get(signum, f"signal {signum}")
         if on_signal is not None:
             on_signal(words)
+        raised[words] = signum
         raise KeyboardInterrupt(words)
 
     try:
@@ -38,11 +48,29 @@ def stop_signals_interrupt(on_signal: Callable[[str], None] | None = None) -> It
     except ValueError:  # not the main thread
         yield
         return
+    hook = sys.unraisablehook
+
+    def rescue(unraisable: Any) -> None:
+        lost = unraisable.exc_value
+        words = lost.args[0] if isinstance(lost, KeyboardInterrupt) and lost.args else None
+        if words in raised:
+            timer = threading.Timer(RESEND_SECONDS, os.kill, (os.getpid(), raised[words]))
+            timer.daemon = True
+            timer.start()
+            return
+        hook(unraisable)
+
+    sys.unraisablehook = rescue
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+RESEND_SECONDS = 0.05
+"""How long after a lost interrupt it is sent again (out of the callback that lost it)."""
 
 
 class Launch(Protocol):

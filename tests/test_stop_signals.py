@@ -1,0 +1,51 @@
+"""``proc.stop_signals_interrupt``: SIGTERM and SIGHUP raise KeyboardInterrupt as Ctrl-C would,
+even when the signal lands inside a callback Python cannot raise out of (a weak reference's):
+that interrupt would be printed as "Exception ignored" and lost, and a chat would sit at its
+prompt after its terminal closed. A real process, since signals are the point."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = """
+import os, signal, sys, time, weakref
+from tilth.proc import stop_signals_interrupt
+
+class Thing:
+    pass
+
+heard = []
+try:
+    with stop_signals_interrupt(heard.append):
+        thing = Thing()
+
+        def gone(_ref):  # the signal lands here, where an exception cannot escape
+            os.kill(os.getpid(), int(sys.argv[1]))
+            for _ in range(100_000):
+                pass
+
+        ref = weakref.ref(thing, gone)
+        del thing
+        print("callback over", flush=True)
+        time.sleep(10)
+    print("never interrupted", flush=True)
+    sys.exit(1)
+except KeyboardInterrupt as exc:
+    print(f"interrupted: {exc}; heard {len(heard)}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_an_interrupt_lost_in_a_callback_is_raised_again(sig: signal.Signals) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(int(sig))], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "callback over"
+    assert lines[1].startswith("interrupted: ") and "heard 2" in lines[1]
+    assert "Exception ignored" not in done.stderr
