@@ -127,7 +127,10 @@ def test_damaged_event_lines_are_named_set_aside_and_blanked_in_place(story: Sto
     garbage = b"#" * (len(lines[middle]) - 1) + b"\n"
     log.write_bytes(data[:start] + garbage + data[start + len(garbage) :] + b'{"v": 1, "ty')
     _doctor_names(story, "events.jsonl has 2 line(s)", f"line {middle + 1}: not JSON", "torn")
-    _repair(story)
+    repairing = story.cli("doctor", story.sid, "--repair", "-y")
+    assert repairing.returncode == 0, repairing.stdout + repairing.stderr
+    assert "events.jsonl has 2 line(s)" in repairing.stdout  # the torn one too, under its lock
+    assert story.cli("doctor", story.sid).returncode == 0
     repaired = log.read_bytes()
     assert repaired[:start] == data[:start]
     assert repaired[start : start + len(garbage)] == b" " * (len(garbage) - 1) + b"\n"

@@ -24,11 +24,11 @@ def event_line_problem(session: Session) -> Problem | None:
     """The damaged lines of the session's event log, as one problem (None: there are none).
 
     A torn last line is left out while another process holds the session: that is a run
-    writing its next event, not damage.
+    writing its next event, not damage (the doctor's own hold, to repair, does not count).
     """
     found = damaged_lines(session.events.path)
-    _, alive = session.lock().owner()
-    if alive:
+    pid, alive = session.lock().owner()
+    if alive and pid != os.getpid():  # ``doctor --repair`` holds the lock itself
         found = [line for line in found if not line.torn]
     if not found:
         return None
