@@ -81,6 +81,20 @@ def test_prepare_resume_flips_failed_tasks_and_unwinds(repo: Path, sessions_dir:
     assert git.head(seeded.worktree) == seeded.seed_sha
 
 
+def test_a_task_stopped_mid_way_is_said_to_continue_not_to_be_pending(
+    repo: Path, sessions_dir: Path
+) -> None:
+    seeded = seed_session(sessions_dir, repo)
+    tasks = seeded.prd()
+    tasks[0]["status"], tasks[1]["status"] = "done", "in_progress"
+    seeded.session.save_prd(tasks)
+    seeded.session.log("stop", reason="interrupted")
+
+    plan = prepare_resume(seeded.session, seeded.worktree)
+    assert plan.pending == ["T-002", "T-003"]  # the event's list is unchanged (SPEC §4)
+    assert plan.text == "continuing T-002 (in progress); then: T-003; last stop: interrupted"
+
+
 # ---- through the CLI -------------------------------------------------------------------------
 def test_retry_after_failure_reviews_the_pre_failure_work(repo: Path, sessions_dir: Path) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])

@@ -37,6 +37,9 @@ class ResumePlan:
     """Other tasks still to do (an ``in_progress`` one first)."""
     unwound_commit: str | None
     """Sha of the FAILED placeholder that was soft-reset, if any."""
+    continuing: tuple[str, ...] = ()
+    """Of ``pending``, the tasks stopped mid-way (``in_progress``): they continue where
+    they left off rather than start."""
 
     @property
     def text(self) -> str:
@@ -46,6 +49,11 @@ class ResumePlan:
             bits.append(f"retrying {', '.join(self.retried)} (was: failed)")
             if self.pending:
                 bits.append(f"then: {', '.join(self.pending)}")
+        elif self.continuing:
+            bits.append(f"continuing {', '.join(self.continuing)} (in progress)")
+            rest = [t for t in self.pending if t not in self.continuing]
+            if rest:
+                bits.append(f"then: {', '.join(rest)}")
         elif self.pending:
             bits.append(f"pending: {', '.join(self.pending)}")
         else:
@@ -80,7 +88,8 @@ def plan_resume(session: Session, worktree: Path) -> tuple[ResumePlan, RewindPla
         t for t in flipped if t.status == "pending"
     ]
     pending = [t.id for t in ordered if t.id not in retried]
-    resume = ResumePlan(session.last_stop(), retried, pending, placeholder)
+    continuing = tuple(t.id for t in ordered if t.status == "in_progress")
+    resume = ResumePlan(session.last_stop(), retried, pending, placeholder, continuing)
     rewind_plan = TimelineController(session).plan_resume(
         worktree,
         tuple(flipped) if retried else None,
