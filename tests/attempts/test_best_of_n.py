@@ -77,6 +77,18 @@ def test_three_attempts_keep_the_one_that_passes(
     assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
     assert seeded.subjects() == expected
 
+    # An attempt whose checkpoint.json is rebuilt by the doctor is still the parent's attempt.
+    record = sessions_dir / loser / "checkpoint.json"
+    kept = json.loads(record.read_text())
+    listed_before = run_cli("attempts", seeded.session.id, "--json").stdout
+    record.write_text("{oops")
+    repaired = run_cli("doctor", loser, "--repair", "-y")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    rebuilt = json.loads(record.read_text())
+    assert (rebuilt["kind"], rebuilt["attempt"]) == (kept["kind"], kept["attempt"])
+    assert rebuilt["parent_session"] == seeded.session.id
+    assert run_cli("attempts", seeded.session.id, "--json").stdout == listed_before
+
 
 def _web_shows_attempts(session_id: str, loser: str, figures: list[dict[str, object]]) -> None:
     from tests.web.conftest import TOKEN, app_client

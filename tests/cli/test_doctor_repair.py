@@ -147,6 +147,24 @@ def test_a_damaged_checkpoint_json_is_rebuilt(story: Story) -> None:
     assert cp["status"] == "failed"
 
 
+def test_a_rebuilt_checkpoint_json_keeps_a_forks_parent(story: Story) -> None:
+    forked = story.cli("fork", story.sid, "--at", "T-001", "--json")
+    assert forked.returncode == 0, forked.stdout + forked.stderr
+    child_id = json.loads(forked.stdout)["session_id"]
+    child = Session(child_id, story.session.dir.parent / child_id)
+    before = child.record().to_dict()
+    child.checkpoint_path.write_text("{oops")
+
+    repaired = story.cli("doctor", child_id, "--repair", "-y")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    after = child.record().to_dict()
+    assert after["parent_session"] == story.sid
+    kept = ("session", "checkpoint", "label", "head")
+    assert {k: after["forked_from"][k] for k in kept} == {k: before["forked_from"][k] for k in kept}
+    listed = json.loads(story.cli("sessions", "--json").stdout)
+    assert next(s for s in listed if s["id"] == child_id)["parent"] == story.sid
+
+
 def test_a_detached_worktree_is_put_back_on_its_branch(story: Story) -> None:
     git(story.session.workspace_dir, "checkout", "-q", "--detach")
     (problem,) = _problems(story)

@@ -135,6 +135,8 @@ def status_now(session: Session, checkpoints: list[Any]) -> str:
 
 
 CHAT_KIND = "chat"
+ATTEMPT_KIND = "attempt"
+"""The ``kind`` of an attempt's ``checkpoint.json`` (``tilth.attempts.task.KIND``)."""
 
 
 def is_chat_record(session: Session) -> bool:

@@ -23,6 +23,7 @@ from tilth.git import worktrees as git_worktrees
 from tilth.health.journal_repair import close_journal, journal_problems
 from tilth.health.problem import Problem
 from tilth.health.recorded import (
+    ATTEMPT_KIND,
     CHAT_KIND,
     chat_directory_of,
     checkpoint_json,
@@ -36,7 +37,7 @@ from tilth.health.recorded import (
     status_now,
 )
 from tilth.health.records import RECORD_REPAIRS, record_problems
-from tilth.session.events import EventLog, utc_now
+from tilth.session.events import Event, EventLog, payloads_of, utc_now
 from tilth.session.files import atomic_write_json, read_json
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
 from tilth.session.teardown import recorded_source
@@ -241,10 +242,47 @@ def _rebuild_checkpoint(session: Session, source: Path | None) -> str:
             "status": status_now(session, checkpoints),
             "tokens_used": int(state.get("tokens_used") or 0),
             "started_at": started,
+            **_lineage(session, events),
             "repaired_at": utc_now(),
         },
     )
     return "rebuilt checkpoint.json"
+
+
+def _lineage(session: Session, events: list[Event]) -> dict[str, Any]:
+    """What a fork's or an attempt's ``checkpoint.json`` said of its parent, recovered
+    from the logs: the child's own ``fork`` event, the parent's ``attempts_started``."""
+    fork = next(
+        (e for e in reversed(events) if e.type == "fork" and e.payload.get("role") == "child"),
+        None,
+    )
+    parent_id = fork.payload.get("parent_session") if fork is not None else None
+    if fork is None or not isinstance(parent_id, str):
+        return {}
+    lineage: dict[str, Any] = {
+        "parent_session": parent_id,
+        "forked_from": {
+            "session": parent_id,
+            "checkpoint": fork.payload.get("checkpoint"),
+            "label": fork.payload.get("label"),
+            "head": fork.payload.get("head"),
+            "at": fork.ts,
+        },
+    }
+    parent_log = session.dir.parent / parent_id / "events.jsonl"
+    started = payloads_of(parent_log, "attempts_started") if parent_log.is_file() else []
+    for payload in started:
+        made = [str(a) for a in payload.get("attempts") or []]
+        if session.id in made:
+            lineage["kind"] = ATTEMPT_KIND
+            lineage["attempt"] = {
+                "parent": parent_id,
+                "task_id": payload.get("task_id"),
+                "checkpoint": payload.get("checkpoint"),
+                "number": made.index(session.id) + 1,
+                "of": len(made),
+            }
+    return lineage
 
 
 def _reattach(session: Session, source: Path | None) -> str:
