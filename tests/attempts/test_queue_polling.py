@@ -77,6 +77,8 @@ def _slow_only_while_all_runs(tmp_path: Path) -> None:
         first_done.set()
         # The first ends, the second starts: nothing of ours waits any more.
         assert engine.wait([first], seconds=30) == [STOPPED]
+        assert first not in engine._ended_here  # handed out once, then kept by the database
+        assert engine.wait([first], seconds=30) == [STOPPED]
         assert engine.wait([second], seconds=1.5) == [None]
         assert _polling() == engine.IDLE_POLL_SECONDS
 

@@ -64,6 +64,7 @@ _ended_here: dict[str, Any] = {}
 instead of asking the database (each status read is a query holding the interpreter ~2-5 ms
 that K attempts' threads lack; a waiter asking twice a second spent a third of a four-attempt
 run's harness CPU on it)."""
+_MISSING = object()
 _suspects: dict[str, int] = {}
 _ended = threading.Condition(_local_lock)
 """Notified when a workflow run by this process returns (every waiter looks at once)."""
@@ -313,6 +314,12 @@ def wait(workflow_ids: list[str], *, seconds: float | None = None) -> list[Any]:
         if _await_an_end(seen, pause):
             hot_until = time.monotonic() + 2.0
             next_look = 0.0
+    with _ended:
+        # Handed out: forget them, so a long-lived process (a worker, `tilth serve`) does not
+        # keep every result it ever saw; a later wait for one asks the database.
+        for wid in done:
+            if _ended_here.pop(wid, _MISSING) is not _MISSING:
+                _started_here.discard(wid)
     return [done.get(wid) for wid in workflow_ids]
 
 
