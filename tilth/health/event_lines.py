@@ -49,7 +49,7 @@ def repair_event_lines(session: Session) -> str:
     found = damaged_lines(path)
     if not found:
         return "events.jsonl: no damaged lines"
-    _keep(session, path.read_bytes(), found)
+    _keep(session, found)
     with open(path, "r+b") as log:
         for line in found:
             if line.torn:
@@ -64,11 +64,13 @@ def repair_event_lines(session: Session) -> str:
     return f"events.jsonl: set {len(found)} damaged line(s) aside in {KEPT} and blanked them"
 
 
-def _keep(session: Session, data: bytes, found: list[DamagedLine]) -> None:
-    with open(session.dir / KEPT, "ab") as kept:
+def _keep(session: Session, found: list[DamagedLine]) -> None:
+    """Append each damaged line's bytes to ``KEPT`` (read one by one: a log may be large)."""
+    with open(session.events.path, "rb") as log, open(session.dir / KEPT, "ab") as kept:
         for line in found:
             where = f"# events.jsonl line {line.number} at byte {line.offset}: {line.why}\n"
             kept.write(where.encode())
-            kept.write(data[line.offset : line.end].rstrip(b"\n") + b"\n")
+            log.seek(line.offset)
+            kept.write(log.read(line.end - line.offset).rstrip(b"\n") + b"\n")
         kept.flush()
         os.fsync(kept.fileno())

@@ -175,18 +175,24 @@ class DamagedLine:
 
 def damaged_lines(path: Path) -> list[DamagedLine]:
     """Every non-blank line of the log at ``path`` that readers skip, oldest first."""
-    found = []
-    for number, (line, offset, end, complete) in enumerate(iter_lines(path), 1):
+    return [item for item in _classified(path) if isinstance(item, DamagedLine)]
+
+
+def _classified(path: Path, start: int = 0) -> Iterator[Event | DamagedLine]:
+    """Each non-blank line from byte ``start``: an event, or what keeps it from being one
+    (line numbers count from ``start``)."""
+    for number, (line, offset, end, complete) in enumerate(iter_lines(path, start), 1):
         if not line.strip():
             continue
         if not complete:
             why = f"torn last line ({len(line)} bytes)"
-            found.append(DamagedLine(number, offset, end, why, torn=True))
+            yield DamagedLine(number, offset, end, why, torn=True)
             continue
         parsed = _parse(line, offset, end)
         if isinstance(parsed, str):
-            found.append(DamagedLine(number, offset, end, parsed, torn=False))
-    return found
+            yield DamagedLine(number, offset, end, parsed, torn=False)
+        else:
+            yield parsed
 
 
 class EventLog:
@@ -199,17 +205,11 @@ class EventLog:
     def read(self, start: int = 0) -> ReadReport:
         """Every readable event from byte ``start``; bad lines are reported, not raised."""
         report = ReadReport()
-        for number, (line, offset, end, complete) in enumerate(iter_lines(self.path, start), 1):
-            if not line.strip():
-                continue
-            if not complete:
-                report.skipped.append(f"line {number}: torn last line ({len(line)} bytes)")
-                continue
-            parsed = _parse(line, offset, end)
-            if isinstance(parsed, str):
-                report.skipped.append(f"line {number}: {parsed}")
+        for item in _classified(self.path, start):
+            if isinstance(item, Event):
+                report.events.append(item)
             else:
-                report.events.append(parsed)
+                report.skipped.append(f"line {item.number}: {item.why}")
         return report
 
     def events(self) -> list[Event]:
