@@ -188,7 +188,7 @@ class ChatView:
     def _on_text(self, data: dict[str, Any]) -> None:
         if self._secrets is None:
             self._secrets = StreamScrubber()
-        piece = terminal_safe(self._secrets.feed(str(data.get("text", ""))))
+        piece = neutralise(self._secrets.feed(str(data.get("text", ""))))  # scrubbed by the feed
         self._text += piece
         if not self.live:
             self.console.file.write(piece)
@@ -246,9 +246,10 @@ class ChatView:
             rest = self._secrets.flush() if self._secrets is not None else ""
             self._secrets = None
             if rest:
-                self._text += terminal_safe(rest)
+                rest = neutralise(rest)  # the scrubber's own output: scrubbed already
+                self._text += rest
                 if not self.live:
-                    self.console.file.write(terminal_safe(rest))
+                    self.console.file.write(rest)
             if self._display is not None:
                 self._final = True
                 self._display.transient = not self._text
