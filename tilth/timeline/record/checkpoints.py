@@ -133,7 +133,11 @@ def checkpoints_dir(session: Session) -> Path:
 
 
 def checkpoint_path(session: Session, seq: int) -> Path:
-    return checkpoints_dir(session) / f"{checkpoint_id(seq)}.json"
+    return _checkpoint_file(checkpoints_dir(session), seq)
+
+
+def _checkpoint_file(folder: Path, seq: int) -> Path:
+    return folder / f"{checkpoint_id(seq)}.json"
 
 
 def stored_seqs(session: Session) -> list[int]:
@@ -177,7 +181,7 @@ def read_timeline(session: Session) -> TimelineRead:
     problems: list[str] = []
     folder = checkpoints_dir(session)  # once: a long session has thousands of files
     for seq in stored_seqs(session):
-        path = folder / f"{checkpoint_id(seq)}.json"
+        path = _checkpoint_file(folder, seq)
         try:
             found.append(Checkpoint.from_dict(read_json(path, what="checkpoint")))
         except FileNotFoundError:
