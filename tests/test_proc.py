@@ -6,8 +6,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from tilth import proc
 
@@ -89,3 +92,29 @@ def test_wait_exit_reports_an_exit_and_a_timeout() -> None:
     finally:
         slow.kill()
         slow.wait()
+
+
+def _interrupt_then_release(workdir: Path) -> None:
+    """Ctrl-C this process once the child has started, then let the child go on."""
+    while not (workdir / "started").exists():
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.3)  # a child killed at the interrupt never sees ``go``
+    (workdir / "go").touch()
+
+
+def test_a_child_may_finish_after_an_interrupt_before_it_is_killed(tmp_path: Path) -> None:
+    """Git killed mid-write leaves ``index.lock``: the resumed run could commit nothing."""
+    script = "touch started; while [ ! -e go ]; do sleep 0.01; done; touch done"
+    threading.Thread(target=_interrupt_then_release, args=(tmp_path,), daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        proc.run(["sh", "-c", script], cwd=tmp_path, timeout=30, finish_on_interrupt=20)
+    assert (tmp_path / "done").exists()
+
+
+def test_without_a_grace_an_interrupted_child_is_killed_at_once(tmp_path: Path) -> None:
+    script = "touch started; while [ ! -e go ]; do sleep 0.01; done; touch done"
+    threading.Thread(target=_interrupt_then_release, args=(tmp_path,), daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        proc.run(["sh", "-c", script], cwd=tmp_path, timeout=30)
+    assert not (tmp_path / "done").exists()  # killed before ``run`` raised

@@ -242,11 +242,14 @@ def run(
     input_text: str | None = None,
     shell: bool = False,
     errors: str = "replace",
+    finish_on_interrupt: float = 0.0,
 ) -> ProcResult:
     """Run ``cmd`` to completion; on timeout kill its process group and report it.
 
     ``errors="surrogateescape"`` keeps bytes that are not UTF-8 (file names) exact, both
-    ways, as ``os.fsdecode`` does.
+    ways, as ``os.fsdecode`` does. On Ctrl-C (or any exception) the child is killed, after
+    being let finish for up to ``finish_on_interrupt`` seconds: a git killed mid-write
+    leaves its ``index.lock`` behind, and every later git command there fails on it.
     """
     proc = subprocess.Popen(
         cmd,
@@ -263,9 +266,21 @@ def run(
     try:
         return _wait(proc, input_text, time.monotonic() + timeout)
     except BaseException:
-        kill_group(proc)
-        proc.wait()
+        try:
+            if finish_on_interrupt:
+                _let_finish(proc, finish_on_interrupt)
+        finally:  # a second Ctrl-C while it finishes still ends it
+            kill_group(proc)
+            proc.wait()
         raise
+
+
+def _let_finish(proc: subprocess.Popen[str], seconds: float) -> None:
+    """Wait up to ``seconds`` for the child to end, reading its pipes so it cannot block."""
+    try:
+        proc.communicate(timeout=seconds)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        pass
 
 
 def _wait(proc: subprocess.Popen[str], input_text: str | None, deadline: float) -> ProcResult:

@@ -21,7 +21,6 @@ from tests.agent.test_pipeline_kit import (
 )
 from tilth.agent import prompts
 from tilth.agent.pipeline import run_task
-from tilth.errors import ModelError
 from tilth.model import empty, reply, tool_call, tool_call_raw
 from tilth.session.task import Task
 
@@ -110,26 +109,16 @@ def test_worker_bash_does_not_see_api_keys(tmp_path: Path, monkeypatch: pytest.M
     assert SECRET not in dumps(kit.thread("worker.T-001.implementing"))
 
 
-def test_dangling_tool_calls_are_answered_before_continuing(tmp_path: Path) -> None:
-    kit = build(tmp_path, [plan()], [])
-    with pytest.raises(ModelError):
-        run_task(kit.ctx, kit.task())
-    # simulate a crash right after a model reply was stored, before its tool ran
-    thread = kit.session.threads.get("worker.T-001.implementing")
-    thread.append(
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"id": "c9", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-            ],
-        }
-    )
-    again = kit.with_models([*quiet()], [])
-    assert run_task(again.ctx, again.task()).reason == "no_case"
-    sent = again.worker.requests[0]["messages"]
-    assert sent[-1] == {"role": "tool", "tool_call_id": "c9", "content": sent[-1]["content"]}
-    assert "not run" in sent[-1]["content"]
+def test_a_thread_stopped_before_its_brief_is_opened_afresh(tmp_path: Path) -> None:
+    """A stop between the system prompt and the brief left a thread without the task: the
+    worker was asked with no task in sight, and the stage failed with ``no_case``."""
+    kit = build(tmp_path, [plan(), *quiet()], [])
+    half = kit.session.threads.get("worker.T-001.implementing")
+    half.append({"role": "system", "content": "HALF-OPENED"}, turn=1)
+    assert run_task(kit.ctx, kit.task()).reason == "no_case"
+    sent = kit.worker.requests[1]["messages"]
+    assert [m["role"] for m in sent[:2]] == ["system", "user"]
+    assert "T-001" in sent[1]["content"] and "HALF-OPENED" not in dumps(sent)
 
 
 def test_brief_channels_are_capped_and_curated(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ lock, its stop, its exit), which one task shows as well as two at half the work.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -43,6 +44,26 @@ def run_state(served: Served, sid: str) -> dict[str, Any]:
     return {**(detail["run"] or {}), "status": detail["status"], "locked_by": detail["locked_by"]}
 
 
+EXPLAINING = ("session_resume", "stop", "task_attempt_failed", "task_failed")
+
+
+def explain(state: dict[str, Any], session: Session) -> str:
+    """Why a background run ended as it did: its exit, the stops, resumes and task failures
+    it logged (with the turn and call each stop cut into), and the end of its output."""
+    lines = [f"exit {state.get('exit_code')}, status {state.get('status')}"]
+    last_step = ""
+    for event in session.events.events():
+        payload = event.payload
+        if event.type in EXPLAINING:
+            lines.append(f"{event.type} {json.dumps(payload)[:600]}" + last_step)
+        elif event.type in ("model_call", "tool_call", "tool_result", "stage_started"):
+            names = payload.get("tool") or payload.get("tool_calls") or ""
+            last_step = (
+                f"  (after {event.type} {payload.get('stage')} turn {payload.get('turn')} {names})"
+            )
+    return "\n".join([*lines, "--- run output (end) ---", str(state.get("output", ""))[-3000:]])
+
+
 def test_stop_interrupts_a_background_run_and_resume_finishes_it(
     tmp_path: Path, tilth_home: Path
 ) -> None:
@@ -66,8 +87,8 @@ def test_stop_interrupts_a_background_run_and_resume_finishes_it(
             state = wait_for(
                 lambda: (s := run_state(served, built.id))["running"] is False and s, 30, "exit"
             )
-            assert state["exit_code"] == 130
-            assert built.session.last_stop() == "interrupted"
+            assert state["exit_code"] == 130, explain(state, built.session)
+            assert built.session.last_stop() == "interrupted", explain(state, built.session)
             assert served.api("POST", f"/api/sessions/{built.id}/stop", {}).json() == {
                 "stopped": None
             }
@@ -78,8 +99,8 @@ def test_stop_interrupts_a_background_run_and_resume_finishes_it(
             done = wait_for(
                 lambda: (s := run_state(served, built.id))["exit_code"] is not None and s, 90
             )
-            assert done["exit_code"] == 0, done
-            assert done["status"] == "all_done"
+            assert done["exit_code"] == 0, explain(done, built.session)
+            assert done["status"] == "all_done", explain(done, built.session)
 
 
 def test_the_server_survives_a_crashing_run(tmp_path: Path, tilth_home: Path) -> None:
@@ -104,8 +125,8 @@ def test_the_server_survives_a_crashing_run(tmp_path: Path, tilth_home: Path) ->
             done = wait_for(
                 lambda: (s := run_state(served, built.id))["exit_code"] is not None and s, 90
             )
-            assert done["exit_code"] == 0, detail
-            assert done["status"] == "all_done"
+            assert done["exit_code"] == 0, explain(done, built.session)
+            assert done["status"] == "all_done", explain(done, built.session)
 
 
 def test_stopping_the_server_interrupts_its_runs_which_stay_resumable(

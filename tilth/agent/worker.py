@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from time import sleep
 from typing import Any
 
+from tilth.agent.cut_turn import cut_turn, settle
 from tilth.agent.run_context import RunContext
 from tilth.agent.stops import TaskFailed
 from tilth.agent.task_state import TaskState
@@ -35,10 +36,6 @@ RESUMED = (
     "continue; when the stage's work is complete, call `{tool}`."
 )
 DUPLICATE = "Duplicate `{tool}` call ignored; act on the response to the first one."
-INTERRUPTED = (
-    "(This call was not run: the harness stopped before answering it. Check the workspace "
-    "and repeat the call if you still need it.)"
-)
 
 
 @dataclass(frozen=True)
@@ -95,21 +92,15 @@ def make_toolbox(ctx: RunContext) -> ToolBox:
     )
 
 
-def dangling_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool calls of the last assistant message that have no tool answer yet."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.get("role") != "assistant":
-            continue
-        answered = {m.get("tool_call_id") for m in messages[index + 1 :] if m.get("role") == "tool"}
-        return [c for c in message.get("tool_calls") or [] if c.get("id") not in answered]
-    return []
-
-
 def open_thread(ctx: RunContext, actor: Actor, spec: StageSpec, state: TaskState) -> None:
     """Start the stage's thread, or repair and continue the persisted one."""
     thread = actor.thread
     messages = thread.messages()
+    if len(messages) == 1:
+        # A stop between the system prompt and the brief: without the brief the worker
+        # would not know its task, so the thread is opened afresh.
+        thread.truncate_after(None)
+        messages = []
     if not messages:
         system, brief = spec.system(), spec.brief()
         thread.append({"role": "system", "content": system}, turn=state.turns)
@@ -124,18 +115,13 @@ def open_thread(ctx: RunContext, actor: Actor, spec: StageSpec, state: TaskState
             truncated=len(brief) > 16_000,
         )
     else:
-        pending = dangling_calls(messages)
-        feedback = state.feedback
-        for call in pending:
-            # A stop between a model reply and its tool results leaves calls unanswered;
-            # providers refuse such a thread, so answer them before the next request.
-            text = INTERRUPTED
-            if feedback and call.get("function", {}).get("name") == spec.tool:
-                text, feedback = feedback, None
-            fake = ToolCall(str(call.get("id")), str(call.get("function", {}).get("name")), "")
-            answer(actor, state.turns, fake, text)
-        state.feedback = feedback
-        if not feedback and messages[-1].get("role") == "assistant" and not pending:
+        # A stop between a model reply and its tool results leaves calls unanswered: the
+        # turn is finished first (``cut_turn``), and counts as taken.
+        cut = cut_turn(thread.read())
+        if cut.calls:
+            state.feedback = settle(actor, cut, spec.tool, state.feedback)
+            state.turns = max(state.turns, cut.number or 0)
+        elif not state.feedback and messages[-1].get("role") == "assistant":
             # Providers differ on a thread that ends with the assistant; give it a turn.
             say(actor, RESUMED.format(tool=spec.tool), turn=state.turns, kind="resumed")
     if state.feedback:

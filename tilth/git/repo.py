@@ -23,6 +23,10 @@ from tilth.git.refs import branch_from_files, git_dirs, head_from_files
 FALLBACK_NAME = "Tilth"
 FALLBACK_EMAIL = "tilth@localhost"
 DEFAULT_TIMEOUT = 120.0
+INTERRUPT_GRACE = 5.0
+"""How long a git command may finish after a stop (Ctrl-C, the web UI's stop) before it is
+killed: one killed while it writes the index leaves ``index.lock``, and the resumed run's
+first commit fails on it."""
 
 
 def git(
@@ -44,6 +48,7 @@ def git(
         env=inert_env(env),
         input_text=input_text,
         errors="surrogateescape",
+        finish_on_interrupt=INTERRUPT_GRACE,
     )
     if result.timed_out:
         raise GitError(cmd, -9, f"timed out after {timeout:.0f}s")
@@ -55,7 +60,13 @@ def git(
 def ask(*args: str, cwd: Path) -> proc.ProcResult:
     """``git <args>`` run inert, its result as it is (no exit status is an error here)."""
     argv = ["git", *inert_options(), *args]
-    return proc.run(argv, cwd=cwd, timeout=DEFAULT_TIMEOUT, env=inert_env())
+    return proc.run(
+        argv,
+        cwd=cwd,
+        timeout=DEFAULT_TIMEOUT,
+        env=inert_env(),
+        finish_on_interrupt=INTERRUPT_GRACE,
+    )
 
 
 def ok(*args: str, cwd: Path) -> bool:
