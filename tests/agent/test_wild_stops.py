@@ -18,7 +18,7 @@ def test_the_wall_clock_cap_holds_inside_a_turn(repo: Path, sessions_dir: Path) 
     # The reply starts streaming, then goes silent far past the cap (and within the timeout).
     slow = stall(600, reply("a plan that never arrives"), after=2)
     with FakeServer(Script({WORKER: [slow], EVALUATOR: []})) as server:
-        env = model_env(server.base_url, TILTH_MAX_WALL_CLOCK_MINUTES="0.25")
+        env = model_env(server.base_url, TILTH_MAX_WALL_CLOCK_MINUTES="0.15")
         result = tilth("run", str(repo), env=env)
         asked = len(worker_requests(server))
     assert asked == 1, "the cap was reached while the first reply streamed"

@@ -60,7 +60,8 @@ def test_a_run_against_the_real_worker_ends_in_a_clear_stop(
         tmp_path,
         proxy.base_url,
         64,
-        TILTH_MAX_ITERATIONS_PER_TASK="3",
+        # Two: the second worker turn sends the first's real (often cut-off) calls back.
+        TILTH_MAX_ITERATIONS_PER_TASK="2",
         TILTH_MAX_WALL_CLOCK_MINUTES="8",
     )
     result = tilth(["run", str(source)], env, tmp_path)
@@ -76,14 +77,15 @@ def test_the_wall_clock_cap_holds_inside_a_turn(llama: LlamaServer, tmp_path: Pa
     """A reply still streaming at the deadline is abandoned, not waited for.
 
     The pass-through hands the real server's stream on one event a second, so a reply of up
-    to 256 tokens would take minutes, on any machine, against a 30-second cap. (At 64 one
-    reply ended in time: the server sends a tool call's tokens a few to an event. A longer
-    limit proves no more: the server generates ahead of the paced relay until Tilth lets go,
-    so each token allowed is CPU time spent.)
+    to 256 tokens would take minutes, on any machine, against a 12-second cap (the first
+    request goes out about two seconds in). (At 64 one reply ended in time: the server sends a
+    tool call's tokens a few to an event. A longer limit proves no more: the server generates
+    ahead of the paced relay until Tilth lets go, so each token allowed is CPU time spent, as
+    each second of cap is the tier's wall time.)
     """
     source, sessions = seeded(tmp_path)
     with RecordingProxy(llama.port, pace=1.0) as slow:
-        env = run_env(tmp_path, slow.base_url, 256, TILTH_MAX_WALL_CLOCK_MINUTES="0.5")
+        env = run_env(tmp_path, slow.base_url, 256, TILTH_MAX_WALL_CLOCK_MINUTES="0.2")
         result = tilth(["run", str(source)], env, tmp_path)
         exchanges = check_requests(slow, 256)
 

@@ -3,8 +3,10 @@ they fail loudly without it; elsewhere they skip with the reason shown (``-ra`` 
 
 ``TEST_SANDBOXES`` (comma-separated, default ``bwrap,landlock``; not a ``TILTH_*`` name,
 which the test set-up clears) names the backends to test: ``.ci/run`` runs the suite a
-second time with bubblewrap hidden from ``PATH`` and ``landlock`` alone, for the modules
-marked ``sandbox_backend`` (those whose result depends on the backend).
+second time with bubblewrap hidden from ``PATH`` and ``landlock`` alone, for the tests
+marked ``sandbox_backend`` (those whose result depends on the backend: each test using the
+``backend`` fixture or ``MATRIX_PARAMS`` is, and a test running a command in the sandbox
+``auto`` picks carries the mark itself).
 
 The attack suite (``test_attacks.py``), where the backend is the point, runs once per backend
 in ``BACKENDS``; every other backend-parametrized test (the ``backend`` fixture, ``MATRIX``)
@@ -34,6 +36,11 @@ BACKENDS = tuple(
 
 MATRIX = BACKENDS if os.environ.get("TEST_SANDBOX_MATRIX") == "all" else BACKENDS[:1]
 """The backends a backend-parametrized test outside the attack suite runs under."""
+
+MATRIX_PARAMS = [pytest.param(name, marks=pytest.mark.sandbox_backend) for name in MATRIX]
+"""``MATRIX`` as parameters marked ``sandbox_backend``: a test (or fixture) parametrized with
+them is one whose result depends on the backend, so ``.ci/run``'s Landlock pass runs it again;
+its ``off`` case or a test that names its backend outright runs once, in ``make test``."""
 
 
 def _in_ci() -> bool:
@@ -67,7 +74,7 @@ def sandbox_usable() -> None:
     require_sandbox()
 
 
-@pytest.fixture(params=MATRIX)
+@pytest.fixture(params=MATRIX_PARAMS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Each backend of ``MATRIX``, usable here (or the test skips / fails in CI)."""
     name = str(request.param)

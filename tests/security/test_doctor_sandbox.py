@@ -13,13 +13,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import pytest
 from agent.support import TASKS, model_env, recipes, seed_session, team_server, tilth
 
 from security.conftest import backend_env, require_backend
 from tilth.demo.script import Team
-
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
 
 NO_LANDLOCK = Path(__file__).with_name("no_landlock.py")
 

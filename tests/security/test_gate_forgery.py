@@ -25,8 +25,6 @@ from tilth.agent.gate.seed_tests import run_gate
 from tilth.environment.project import ProjectEnv
 from tilth.tools.sandbox import make_sandbox
 
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
-
 SEED_TEST = (
     "from textkit.words import count_words\n\n\n"
     "def test_counts():\n    assert count_words('a b') == 2\n"
@@ -230,6 +228,7 @@ def test_rewritten_bytecode_of_a_plugin_module_is_not_run(
     assert passed, report
 
 
+@pytest.mark.sandbox_backend  # the gate inside the first backend under test
 def test_the_honest_implementation_passes_in_and_out_of_the_sandbox(
     tmp_path: Path, python: ProjectEnv
 ) -> None:
@@ -241,6 +240,7 @@ def test_the_honest_implementation_passes_in_and_out_of_the_sandbox(
     assert not list(repo.rglob("__pycache__"))
 
 
+@pytest.mark.sandbox_backend  # the gate inside the first backend under test
 def test_tricks_fail_in_the_sandbox_too(tmp_path: Path, python: ProjectEnv) -> None:
     repo, sha = _worktree(tmp_path, ATTACKS["a pytest.py shadowing pytest"])
     passed, report = _gate(repo, sha, python, sandboxed=True)

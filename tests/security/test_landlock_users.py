@@ -23,8 +23,6 @@ import pytest
 import tilth
 from security.conftest import require_backend
 
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
-
 SECRET = "sk-normal-user-secret-4f1d"
 NOBODY = 65534
 

@@ -23,8 +23,6 @@ from tilth.demo.script import Recipe, Team
 from tilth.model.script import tool_call
 from tilth.timeline.rewind.change_report import tree_changes
 
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
-
 
 def nested_repo_command(marker: Path) -> str:
     """A shell line making ``sub/``, a repository whose clean filter leaves ``marker``."""
@@ -39,6 +37,7 @@ def nested_repo_command(marker: Path) -> str:
     )
 
 
+@pytest.mark.sandbox_backend  # a run: its worker inside the backend `auto` picks
 def test_a_nested_repositorys_filter_never_runs_from_a_run(
     repo: Path, sessions_dir: Path, tmp_path: Path
 ) -> None:

@@ -33,8 +33,6 @@ from tilth.environment.project import resolve_project_env
 from tilth.environment.worktree_env import record_worktree_env, trusted_worktree_env
 from tilth.model.script import tool_call
 
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
-
 WRONG = {"textkit/words.py": "def count_words(text):\n    return 0\n"}
 REPORT = '{"version": 1, "exit": 0, "collected": ["t"], "outcomes": {"t": "passed"}}'
 
@@ -72,6 +70,7 @@ def planted(repo: Path, sessions_dir: Path, tmp_path: Path) -> tuple[Seeded, Pat
     return seeded, marker, env
 
 
+@pytest.mark.sandbox_backend  # a run: its worker inside the backend `auto` picks
 def test_a_planted_venv_is_neither_run_nor_trusted_on_resume(
     planted: tuple[Seeded, Path, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -87,6 +86,7 @@ def test_a_planted_venv_is_neither_run_nor_trusted_on_resume(
     assert API_KEY not in resumed.stdout + resumed.stderr
 
 
+@pytest.mark.sandbox_backend  # a run: its worker inside the backend `auto` picks
 def test_a_venv_there_before_the_worker_is_trusted(repo: Path, sessions_dir: Path) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
     (seeded.worktree / ".venv" / "bin").mkdir(parents=True)
@@ -95,6 +95,7 @@ def test_a_venv_there_before_the_worker_is_trusted(repo: Path, sessions_dir: Pat
     assert trusted_worktree_env(seeded.session, seeded.worktree) == {".venv"}
 
 
+@pytest.mark.sandbox_backend  # a run: its worker inside the backend `auto` picks
 def test_without_a_record_a_session_the_worker_touched_trusts_nothing(
     repo: Path, sessions_dir: Path
 ) -> None:
@@ -124,6 +125,7 @@ def test_resolution_skips_what_is_not_trusted(tmp_path: Path) -> None:
     assert (trusted.kind, trusted.venv) == ("worktree-venv", worktree / "venv")
 
 
+@pytest.mark.sandbox_backend  # a run: its worker inside the backend `auto` picks
 def test_the_trusted_worktree_venv_is_read_only_to_the_worker(
     repo: Path, sessions_dir: Path
 ) -> None:

@@ -22,8 +22,6 @@ from tilth.demo.script import Recipe, Team
 from tilth.model import FakeServer, Script
 from tilth.model.script import tool_call
 
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
-
 SECOND_KEY = "sk-second-from-dotenv-41c0ffee99"
 EVALUATOR_KEY = "sk-evaluator-only-key-77aa00bb11"
 
@@ -47,6 +45,7 @@ def request_hits(server: FakeServer, keys: list[str]) -> list[str]:
     return [key for key in keys for body in bodies if key in body]
 
 
+@pytest.mark.sandbox_backend  # the links are made by a command in the sandbox
 def test_linked_context_files_reach_no_model_and_no_session_file(
     repo: Path, sessions_dir: Path, tilth_home: Path
 ) -> None:

@@ -21,8 +21,6 @@ from tilth.config import load_settings
 from tilth.tools import ToolBox
 from tilth.tools.sandbox import make_sandbox, sandbox_for
 
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
-
 CONNECT = (
     'python3 -c "import socket, sys; s = socket.socket(socket.AF_UNIX)\n'
     "try:\n    s.connect(sys.argv[1]); s.sendall(b'from-the-sandbox'); print('CONNECTED')\n"

@@ -9,8 +9,6 @@ import pytest
 
 from tilth.tools import ToolBox
 
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
-
 
 def test_runs_in_the_workspace_and_reports_exit_code(tmp_path: Path) -> None:
     outcome = ToolBox(tmp_path).dispatch("bash", {"command": "pwd; echo oops >&2; exit 3"})

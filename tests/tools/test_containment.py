@@ -7,12 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from security.conftest import MATRIX, require_backend
+from security.conftest import MATRIX_PARAMS, require_backend
 
 from tilth.tools import ToolBox, landlock, launcher
 from tilth.tools.sandbox import make_sandbox
-
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
 
 ESCAPES = {
     "background": "sleep {m} &",
@@ -43,7 +41,7 @@ def _box(tmp_path: Path, backend: str, timeout: float = 20) -> ToolBox:
 
 
 @pytest.mark.parametrize("how", sorted(ESCAPES))
-@pytest.mark.parametrize("backend", ["off", *MATRIX])
+@pytest.mark.parametrize("backend", ["off", *MATRIX_PARAMS])
 def test_no_process_outlives_its_call(tmp_path: Path, backend: str, how: str) -> None:
     require_backend(backend)
     marker = f"{400 + os.getpid() % 500}.{len(how)}{len(backend)}7"
@@ -57,7 +55,7 @@ def test_no_process_outlives_its_call(tmp_path: Path, backend: str, how: str) ->
             os.kill(pid, 9)
 
 
-@pytest.mark.parametrize("backend", ["off", *MATRIX])
+@pytest.mark.parametrize("backend", ["off", *MATRIX_PARAMS])
 def test_a_timed_out_call_takes_its_escaped_processes_with_it(tmp_path: Path, backend: str) -> None:
     require_backend(backend)
     marker = f"{400 + os.getpid() % 500}.{len(backend)}9"
@@ -83,7 +81,7 @@ def test_the_exit_status_is_the_commands(tmp_path: Path) -> None:
     assert "[exit 127]" in missing
 
 
-@pytest.mark.parametrize("backend", ["off", *MATRIX])
+@pytest.mark.parametrize("backend", ["off", *MATRIX_PARAMS])
 def test_the_command_holds_no_descriptor_but_its_own_three(tmp_path: Path, backend: str) -> None:
     """The launcher reports the command's status on a socket: were the command to hold it,
     it could end the call early and run on past its timeout."""

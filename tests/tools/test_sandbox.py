@@ -9,19 +9,17 @@ import time
 from pathlib import Path
 
 import pytest
-from security.conftest import MATRIX, require_backend
+from security.conftest import MATRIX_PARAMS, require_backend
 
 from tilth.config import load_settings
 from tilth.tools import ToolBox, landlock
 from tilth.tools.sandbox import SandboxUnavailable, make_sandbox, sandbox_for, sandbox_status
 
-pytestmark = pytest.mark.sandbox_backend  # .ci/run's Landlock pass runs it again
-
 DENIED = ("Read-only file system", "Permission denied", "No such file")
 """How each backend says no: bubblewrap hides or mounts read-only, Landlock refuses."""
 
 
-@pytest.fixture(params=MATRIX)
+@pytest.fixture(params=MATRIX_PARAMS)  # each test using it: marked sandbox_backend
 def world(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Path]:
     """A home with a session dir holding the workspace, and a source repo with a .git dir."""
     require_backend(str(request.param))
