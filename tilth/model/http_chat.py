@@ -9,8 +9,9 @@ stream fails like a slow answer (``httpx.TimeoutException``).
 
 An answer with an error status raises ``StatusFailure`` (its body parsed when it is JSON);
 transport failures raise httpx's own errors; a stream event that is not JSON raises
-``UnreadableStream``. ``sse_events`` parses the event stream itself (``data:`` lines,
-multi-line data, ``event:`` names, comments, any of CRLF, LF or CR as line ends).
+``UnreadableStream``, unreadable trusted certificates ``TrustUnreadable``. ``sse_events``
+parses the event stream itself (``data:`` lines, multi-line data, ``event:`` names,
+comments, any of CRLF, LF or CR as line ends).
 """
 
 from __future__ import annotations
@@ -52,20 +53,40 @@ class UnreadableStream(Exception):
     """An event of the stream could not be read as JSON."""
 
 
+class TrustUnreadable(Exception):
+    """The certificates ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` names could not be read."""
+
+
 @cache
 def tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
     """The certificate-verifying TLS context every client of this process shares.
 
     Reading the trusted certificates costs about 30 ms, and each client would read them
-    again (a run makes one per role, a server one per run it drives). httpx honours
-    ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``; they are the arguments, so changing them makes
-    another context.
+    again (a run makes one per role, a server one per run it drives). The trust is what the
+    SDK's HTTP library trusted: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set (they are the
+    arguments, so changing them makes another context), else the system's certificates
+    (a company's own CA installed there included), else httpx's bundle (certifi) on a system
+    that has none where OpenSSL looks.
     """
-    return httpx.create_ssl_context()
+    if cert_file:
+        return ssl.create_default_context(cafile=cert_file)
+    if cert_dir:
+        return ssl.create_default_context(capath=cert_dir)
+    paths = ssl.get_default_verify_paths()
+    if (paths.cafile and os.path.isfile(paths.cafile)) or (
+        paths.capath and os.path.isdir(paths.capath)
+    ):
+        return ssl.create_default_context()
+    return httpx.create_ssl_context(trust_env=False)
 
 
 def _shared_tls_context() -> ssl.SSLContext:
-    return tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    cert_file, cert_dir = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    try:
+        return tls_context(cert_file, cert_dir)
+    except (OSError, ssl.SSLError) as exc:
+        named = f"SSL_CERT_FILE={cert_file}" if cert_file else f"SSL_CERT_DIR={cert_dir}"
+        raise TrustUnreadable(f"cannot read the trusted certificates ({named}): {exc}") from None
 
 
 class ChatHTTP:

@@ -43,7 +43,7 @@ from tilth.model.answers import (
     status_reason,
 )
 from tilth.model.base import AssistantTurn, OnDelta, RetryHook
-from tilth.model.http_chat import ChatHTTP, StatusFailure, UnreadableStream
+from tilth.model.http_chat import ChatHTTP, StatusFailure, TrustUnreadable, UnreadableStream
 from tilth.model.stream import CHARS_PER_TOKEN, StreamAssembler, turn_from_completion
 from tilth.secret_filter import scrub_value
 
@@ -302,6 +302,9 @@ class OpenAIModel:
             hint = f"check {self._variable('BASE_URL')} and {self._variable('API_KEY')}"
             message = f"cannot send a request to the {self._where}: {detail}"
             raise self._error(message, hint) from None
+        except TrustUnreadable as exc:
+            message = f"cannot send a request to the {self._where}: {exc}"
+            raise self._error(message, "check SSL_CERT_FILE and SSL_CERT_DIR") from None
 
     @property
     def _where(self) -> str:
