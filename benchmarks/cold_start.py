@@ -1,6 +1,8 @@
 """Cold start of ``tilth --help`` against a bare ``python -c pass``, in the same run.
 
-The goal is a ratio under 8x: ``--help`` should import only click and ``tilth.cli``.
+The goal is a ratio under 8x: ``--help`` should import only click and ``tilth.cli``. Also
+timed: importing the model client, what every command that talks to a model pays on top
+(``tilth run``, ``chat``, ``serve``...); it must not bring the official SDK or pydantic.
 Run it alone with ``python benchmarks/cold_start.py [RUNS]`` or through ``make bench``.
 """
 
@@ -27,6 +29,10 @@ MUST_NOT_IMPORT = (
     "filelock",
     "tilth.session",
 )
+
+# Anything here on the model client's path means the SDK (1.5 CPU s to import) came back.
+CLIENT_MUST_NOT_IMPORT = ("openai", "pydantic", "httpx2")
+CLIENT_IMPORT = "import tilth.model.openai_client"
 
 PROBE = """
 import json, sys
@@ -64,9 +70,18 @@ def eager_imports() -> list[str]:
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True
     )
     modules = json.loads(probe.stderr.strip().splitlines()[-1])["modules"]
-    return sorted(
-        m for m in modules if any(m == bad or m.startswith(bad + ".") for bad in MUST_NOT_IMPORT)
-    )
+    return _matching(modules, MUST_NOT_IMPORT)
+
+
+def client_imports() -> list[str]:
+    """Modules from ``CLIENT_MUST_NOT_IMPORT`` that importing the model client loads."""
+    code = f"{CLIENT_IMPORT}; import json, sys; print(json.dumps(sorted(sys.modules)))"
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return _matching(json.loads(probe.stdout.strip().splitlines()[-1]), CLIENT_MUST_NOT_IMPORT)
+
+
+def _matching(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == bad or m.startswith(bad + ".") for bad in names))
 
 
 def main(runs: int | None = None) -> int:
@@ -75,6 +90,7 @@ def main(runs: int | None = None) -> int:
     command = tilth_command()
     baseline = median_seconds([sys.executable, "-c", "pass"], runs)
     help_time = median_seconds([*command, "--help"], runs)
+    client_time = median_seconds([sys.executable, "-c", CLIENT_IMPORT], runs)
     ratio = help_time / baseline
     label = " ".join(Path(c).name for c in command) + " --help"
     verdict = "ok" if ratio < GOAL_RATIO else "OVER BUDGET"
@@ -82,12 +98,18 @@ def main(runs: int | None = None) -> int:
     print(f"  {'python -c pass':<24}{baseline * 1000:8.1f} ms")
     print(f"  {label:<24}{help_time * 1000:8.1f} ms")
     print(f"  {'ratio':<24}{ratio:8.2f}x   (goal < {GOAL_RATIO:.0f}x: {verdict})")
+    print(f"  {'import the model client':<24}{client_time * 1000:8.1f} ms")
     eager = eager_imports()
     if eager:
         print(f"  --help imports what it should not: {', '.join(eager)}")
     else:
         print("  --help imports no verb module and no heavy library")
-    return 0 if ratio < GOAL_RATIO and not eager else 1
+    heavy = client_imports()
+    if heavy:
+        print(f"  the model client imports what it should not: {', '.join(heavy[:5])}")
+    else:
+        print("  the model client imports neither the SDK nor pydantic")
+    return 0 if ratio < GOAL_RATIO and not eager and not heavy else 1
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ Run: ``python benchmarks/live_turns.py [--turns 10] [--reply-tokens 32]`` after
    A turn's wall time is the time from one worker request to the next; the server's own
    time for the first (llama.cpp's ``timings``: prompt + generation) is taken off, leaving
    the harness's share: reading the stream, dispatching tools, recording the turn. The
-   baseline, in the same run, is a bare ``openai`` client loop that sends the very same
-   requests to the same server through the same pass-through and dispatches each reply's
-   tool calls through a ``ToolBox``. Goal: Tilth's median ≤ 30 ms over the baseline's.
+   baseline, in the same run, is a bare ``openai`` SDK loop (the SDK comes with the ``test``
+   extra; Tilth itself no longer uses it) that sends the very same requests to the same
+   server through the same pass-through and dispatches each reply's tool calls through a
+   ``ToolBox``. Goal: Tilth's median ≤ 30 ms over the baseline's.
 2. **Prompt tokens per worker turn of the demo story.** The scripted demo story (``tilth
    demo``'s first run) is played against the fake server; every worker request it makes is
    rendered by the real server's chat template and counted by its tokenizer

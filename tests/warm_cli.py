@@ -1,11 +1,11 @@
 """Start Tilth commands as real processes without paying for Python's start each time.
 
-A warm server process imports Tilth (the OpenAI SDK alone costs half a second of CPU) and
-then forks a child per command. The child takes the standard streams the test made (pipes,
-files or a pseudo-terminal, passed over a Unix socket), its own environment, directory and
-arguments, and becomes what ``python -m tilth <args>`` would be: a session of its own when
-asked, the exit code or signal its own. Tests drive it through ``WarmProcess``, which
-answers like ``subprocess.Popen``. A child asked to be a ``terminal`` session takes its
+A warm server process imports Tilth and what its commands load (httpx, prompt_toolkit, the
+web app) and then forks a child per command. The child takes the standard streams the test
+made (pipes, files or a pseudo-terminal, passed over a Unix socket), its own environment,
+directory and arguments, and becomes what ``python -m tilth <args>`` would be: a session of
+its own when asked, the exit code or signal its own. Tests drive it through ``WarmProcess``,
+which answers like ``subprocess.Popen``. A child asked to be a ``terminal`` session takes its
 standard input, a pseudo-terminal, as its controlling terminal (as a shell's child does), so
 Ctrl-C typed there, a resize or a hang-up reaches it: ``tests/chat/tty.py`` drives
 ``tilth chat`` so.
@@ -143,7 +143,6 @@ def serve(channel: socket.socket) -> None:
     """The server loop: start children, report their exits."""
     import gc
     import importlib
-    import platform
 
     import click
 
@@ -151,7 +150,6 @@ def serve(channel: socket.socket) -> None:
 
     for module in WARM_MODULES:  # what the commands import when they run
         importlib.import_module(module)
-    platform.platform()  # the SDK's request headers ask, and `uname -p` is a process
     gc.collect()
     gc.freeze()  # the children's collections never touch (so never copy) what was loaded
 

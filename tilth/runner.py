@@ -49,7 +49,7 @@ from tilth.tools.sandbox import (
 
 def models_for_run(settings: Settings, session: Session, out: Notices) -> tuple[Model, Model]:
     """Worker and evaluator models (the turn loop logs and shows each retry)."""
-    from tilth.model import model_for  # imports the OpenAI SDK: slow, so only when running
+    from tilth.model import model_for  # imports httpx: only when running
 
     def refused(role: Role) -> Any:
         def on_stream_refused(reason: str) -> None:

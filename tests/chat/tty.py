@@ -3,7 +3,7 @@
 The chat is a fork of the warm CLI process (``tests/warm_cli.py``) that takes the
 pseudo-terminal as its controlling terminal, as a command started by a shell does: keys,
 Ctrl-C, resizes and the hang-up reach it as they would reach ``python -m tilth chat``,
-without a new interpreter importing Tilth, the SDK and prompt_toolkit for every test.
+without a new interpreter importing Tilth, httpx and prompt_toolkit for every test.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""OpenAIModel drives the real openai SDK against the loopback fake server."""
+"""OpenAIModel drives its own HTTP client against the loopback fake server."""
 
 from __future__ import annotations
 

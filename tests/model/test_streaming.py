@@ -1,4 +1,4 @@
-"""Streamed replies through the real openai SDK against the shipped fake server."""
+"""Streamed replies through our own client against the shipped fake server."""
 
 from __future__ import annotations
 

@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from tilth.model.fake_server import FakeServer
     from tilth.model.openai_client import OpenAIModel
 
-# Imported on first use: ``openai`` takes about a second to import, which commands that never
-# call a live model should not pay, and ``python -m tilth.model.fake_server`` must not load its
-# own module twice.
+# Imported on first use: ``httpx`` takes about a third of a second to import, which commands
+# that never call a live model should not pay, and ``python -m tilth.model.fake_server`` must
+# not load its own module twice.
 _LAZY = {
     "FakeServer": "tilth.model.fake_server",
     "OpenAIModel": "tilth.model.openai_client",

@@ -19,7 +19,7 @@ _ARGUMENT_PIECES = (1, 3, 7, 2, 5, 11)
 """A tool call's arguments start in pieces of these sizes (splits land mid-token)..."""
 _LATER_ARGUMENT_PIECES = (40, 61, 97)
 """...and go on in pieces of these, in turn: a long file's content in five-character
-pieces made a scripted call cost 70 ms of CPU (the SDK parses every chunk), and the
+pieces made a scripted call cost 70 ms of CPU (the client parses every chunk), and the
 small pieces at the start test the same reassembly."""
 
 

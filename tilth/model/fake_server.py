@@ -129,7 +129,7 @@ class FakeServer:
         """Bind and serve in a background thread."""
         if self._httpd is not None:
             return self
-        httpd = ThreadingHTTPServer((self._host, self._port), _Handler)
+        httpd = _Server((self._host, self._port), _Handler)
         httpd.daemon_threads = True
         # Stopping must not wait for a handler still sleeping in a scripted delay.
         httpd.block_on_close = False
@@ -210,6 +210,11 @@ class FakeServer:
         if self.manners.supports_tools is not None:
             props["chat_template_caps"] = {"supports_tools": self.manners.supports_tools}
         return props
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128
+    """Many callers at once (a test's twenty threads) must wait in the backlog, never be reset."""
 
 
 class _Handler(BaseHTTPRequestHandler):

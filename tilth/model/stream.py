@@ -1,14 +1,16 @@
-"""Reassembling a streamed Chat Completions reply, chunk by chunk, into one ``AssistantTurn``.
+"""Reading a Chat Completions reply (JSON objects as plain dicts) into one ``AssistantTurn``.
 
-Providers split everything: text, reasoning (``reasoning`` or ``reasoning_content``),
-``reasoning_details`` objects and tool calls, whose id and name come first and whose
-arguments arrive in arbitrary pieces keyed by ``index``. Usage comes in a last chunk with
-no choices (``stream_options.include_usage``). ``StreamAssembler.add`` takes each SDK chunk
-and tells ``on_delta`` what arrived; ``turn()`` returns the whole reply.
+A streamed reply is reassembled chunk by chunk. Providers split everything: text, reasoning
+(``reasoning`` or ``reasoning_content``), ``reasoning_details`` objects and tool calls, whose
+id and name come first and whose arguments arrive in arbitrary pieces keyed by ``index``.
+Usage comes in a last chunk with no choices (``stream_options.include_usage``).
+``StreamAssembler.add`` takes each chunk and tells ``on_delta`` what arrived; ``turn()``
+returns the whole reply. ``turn_from_completion`` reads a reply that came in one piece.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,10 +28,23 @@ class _PartialCall:
     arguments: list[str] = field(default_factory=list)
 
 
-def _extra(obj: Any, key: str) -> Any:
-    """A field the SDK's models do not declare (``reasoning``...), or a declared one."""
-    extras = getattr(obj, "model_extra", None) or {}
-    return extras.get(key, getattr(obj, key, None))
+def _get(obj: Any, key: str) -> Any:
+    """``obj[key]`` when ``obj`` is a JSON object holding it, else None."""
+    return obj.get(key) if isinstance(obj, dict) else None
+
+
+def _usage(found: Any) -> Usage:
+    return Usage(
+        prompt_tokens=_count(_get(found, "prompt_tokens")),
+        completion_tokens=_count(_get(found, "completion_tokens")),
+    )
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 class StreamAssembler:
@@ -52,60 +67,61 @@ class StreamAssembler:
     def estimated_tokens(self) -> int:
         return math.ceil(self._chars / CHARS_PER_TOKEN)
 
-    def add(self, chunk: Any) -> None:
-        """Take one ``ChatCompletionChunk`` (or anything shaped like one)."""
+    def add(self, chunk: Any) -> bool:
+        """Take one ``chat.completion.chunk`` object; True once it brought an error."""
         self.chunks += 1
-        usage = getattr(chunk, "usage", None)
+        usage = _get(chunk, "usage")
         if usage is not None:
-            self._usage = Usage(
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            )
-        if self.error is None:
-            self.error = _extra(chunk, "error")
-        for choice in getattr(chunk, "choices", None) or []:
-            if getattr(choice, "index", 0) not in (0, None):
+            self._usage = _usage(usage)
+        if self.error is None and _get(chunk, "error"):
+            self.error = _get(chunk, "error")
+        choices = _get(chunk, "choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if _get(choice, "index") not in (0, None):
                 continue
-            if getattr(choice, "finish_reason", None):
-                self._finish_reason = str(choice.finish_reason)
-            delta = getattr(choice, "delta", None)
-            if delta is not None:
+            if _get(choice, "finish_reason"):
+                self._finish_reason = str(choice["finish_reason"])
+            delta = _get(choice, "delta")
+            if isinstance(delta, dict):
                 self._add_delta(delta)
+        return self.error is not None
 
-    def _add_delta(self, delta: Any) -> None:
+    def _add_delta(self, delta: dict[str, Any]) -> None:
         for key in ("reasoning", "reasoning_content"):
-            piece = _extra(delta, key)
+            piece = delta.get(key)
             if isinstance(piece, str) and piece:
                 self._reasoning.append(piece)
                 self._tell("reasoning", piece)
                 break
-        details = _extra(delta, "reasoning_details")
+        details = delta.get("reasoning_details")
         if isinstance(details, list):
             self._details.extend(details)
-        content = getattr(delta, "content", None)
+        content = delta.get("content")
         if isinstance(content, str) and content:
             self._text.append(content)
             self._tell("text", content)
-        for position, call in enumerate(getattr(delta, "tool_calls", None) or []):
-            self._add_call(call, position)
+        calls = delta.get("tool_calls")
+        for position, call in enumerate(calls if isinstance(calls, list) else []):
+            if isinstance(call, dict):
+                self._add_call(call, position)
 
-    def _add_call(self, call: Any, position: int) -> None:
-        index = getattr(call, "index", None)
+    def _add_call(self, call: dict[str, Any], position: int) -> None:
+        index = call.get("index")
         index = int(index) if isinstance(index, int) else position
         partial = self._calls.setdefault(index, _PartialCall())
-        call_id = getattr(call, "id", None)
+        call_id = call.get("id")
         if call_id and not partial.id:
             partial.id = str(call_id)
-        function = getattr(call, "function", None)
-        name = getattr(function, "name", None) if function is not None else None
-        if name:
+        function = call.get("function")
+        name = _get(function, "name")
+        if isinstance(name, str) and name:
             # Most providers send the name once; some repeat it whole in later chunks.
             if partial.name != name:
                 started = not partial.name
                 partial.name += name
                 if started:
                     self._tell("tool_call", partial.name, count=len(name))
-        arguments = getattr(function, "arguments", None) if function is not None else None
+        arguments = _get(function, "arguments")
         if isinstance(arguments, str) and arguments:
             partial.arguments.append(arguments)
             self._chars += len(arguments)
@@ -180,3 +196,42 @@ def merge_details(details: list[Any]) -> list[Any]:
             elif value is not None and last.get(key) is None:
                 last[key] = value
     return merged
+
+
+def turn_from_completion(completion: dict[str, Any]) -> AssistantTurn:
+    """A ``chat.completion`` object (a reply that came in one piece) as an ``AssistantTurn``."""
+    counted = _usage(completion.get("usage"))
+    choices = completion.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return AssistantTurn(content=None, usage=counted)
+    choice = choices[0]
+    message = _get(choice, "message")
+    message = message if isinstance(message, dict) else {}
+    calls = []
+    listed = message.get("tool_calls")
+    for index, call in enumerate(listed if isinstance(listed, list) else [], start=1):
+        function = _get(call, "function") or _get(call, "custom")
+        arguments = _get(function, "arguments")
+        if arguments is None:
+            arguments = _get(function, "input") or ""
+        calls.append(
+            ToolCall(
+                id=str(_get(call, "id") or f"call_{index}"),
+                name=str(_get(function, "name") or ""),
+                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+            )
+        )
+    content = message.get("content")
+    if isinstance(content, list):  # content parts: their text, in order
+        content = "".join(str(_get(part, "text") or "") for part in content) or None
+    reasoning = message.get("reasoning")
+    details = message.get("reasoning_details")
+    finish_reason = _get(choice, "finish_reason")
+    return AssistantTurn(
+        content=content if isinstance(content, str) else None,
+        tool_calls=calls,
+        usage=counted,
+        finish_reason=str(finish_reason) if finish_reason else None,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        reasoning_details=details if isinstance(details, list) and details else None,
+    )

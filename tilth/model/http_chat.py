@@ -1,0 +1,220 @@
+"""Chat Completions over plain HTTP: one POST, its answer read whole or as server-sent events.
+
+No SDK (importing the official one costs about a second and a half of CPU in every process
+that talks to a model): ``ChatHTTP`` keeps one ``httpx.Client`` per model, so connections are
+reused, with the key in ``Authorization: Bearer``, proxies from the environment and one
+certificate-verifying TLS context per process (``tls_context``). The timeout bounds the
+connection, the wait for the first byte and every wait between two bytes, so a stalled
+stream fails like a slow answer (``httpx.TimeoutException``).
+
+An answer with an error status raises ``StatusFailure`` (its body parsed when it is JSON);
+transport failures raise httpx's own errors; a stream event that is not JSON raises
+``UnreadableStream``, unreadable trusted certificates ``TrustUnreadable``. ``sse_events``
+parses the event stream itself (``data:`` lines, multi-line data, ``event:`` names,
+comments, any of CRLF, LF or CR as line ends).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import cache
+from typing import Any
+
+import httpx
+
+import tilth
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_DONE = "[DONE]"
+_SHOWN_CHARS = 80
+
+
+class StatusFailure(Exception):
+    """The endpoint answered with an error status; ``body`` is the parsed JSON, else None."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.status = response.status_code
+        self.headers: Mapping[str, str] = response.headers
+        self.reason_phrase = response.reason_phrase
+        self.text = response.text.strip()
+        try:
+            self.body: Any = json.loads(self.text)
+        except (json.JSONDecodeError, RecursionError):
+            self.body = None
+        super().__init__(f"HTTP {self.status}")
+
+
+class UnreadableStream(Exception):
+    """An event of the stream could not be read as JSON."""
+
+
+class TrustUnreadable(Exception):
+    """The certificates ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` names could not be read."""
+
+
+@cache
+def tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """The certificate-verifying TLS context every client of this process shares.
+
+    Reading the trusted certificates costs about 30 ms, and each client would read them
+    again (a run makes one per role, a server one per run it drives). The trust is what the
+    SDK's HTTP library trusted: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set (they are the
+    arguments, so changing them makes another context), else the system's certificates
+    (a company's own CA installed there included), else httpx's bundle (certifi) on a system
+    that has none where OpenSSL looks.
+    """
+    if cert_file:
+        return ssl.create_default_context(cafile=cert_file)
+    if cert_dir:
+        return ssl.create_default_context(capath=cert_dir)
+    paths = ssl.get_default_verify_paths()
+    if (paths.cafile and os.path.isfile(paths.cafile)) or (
+        paths.capath and os.path.isdir(paths.capath)
+    ):
+        return ssl.create_default_context()
+    return httpx.create_ssl_context(trust_env=False)
+
+
+def _shared_tls_context() -> ssl.SSLContext:
+    cert_file, cert_dir = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    try:
+        return tls_context(cert_file, cert_dir)
+    except (OSError, ssl.SSLError) as exc:
+        named = f"SSL_CERT_FILE={cert_file}" if cert_file else f"SSL_CERT_DIR={cert_dir}"
+        raise TrustUnreadable(f"cannot read the trusted certificates ({named}): {exc}") from None
+
+
+class ChatHTTP:
+    """``POST <base_url>/chat/completions`` for one endpoint, over one connection pool."""
+
+    def __init__(self, base_url: str, api_key: str, timeout_seconds: float) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self._api_key = api_key
+        self._timeout = timeout_seconds
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    def _pool(self) -> httpx.Client:
+        """The connection pool, made at the first request (again after ``close``)."""
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(
+                    headers={
+                        "Authorization": f"Bearer {self._api_key}",
+                        "Accept": "application/json",
+                        "Content-Type": "application/json",
+                        "User-Agent": f"tilth/{tilth.__version__}",
+                    },
+                    timeout=self._timeout,
+                    verify=_shared_tls_context(),
+                    follow_redirects=True,
+                )
+            return self._client
+
+    def close(self) -> None:
+        """Close the open connections (a later request opens new ones)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def post(self, body: dict[str, Any]) -> bytes:
+        """The whole answer to a request without ``stream``; raises ``StatusFailure``."""
+        response = self._pool().post(self.url, content=_encode(body))
+        if response.status_code >= 400:
+            raise StatusFailure(response)
+        return response.content
+
+    def stream(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> bytes | None:
+        """Send a streamed request; each event's JSON goes to ``on_chunk`` (True: stop reading).
+
+        Returns None once the stream ended (``[DONE]``, or the connection closed), or the whole
+        body when the answer is not an event stream (an endpoint that ignores ``stream``).
+        """
+        pool = self._pool()
+        request = pool.build_request("POST", self.url, content=_encode(body))
+        response = pool.send(request, stream=True)
+        try:
+            if response.status_code >= 400:
+                response.read()
+                raise StatusFailure(response)
+            if "event-stream" not in response.headers.get("content-type", ""):
+                return response.read()
+            for event, data in sse_events(response.iter_bytes()):
+                if data.startswith(_DONE):
+                    break
+                chunk = _chunk(data)
+                if event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
+                    chunk = {"error": chunk}
+                if on_chunk(chunk):
+                    break
+            return None
+        finally:
+            response.close()
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _chunk(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, RecursionError):
+        shown = " ".join(data.split())[:_SHOWN_CHARS]
+        raise UnreadableStream(f"a streamed event that is not JSON ({shown})") from None
+
+
+def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
+    """``(event name, data)`` for each server-sent event in the bytes, as they arrive.
+
+    Lines end in CRLF, LF or CR (a CR at the end of one piece waits for the next: it may be
+    half of a CRLF). Data lines of one event are joined with newlines; comments (``:``) and
+    other fields are skipped; an event without data is none. An event the stream ended in
+    without its blank line still counts.
+    """
+    pending = b""
+    event = _Event()
+    for piece in chunks:
+        pending += piece
+        cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
+        *lines, rest = _LINE_END.split(pending[:cut])
+        pending = rest + pending[cut:]
+        for line in lines:
+            found = event.take(line)
+            if found is not None:
+                yield found
+    for line in [*_LINE_END.split(pending), b""] if pending else [b""]:
+        found = event.take(line)
+        if found is not None:
+            yield found
+
+
+class _Event:
+    """The event being read: its name and data lines so far."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.data: list[str] = []
+
+    def take(self, raw: bytes) -> tuple[str, str] | None:
+        """Read one line; the finished event when the line is blank and data was given."""
+        line = raw.decode("utf-8", "replace")
+        if not line:
+            found = (self.name or "message", "\n".join(self.data)) if self.data else None
+            self.name, self.data = "", []
+            return found
+        if line.startswith(":"):
+            return None
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            self.data.append(value)
+        elif field == "event":
+            self.name = value
+        return None
