@@ -164,9 +164,10 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
         began = time.perf_counter()
         with _timed_checkout(checkout):
             TimelineController(session, settings).fork(start)
-        forked.append(time.perf_counter() - began)
+        ended = time.perf_counter()
+        forked.append(ended - began)
         if len(checkout) == 2:  # before git starts, git's call, after it ends
-            spans.append((checkout[0] - began, checkout[1] - checkout[0], forked[-1] - checkout[1]))
+            spans.append((checkout[0] - began, checkout[1] - checkout[0], ended - checkout[1]))
         # The fork's own git call alone (new branch, parallel checkout): the fork writes its
         # records while git checks out, so what it adds past that call is its last steps.
         branch = f"bench/{files}-{n}"
