@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -155,11 +157,17 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
     plain: list[float] = []
     forked: list[float] = []
     own: list[float] = []
+    spans: list[tuple[float, float, float]] = []
     for n in range(rounds):
         plain.append(_git_add(repo, ["--detach", str(root / f"plain-{files}-{n}"), start.head]))
+        checkout: list[float] = []
         began = time.perf_counter()
-        TimelineController(session, settings).fork(start)
-        forked.append(time.perf_counter() - began)
+        with _timed_checkout(checkout):
+            TimelineController(session, settings).fork(start)
+        ended = time.perf_counter()
+        forked.append(ended - began)
+        if len(checkout) == 2:  # before git starts, git's call, after it ends
+            spans.append((checkout[0] - began, checkout[1] - checkout[0], ended - checkout[1]))
         # The fork's own git call alone (new branch, parallel checkout): the fork writes its
         # records while git checks out, so what it adds past that call is its last steps.
         branch = f"bench/{files}-{n}"
@@ -173,7 +181,33 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
         f"git; fastest of {rounds}: fork {_ms(forked)}, git {_ms(plain)}; the fork's git call "
         f"alone {_ms(own)}, so its records add ~{(min(forked) - min(own)) * 1000:.0f} ms)"
     )
+    if spans:  # the fastest fork's: its time before git's checkout starts and after it ends
+        before, during, after = min(spans, key=sum)
+        print(
+            f"  the fastest fork: {before * 1000:.0f} ms before its checkout starts, "
+            f"git {during * 1000:.0f} ms, {after * 1000:.0f} ms after it ends"
+        )
     return ok
+
+
+@contextmanager
+def _timed_checkout(times: list[float]) -> Iterator[None]:
+    """Note when the fork's ``git worktree add`` (``worktrees.add_new``, run in the fork's
+    checkout thread) starts and ends, into ``times``."""
+    real = git_worktrees.add_new
+
+    def timed(source: Path, path: Path, branch: str, start: str) -> bool:
+        times.append(time.perf_counter())
+        try:
+            return real(source, path, branch, start)
+        finally:
+            times.append(time.perf_counter())
+
+    git_worktrees.add_new = timed
+    try:
+        yield
+    finally:
+        git_worktrees.add_new = real
 
 
 CHECKOUT = git_worktrees.PARALLEL_CHECKOUT

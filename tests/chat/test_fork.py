@@ -165,7 +165,9 @@ def test_sigkill_at_every_step_of_a_chat_fork_then_the_next_command_completes_it
         assert journal is not None and journal.steps == [*FORK_STEPS, "finish"], fault
         step = fault.rstrip("+")
         done = [*FORK_STEPS, "finish"].index(step) if step != "journal" else 0
-        assert journal.done == FORK_STEPS[:done], fault
+        # The step before ``finish`` is never marked done (a crash before ``finish``
+        # repeats it): its journal write would only cost the fork's last moments.
+        assert journal.done == FORK_STEPS[: min(done, len(FORK_STEPS) - 1)], fault
         during = _parent_files(world)
         assert during.pop("timeline/journal.json") and during == parent_before, fault
         child = _child(world)

@@ -27,8 +27,9 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via temp file + fsync + rename + directory fsync.
+def atomic_write_bytes(path: Path, data: bytes, *, flush_dir: bool = True) -> None:
+    """Write ``data`` to ``path`` via temp file + fsync + rename + directory fsync (unless
+    ``flush_dir`` is False: a later write in the same directory flushes the rename).
 
     A full disk or a missing permission is a ``StorageError`` naming ``path``; the
     old content is then left as it was.
@@ -50,7 +51,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if flush_dir:
+        fsync_dir(path.parent)
 
 
 def state_bytes(text: str) -> bytes:
@@ -63,9 +65,9 @@ def state_bytes(text: str) -> bytes:
     return text.encode("utf-8", "backslashreplace")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, flush_dir: bool = True) -> None:
     """Atomically replace ``path`` with ``text`` (UTF-8), API keys filtered out."""
-    atomic_write_bytes(path, state_bytes(scrub(text)))
+    atomic_write_bytes(path, state_bytes(scrub(text)), flush_dir=flush_dir)
 
 
 def dumps(value: Any) -> str:
@@ -73,9 +75,9 @@ def dumps(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
-def atomic_write_json(path: Path, value: Any) -> None:
+def atomic_write_json(path: Path, value: Any, *, flush_dir: bool = True) -> None:
     """Atomically replace ``path`` with ``value`` as JSON."""
-    atomic_write_text(path, dumps(value))
+    atomic_write_text(path, dumps(value), flush_dir=flush_dir)
 
 
 def read_json(path: Path, *, what: str) -> Any:

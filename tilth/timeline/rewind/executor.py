@@ -79,8 +79,18 @@ def _run(session: Session, journal: Journal, plan: RewindPlan, *, recovered: boo
         fault_point(f"{step}+")
         if step in PLAN_NOTING_STEPS:
             journal.plan = plan.to_dict()
+        elif _last_before_finish(journal, step):
+            # Not marked done: a crash before ``finish`` repeats it, as a crash just after
+            # it (``<step>+``) already does, and the operation's last moments (a fork's,
+            # after its checkout) are spared a journal write and its two fsyncs.
+            continue
         journal.done.append(step)
         write_journal(session, journal)
+
+
+def _last_before_finish(journal: Journal, step: str) -> bool:
+    at = journal.steps.index(step)
+    return at + 1 < len(journal.steps) and journal.steps[at + 1] == "finish"
 
 
 def execute_rewind(session: Session, plan: RewindPlan) -> None:
@@ -91,7 +101,10 @@ def execute_rewind(session: Session, plan: RewindPlan) -> None:
             hint="plan it again; nothing was changed",
         )
     journal = Journal(plan.op_id, plan.to_dict(), steps_for(plan))
-    write_journal(session, journal)
+    # Nothing has changed yet, so this write's directory entry need not be flushed: lost
+    # to a power cut, the operation simply never began. The write that marks its start
+    # (``_run``, in the same directory) flushes it before the first change.
+    write_journal(session, journal, flush_dir=False)
     fault_point("journal")
     _run(session, journal, plan, recovered=False)
 

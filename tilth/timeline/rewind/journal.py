@@ -62,9 +62,10 @@ class Journal:
         }
 
 
-def write_journal(session: Session, journal: Journal) -> None:
-    """Persist the journal atomically (the commit point of each step transition)."""
-    atomic_write_json(journal_path(session), journal.to_dict())
+def write_journal(session: Session, journal: Journal, *, flush_dir: bool = True) -> None:
+    """Persist the journal atomically (the commit point of each step transition);
+    ``flush_dir`` False leaves the rename's directory entry to the next flushed write."""
+    atomic_write_json(journal_path(session), journal.to_dict(), flush_dir=flush_dir)
 
 
 def read_journal(session: Session) -> Journal | None:
