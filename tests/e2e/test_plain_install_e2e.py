@@ -254,3 +254,4 @@ def test_the_wheel_holds_every_template_and_static_file(wheel: Path) -> None:
     assert len(shipped) >= 9
     for path in shipped:
         assert path.relative_to(CHECKOUT).as_posix() in names
+    assert "tilth/py.typed" in names  # the library's types reach its users' type checkers
