@@ -85,7 +85,11 @@ def arrows() -> list[tuple[str, str, str]]:
 
 
 def test_every_room_has_a_floor() -> None:
-    rooms = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()}
+    rooms = {
+        p.stem if p.suffix == ".py" else p.name
+        for p in PACKAGE.iterdir()
+        if p.suffix == ".py" or p.is_dir()
+    }
     rooms = {r for r in rooms if not r.startswith((".", "_")) or r in ("__init__", "__main__")}
     assert rooms - set(FLOORS) == set(), "a new room: give it its floor in FLOORS"
 

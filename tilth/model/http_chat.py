@@ -20,6 +20,7 @@ import json
 import os
 import re
 import ssl
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
@@ -27,11 +28,12 @@ from typing import Any
 
 import httpx
 
-import tilth
-
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _DONE = "[DONE]"
 _SHOWN_CHARS = 80
+USER_AGENT = f"tilth/{getattr(sys.modules.get('tilth'), '__version__', 'unknown')}"
+"""Tilth and its version, read off the package (always loaded before its modules) rather
+than imported: the package's face sits on a floor above the model's."""
 
 
 class StatusFailure(Exception):
@@ -108,7 +110,7 @@ class ChatHTTP:
                         "Authorization": f"Bearer {self._api_key}",
                         "Accept": "application/json",
                         "Content-Type": "application/json",
-                        "User-Agent": f"tilth/{tilth.__version__}",
+                        "User-Agent": USER_AGENT,
                     },
                     timeout=self._timeout,
                     verify=_shared_tls_context(),
