@@ -251,7 +251,7 @@ const Timeline = (() => {
       el("span", { class: "label" }, (cp.turn !== null ? "turn " + cp.turn + " · " : "") + cp.label),
       files ? el("span", { class: "files", "data-test": "turn-files" }, files) : null,
       (cp.gaps || []).length ? el("span", { class: "gaps", title: cp.gaps.join("\n") }, "gaps: " + cp.gaps.length) : null,
-      el("button", { type: "button", class: "menu-button", "data-test": "turn-menu", title: "rewind or fork", onclick: (e) => { e.preventDefault(); turnMenu(cp)(e); } }, "⟲")));
+      el("button", { type: "button", class: "menu-button", id: "menu-turn-" + cp.id, "data-test": "turn-menu", title: "rewind or fork", onclick: (e) => { e.preventDefault(); turnMenu(cp)(e); } }, "⟲")));
     const body = el("div", { class: "turn-body" });
     if ((cp.gaps || []).length) body.append(el("p", { class: "gaps-list" }, "not captured: " + cp.gaps.join("; ")));
     details.append(body);
@@ -276,7 +276,7 @@ const Timeline = (() => {
         el("span", { class: "stage-state" }, done ? "done" : current ? "running" : "pending"),
         stageCp ? el("span", { class: "mono muted" }, stageCp.id + " " + stageCp.head.slice(0, 10)) : null,
         stageCp && (stageCp.files_changed || []).length ? el("span", { class: "files" }, stageCp.files_changed.length + " file(s) changed") : null,
-        stageCp ? el("button", { type: "button", class: "menu-button", "data-test": "turn-menu", title: "rewind or fork", onclick: turnMenu(stageCp) }, "⟲") : null),
+        stageCp ? el("button", { type: "button", class: "menu-button", id: "menu-stage-" + stageCp.id, "data-test": "turn-menu", title: "rewind or fork", onclick: turnMenu(stageCp) }, "⟲") : null),
       vs.map((v) => el("p", { class: "verdict verdict-" + v.verdict, "data-test": "verdict" },
         el("b", {}, v.verdict), v.rejection_category ? " (" + v.rejection_category + ")" : "", ": ", v.concern || "",
         v.next_step ? el("span", { class: "muted" }, " — next: " + v.next_step) : null,
@@ -296,10 +296,10 @@ const Timeline = (() => {
         el("span", { class: "task-title", "data-test": "task-title" }, task.title || ""),
         el("span", { class: "tier" }, task.tier),
         el("span", { class: "status status-" + task.status, "data-test": "task-status" }, task.status || "pending"),
-        start ? el("button", { type: "button", class: "menu-button", "data-test": "turn-menu", title: "rewind or fork to the task's start", onclick: turnMenu(start) }, "⟲ start") : null,
+        start ? el("button", { type: "button", class: "menu-button", id: "menu-start-" + start.id, "data-test": "turn-menu", title: "rewind or fork to the task's start", onclick: turnMenu(start) }, "⟲ start") : null,
         started
-          ? el("button", { type: "button", class: "restart", "data-test": "restart-menu", onclick: restartMenu(task) }, "Restart ▾")
-          : el("button", { type: "button", class: "restart", "data-test": "restart-menu", disabled: true, title: "not started yet: nothing to restart" }, "Restart ▾")),
+          ? el("button", { type: "button", class: "restart", id: "restart-" + task.id, "data-test": "restart-menu", onclick: restartMenu(task) }, "Restart ▾")
+          : el("button", { type: "button", class: "restart", id: "restart-" + task.id, "data-test": "restart-menu", disabled: true, title: "not started yet: nothing to restart" }, "Restart ▾")),
       task.description ? el("p", { class: "description" }, task.description) : null,
       (task.acceptance_criteria || []).length ? el("ul", { class: "criteria" }, task.acceptance_criteria.map((c) => el("li", {}, c))) : null,
       el("ol", { class: "stages" }, task.stages.map((stage) => stageBlock(task, stage, cps))),
@@ -324,10 +324,10 @@ const Timeline = (() => {
         el("dt", {}, "run"), el("dd", { "data-test": "run-state" }, runText)),
       run && run.output ? keptOpen("run-output", { class: "run-output" }, el("summary", {}, "output of the last run"), el("pre", {}, run.output)) : null,
       el("div", { class: "actions" },
-        el("button", { type: "button", class: "primary", "data-test": "resume", disabled: live, onclick: resume }, "Resume"),
-        el("button", { type: "button", "data-test": "stop", disabled: !live, onclick: stop }, "Stop"),
-        el("button", { type: "button", "data-test": "undo", onclick: undo }, "Undo"),
-        el("button", { type: "button", class: "danger", "data-test": "reset-seed", onclick: resetToSeed }, "Reset to seed…")));
+        el("button", { type: "button", class: "primary", id: "act-resume", "data-test": "resume", disabled: live, onclick: resume }, "Resume"),
+        el("button", { type: "button", id: "act-stop", "data-test": "stop", disabled: !live, onclick: stop }, "Stop"),
+        el("button", { type: "button", id: "act-undo", "data-test": "undo", onclick: undo }, "Undo"),
+        el("button", { type: "button", class: "danger", id: "act-reset-seed", "data-test": "reset-seed", onclick: resetToSeed }, "Reset to seed…")));
   }
 
   function others(checkpoints) {
@@ -336,11 +336,14 @@ const Timeline = (() => {
     return el("section", { class: "loose" }, el("h2", {}, "session checkpoints"),
       el("div", { class: "turns" }, loose.map((cp) => cp.kind === "turn" ? turnRow(cp) : el("div", { class: "cp-row", "data-test": "checkpoint", "data-cp": cp.id },
         el("span", { class: "cp mono" }, cp.id), el("span", { class: "label" }, cp.label), el("span", { class: "muted" }, time(cp.ts)),
-        el("button", { type: "button", class: "menu-button", "data-test": "turn-menu", onclick: turnMenu(cp) }, "⟲")))));
+        el("button", { type: "button", class: "menu-button", id: "menu-cp-" + cp.id, "data-test": "turn-menu", onclick: turnMenu(cp) }, "⟲")))));
   }
 
   function update(session, checkpoints) {
     data = { session, checkpoints: checkpoints.checkpoints || [] };
+    // A redraw replaces every button: the one a keyboard user is on keeps the focus (by id).
+    const active = document.activeElement;
+    const focusedId = active && active.id && app.root.contains(active) ? active.id : null;
     const root = clear(app.root);
     root.append(header(session));
     if ((checkpoints.problems || []).length) root.append(el("p", { class: "warning" }, checkpoints.problems.join("; ")));
@@ -348,6 +351,12 @@ const Timeline = (() => {
     root.append(el("section", { class: "tasks" }, el("h2", {}, "tasks"), session.tasks.map(taskBlock)));
     if (!feed) feed = el("ol", { class: "feed", "data-test": "feed" });
     root.append(el("section", { class: "feed-box" }, el("h2", {}, "events (newest first)"), feed));
+    if (focusedId) refocusId(focusedId);
+  }
+
+  function refocusId(id) {
+    const again = document.getElementById(id);
+    if (again) again.focus();
   }
 
   function mount(ctx) {
