@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tilth.agent.turn import Actor, answer, log_call
+from tilth.agent.turn import Actor, answer, run_call
 from tilth.model.base import ToolCall
 from tilth.session.events import payloads_of
 from tilth.session.threads import StoredMessage
@@ -82,16 +82,7 @@ def settle(actor: Actor, cut: CutTurn, submit_tool: str, feedback: str | None) -
             and call.name in known
             and (call.id not in started or call.name in REPEATABLE)
         ):
-            log_call(actor, number, call)
-            outcome = toolbox.dispatch(call.name, call.arguments)
-            answer(
-                actor,
-                number,
-                call,
-                outcome.result,
-                is_error=outcome.is_error,
-                blocked=outcome.blocked,
-            )
+            run_call(actor, number, call)
         else:
             answer(actor, number, call, CUT_OFF if call.id in started else NOT_RUN)
     return feedback

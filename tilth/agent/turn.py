@@ -152,22 +152,7 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
             actor.notice("refused", f"{call.name}: not run, its arguments could not be read")
             result.unreadable_calls += 1
         elif call.name in known:
-            assert actor.toolbox is not None
-            log_call(actor, number, call)
-            toolbox = actor.toolbox
-            outcome = (
-                actor.run_tool(call)
-                if actor.run_tool is not None
-                else toolbox.dispatch(call.name, call.arguments)
-            )
-            answer(
-                actor,
-                number,
-                call,
-                outcome.result,
-                is_error=outcome.is_error,
-                blocked=outcome.blocked,
-            )
+            run_call(actor, number, call)
             result.tool_calls_run += 1
         elif call.name in controls:
             result.control_calls.append(call)
@@ -381,6 +366,18 @@ def _tell_cut_off(actor: Actor, number: int, turn: AssistantTurn) -> None:
     if not turn.tool_calls:
         # A cut-off call is answered as cut off; a cut-off text needs a word of its own.
         say(actor, note, turn=number, kind="cut_off")
+
+
+def run_call(actor: Actor, number: int, call: ToolCall) -> None:
+    """Log ``call``, run it with the actor's tools and answer it in the thread."""
+    assert actor.toolbox is not None
+    log_call(actor, number, call)
+    outcome = (
+        actor.run_tool(call)
+        if actor.run_tool is not None
+        else actor.toolbox.dispatch(call.name, call.arguments)
+    )
+    answer(actor, number, call, outcome.result, is_error=outcome.is_error, blocked=outcome.blocked)
 
 
 def log_call(actor: Actor, number: int, call: ToolCall, args: Any = None) -> None:
