@@ -340,6 +340,10 @@ const Chat = (() => {
     if (sending) return;
     try {
       const history = await api("GET", apiPath("messages"));
+      // A message sent while the history was on its way streams into the list: redrawing it
+      // from a history without that reply would drop the reply from the page mid-turn (the
+      // turn's end draws everything again).
+      if (sending) return;
       turns = new Map(history.turns.map((t) => [t.turn, t]));
       render(history);
     } catch (err) {
