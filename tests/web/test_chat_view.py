@@ -23,6 +23,7 @@ from tilth.chat import ChatEngine
 from tilth.config import load_settings
 from tilth.model import Script, ScriptedModel, error
 from tilth.model.script import delay, reply
+from tilth.session.store import Session
 from tilth.web.app import create_app
 
 TOKEN = "chat-view-token-123456"
@@ -231,3 +232,38 @@ def test_a_turn_sent_from_another_tab_can_be_stopped_here(
         wait_for(lambda: page.is_enabled("[data-test=send]"), 10, "the composer back")
         assert page.is_disabled("[data-test=stop-turn]")
         assert page.errors == []
+
+
+def test_a_history_that_arrives_mid_stream_does_not_hide_the_reply(
+    browser: Any, tilth_home: Path, tmp_path: Path
+) -> None:
+    directory = tmp_path / "project"
+    directory.mkdir()
+    settings = load_settings()
+    sid = long_chat(settings, directory, 2)
+    streamed = "\n".join(f"streamed line {n}" for n in range(1, 40))
+    model = SlowStream([reply(streamed)], pause=0.05)
+    with serve_in_thread(
+        lambda port: create_app(settings, TOKEN, port, chat_model=lambda: model)
+    ) as base:
+        page = new_page(browser)
+        page.goto(f"{base}/s/{sid}?token={TOKEN}")
+        page.wait_for_selector("[data-test=chat-user][data-turn='2']")
+        held: list[Any] = []
+
+        def hold(route: Any) -> None:
+            if route.request.method == "GET":
+                held.append(route)  # answered only once the reply streams
+            else:
+                route.continue_()
+
+        page.route("**/messages", hold)
+        # An event of the chat's log makes the page refresh: its history request is held.
+        Session(sid, settings.sessions_dir / sid).log("note", text="a refresh")
+        wait_for(lambda: page.wait_for_timeout(50) or held, 10, "the held history request")
+        send(page, "and one more")
+        page.wait_for_selector("[data-test=chat-assistant]:has-text('streamed line 3')")
+        held[0].continue_()  # the old history comes back while the reply streams
+        page.wait_for_timeout(300)
+        page.unroute("**/messages")
+        assert page.locator("[data-test=chat-assistant]:has-text('streamed line')").count() == 1
