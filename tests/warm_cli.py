@@ -26,6 +26,7 @@ import io
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -428,6 +429,7 @@ class WarmCli:
             pass
         self.channel.close()
         self.process.wait(timeout=30)
+        shutil.rmtree(self.tmp, ignore_errors=True)  # the server's link and the captured output
 
 
 def _child_end(n: int, where: Stream) -> tuple[int, IO[Any] | None]:
