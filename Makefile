@@ -1,5 +1,9 @@
 # `make test` and `make demo` do all set-up themselves: they create (or reuse)
 # .venv, install the package with its test extras, then run.
+# The install goes through uv (itself pip-installed into the venv, a few seconds): with
+# bytecode compiled as pip would, 15 s where pip takes 48 on two cores. uv reads no pip
+# configuration, so where it cannot reach an index (a mirror only pip is told of, no
+# network) pip installs instead.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,8 +14,11 @@ STAMP := $(VENV)/.tilth-installed
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet uv && \
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[test]' || { \
+	echo "uv could not install the package; installing it with pip instead" >&2; \
+	$(BIN)/python -m pip install --quiet --upgrade pip && \
+	$(BIN)/python -m pip install --quiet -e '.[test]'; }
 	@touch $(STAMP)
 
 # The venv alone (.ci/run makes it once before running several targets at the same time).
