@@ -7,8 +7,10 @@ skips with the command to run, except under ``CI=true``, where it fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -29,11 +31,44 @@ def live_cache() -> None:
     pytest.skip(message)
 
 
+SERVERS: dict[str, dict[str, Any]] = {
+    "llama": {"context": 8192},
+    "llama_small": {"context": 4096, "slots": 2},
+    "llama_plain": {"tool_template": False},
+}
+"""The tier's servers by fixture name: one with the tool template; one whose two slots each
+have a 2,048-token window, which a few long turns overflow (the second slot takes the
+summarizer's request, so the chat's thread stays cached in the first: after a summary only
+the summary is new to the server); one started without a tool template, whose fallback
+template cannot take tools. Each is started once for the session: a server's flags decide
+what can share it, and its cached prompts carry over from test to test."""
+
+
 @pytest.fixture(scope="session")
-def llama(live_cache: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    """One server with the tool template, shared by the tier."""
-    with LlamaServer(tmp_path_factory.mktemp("llama"), context=8192) as server:
-        yield server
+def llama_servers(
+    live_cache: None, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, LlamaServer]]:
+    """The servers the selected tests use, loading side by side (a few seconds each, mostly
+    one core reading the model's vocabulary), stopped at the end of the session."""
+    wanted = {name for item in request.session.items for name in item.fixturenames}
+    servers = {
+        name: LlamaServer(tmp_path_factory.mktemp(name.replace("_", "-")), **options)
+        for name, options in SERVERS.items()
+        if name in wanted
+    }
+    with contextlib.ExitStack() as stack:
+        for server in servers.values():
+            stack.callback(server.stop)
+            server.start()
+        for server in servers.values():
+            server.wait_ready()
+        yield servers
+
+
+@pytest.fixture
+def llama(llama_servers: dict[str, LlamaServer]) -> LlamaServer:
+    """The server with the tool template and an 8,192-token window."""
+    return llama_servers["llama"]
 
 
 @pytest.fixture
@@ -43,19 +78,13 @@ def proxy(llama: LlamaServer) -> Iterator[RecordingProxy]:
         yield relay
 
 
-@pytest.fixture(scope="module")
-def llama_small(
-    live_cache: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LlamaServer]:
-    """A server with a 2,048-token window, which a few long turns overflow."""
-    with LlamaServer(tmp_path_factory.mktemp("llama-small"), context=2048) as server:
-        yield server
+@pytest.fixture
+def llama_small(llama_servers: dict[str, LlamaServer]) -> LlamaServer:
+    """The server with the tool template and two slots of 2,048 tokens."""
+    return llama_servers["llama_small"]
 
 
-@pytest.fixture(scope="session")
-def llama_plain(
-    live_cache: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LlamaServer]:
-    """A server started without a tool template: its fallback template cannot take tools."""
-    with LlamaServer(tmp_path_factory.mktemp("llama-plain"), tool_template=False) as server:
-        yield server
+@pytest.fixture
+def llama_plain(llama_servers: dict[str, LlamaServer]) -> LlamaServer:
+    """The server started without a tool template."""
+    return llama_servers["llama_plain"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import threading
 import time
 from dataclasses import dataclass, field
@@ -99,9 +100,18 @@ class Recording:
 class RecordingProxy:
     """``http://127.0.0.1:<port>`` relaying to the server at ``upstream_port``, recording each
     call; with ``pace``, a streamed answer is passed on one event every ``pace`` seconds;
-    ``port``: listen there (a free one otherwise)."""
+    ``port``: listen there (a free one otherwise).
 
-    def __init__(self, upstream_port: int, pace: float = 0.0, port: int = 0) -> None:
+    ``slots``: how many the server has. With two, each completion request is pinned to one
+    (llama.cpp's ``id_slot``, added on the way; the recording keeps what Tilth sent): a
+    request with tools (the chat's thread) to slot 0, one without (the summarizer's) to slot
+    1. Left to itself the server gives a request whose slot is still busy (a cancelled reply
+    it has not noticed yet) to the idle one, where the thread is not cached.
+    """
+
+    def __init__(
+        self, upstream_port: int, pace: float = 0.0, port: int = 0, slots: int = 1
+    ) -> None:
         self.recording = Recording()
         recording = self.recording
 
@@ -127,6 +137,8 @@ class RecordingProxy:
                 exchange = Exchange(self.command, self.path, body, started=time.perf_counter())
                 with recording.lock:
                     recording.exchanges.append(exchange)
+                if slots == 2 and exchange.is_completion and isinstance(body, dict):
+                    raw = json.dumps({**body, "id_slot": 0 if body.get("tools") else 1}).encode()
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
                 upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=600)
                 try:
@@ -163,12 +175,15 @@ class RecordingProxy:
             def _paced(
                 self, pending: bytes, answer: http.client.HTTPResponse, exchange: Exchange
             ) -> None:
-                """Pass the stream on one event every ``pace`` seconds (a slow server)."""
+                """Pass the stream on one event every ``pace`` seconds (a slow server); stop
+                as soon as the client hangs up (its socket turns readable: nothing more is
+                sent on a connection of one exchange), not at the next write."""
                 while True:
                     while b"\n\n" in pending:
                         event, pending = pending.split(b"\n\n", 1)
                         self._send(event + b"\n\n", exchange)
-                        time.sleep(pace)
+                        if select.select([self.connection], [], [], pace)[0]:
+                            return
                     more = answer.read1(65536)
                     if not more:
                         break

@@ -42,10 +42,13 @@ SHORT = "Say hello in one word. Do not use any tool."
 """The message after a long turn: only its first request's answer is waited for."""
 
 
-def test_each_retry_shows_a_line_in_the_terminal_chat(llama: LlamaServer, tmp_path: Path) -> None:
+def test_each_retry_shows_a_line_in_the_terminal_chat(
+    llama_small: LlamaServer, tmp_path: Path
+) -> None:
     """The server is down when the chat asks, and comes up while Tilth retries: nothing listens
     on the port the chat is given until a retry was shown; then a pass-through to the shared
-    server opens there (no second model to load)."""
+    server opens there (no second model to load). (The small-window server: the chat tests
+    after this one find the chat's instructions and tools in its prompt cache.)"""
     work = project(tmp_path)
     port = free_port()
     env = live_env(
@@ -70,7 +73,7 @@ def test_each_retry_shows_a_line_in_the_terminal_chat(llama: LlamaServer, tmp_pa
         chat.expect_exact("›")
         chat.send(ASK + "\r")
         chat.expect(r"retry", timeout=60)
-        with RecordingProxy(llama.port, port=port):
+        with RecordingProxy(llama_small.port, port=port, slots=llama_small.slots):
             chat.expect(r"→|reply-length limit|── turn 1", timeout=600)  # an answer came
             chat.send("\x03")  # cancel the rest of the turn
             chat.expect_exact("›", timeout=120)
@@ -117,10 +120,11 @@ def test_a_chat_past_a_small_context_with_cut_off_calls_is_summarized_and_goes_o
     llama_small: LlamaServer,
     tmp_path: Path,
 ) -> None:
-    """At ``-c 2048`` the first turn's tool calls, some cut off by the reply limit, and their
-    results overflow the window: Tilth sends every call back as valid JSON, tells the person
-    about the cut-off replies, summarizes and goes on (Tilth's instructions and tools leave a
-    few hundred tokens free); the next message reaches the server and is answered.
+    """In a 2,048-token window (a slot of ``llama_small``) the first turn's tool calls, some
+    cut off by the reply limit, and their results overflow the window: Tilth sends every call
+    back as valid JSON, tells the person about the cut-off replies, summarizes and goes on
+    (Tilth's instructions and tools leave a few hundred tokens free); the next message reaches
+    the server and is answered.
 
     The model goes on calling tools to Tilth's 40-call cap, turn after turn; once a summary
     has bought the first turn three more steps (no summary before each request), Ctrl-C
@@ -128,7 +132,7 @@ def test_a_chat_past_a_small_context_with_cut_off_calls_is_summarized_and_goes_o
     chat: the rest would prove nothing more."""
     work = project(tmp_path)
     sessions = tmp_path / "home" / "sessions"
-    with RecordingProxy(llama_small.port) as relay:
+    with RecordingProxy(llama_small.port, slots=llama_small.slots) as relay:
         env = live_env(tmp_path / "home", relay.base_url, REPLY_TOKENS)
         with (tmp_path / "out.txt").open("w") as out, (tmp_path / "err.txt").open("w") as err:
             chat = subprocess.Popen(
@@ -184,13 +188,14 @@ def test_a_first_message_that_nearly_fills_a_small_context_is_said_once(
     llama_small: LlamaServer,
     tmp_path: Path,
 ) -> None:
-    """At ``-c 2048`` a long first message leaves a few steps' room: the chat summarized before
-    every other request; now it says once that the window is too small, and stops the turn."""
+    """In a 2,048-token window a long first message leaves a few steps' room: the chat
+    summarized before every other request; now it says once that the window is too small, and
+    stops the turn."""
     work = project(tmp_path)
     paragraph = " ".join(
         f"Line {n} of the notes says the greeting must stay short." for n in range(30)
     )
-    with RecordingProxy(llama_small.port) as relay:
+    with RecordingProxy(llama_small.port, slots=llama_small.slots) as relay:
         env = live_env(tmp_path / "home", relay.base_url, REPLY_TOKENS)
         prompt = f"Keep these notes in mind: {paragraph}\n"
         result = tilth(["chat", str(work)], env, tmp_path, stdin=prompt)

@@ -32,6 +32,9 @@ CLEAR_STOPS = {
     "token_cap",
 }
 """The stops a run may end with against a weak model; ``error`` (a jam) is not among them."""
+REPLY_TOKENS = 32
+"""The real worker's reply limit: its first call is usually cut off in it, and each token
+generated costs the server as much as a dozen of the prompt's."""
 
 
 def seeded(tmp_path: Path) -> tuple[Path, Path]:
@@ -59,7 +62,7 @@ def test_a_run_against_the_real_worker_ends_in_a_clear_stop(
     env = run_env(
         tmp_path,
         proxy.base_url,
-        64,
+        REPLY_TOKENS,
         # Two: the second worker turn sends the first's real (often cut-off) calls back.
         TILTH_MAX_ITERATIONS_PER_TASK="2",
         TILTH_MAX_WALL_CLOCK_MINUTES="8",
@@ -70,22 +73,23 @@ def test_a_run_against_the_real_worker_ends_in_a_clear_stop(
     assert stop["reason"] in CLEAR_STOPS, (stop, result.stderr[-2000:])
     assert result.returncode in (0, 3), result.stderr[-2000:]
     assert str(stop["reason"]) in result.stdout + result.stderr
-    check_requests(proxy, 64)
+    check_requests(proxy, REPLY_TOKENS)
 
 
 def test_the_wall_clock_cap_holds_inside_a_turn(llama: LlamaServer, tmp_path: Path) -> None:
     """A reply still streaming at the deadline is abandoned, not waited for.
 
     The pass-through hands the real server's stream on one event a second, so a reply of up
-    to 256 tokens would take minutes, on any machine, against a 12-second cap (the first
-    request goes out about two seconds in). (At 64 one reply ended in time: the server sends a
-    tool call's tokens a few to an event. A longer limit proves no more: the server generates
-    ahead of the paced relay until Tilth lets go, so each token allowed is CPU time spent, as
-    each second of cap is the tier's wall time.)
+    to 256 tokens would take minutes, on any machine, against a 6-second cap (the first
+    request goes out about two seconds in, and its prompt is the one the test before sent:
+    the server has it cached). (At 64 one reply ended in time: the server sends a tool call's
+    tokens a few to an event. A longer limit proves no more: the server generates ahead of the
+    paced relay until Tilth lets go, so each token allowed is CPU time spent, as each second of
+    cap is the tier's wall time.)
     """
     source, sessions = seeded(tmp_path)
     with RecordingProxy(llama.port, pace=1.0) as slow:
-        env = run_env(tmp_path, slow.base_url, 256, TILTH_MAX_WALL_CLOCK_MINUTES="0.2")
+        env = run_env(tmp_path, slow.base_url, 256, TILTH_MAX_WALL_CLOCK_MINUTES="0.1")
         result = tilth(["run", str(source)], env, tmp_path)
         exchanges = check_requests(slow, 256)
 
@@ -100,20 +104,20 @@ def test_an_evaluator_without_a_verdict_stops_the_task_naming_the_evaluator(
 ) -> None:
     """A scripted worker does the task; the review goes to a model that never calls a tool.
 
-    Its replies are cut at 16 tokens: the verdict never comes however long they are, and each
+    Its replies are cut at 8 tokens: the verdict never comes however long they are, and each
     token costs the server more than a hundred of the prompt's."""
     source, sessions = seeded(tmp_path)
     with team_server(Team(recipes())) as worker, RecordingProxy(llama_plain.port) as relay:
         env = run_env(
             tmp_path,
             worker.base_url,
-            16,
+            8,
             TILTH_WORKER_MODEL="worker",
             TILTH_EVALUATOR_BASE_URL=relay.base_url,
             TILTH_MAX_WALL_CLOCK_MINUTES="8",
         )
         result = tilth(["run", str(source)], env, tmp_path)
-        check_requests(relay, 16)
+        check_requests(relay, 8)
 
     stop = only_stop(sessions)
     assert stop["reason"] != "iter_cap", stop

@@ -32,6 +32,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--chat-template-file", default=None)
     parser.add_argument("--jinja", action="store_true", default=True)
     parser.add_argument("--no-webui", action="store_true")
+    parser.add_argument("--swa-full", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -60,6 +61,7 @@ def main(argv: list[str]) -> int:
     params.use_jinja = args.jinja
     if args.no_webui:
         params.ui = False
+    params.swa_full = args.swa_full
     if args.chat_template_file:
         with open(args.chat_template_file, encoding="utf-8") as handle:
             params.chat_template = handle.read()
