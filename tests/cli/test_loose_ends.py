@@ -12,6 +12,7 @@ from agent.support import TASKS, model_env, recipes, seed_session, team_server, 
 from seed.support import cli_env, session_dirs
 
 from tests.warm_cli import DEVNULL, shared
+from tilth.config import load_settings
 from tilth.demo.script import Team
 from tilth.model import FakeServer, Script, delay, reply
 from tilth.session.store import Session
@@ -47,6 +48,7 @@ def test_a_prep_killed_with_sigkill_is_reported_interrupted(repo: Path, sessions
 def test_a_task_whose_verifying_never_passes_ends_with_the_cap_named(
     repo: Path, sessions_dir: Path
 ) -> None:
+    assert load_settings().max_verify_failures_per_task == 3  # the default; two loops here
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
     with team_server(Team(recipes())) as server:
         result = tilth(
@@ -56,15 +58,16 @@ def test_a_task_whose_verifying_never_passes_ends_with_the_cap_named(
                 server.base_url,
                 TILTH_LINT_COMMAND="echo lint says no; exit 1",
                 TILTH_MAX_ITERATIONS_PER_TASK="0",
+                TILTH_MAX_VERIFY_FAILURES_PER_TASK="2",
             ),
         )
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "T-001 failed (verify_cap) [TILTH_MAX_VERIFY_FAILURES_PER_TASK=3]" in result.stdout
+    assert "T-001 failed (verify_cap) [TILTH_MAX_VERIFY_FAILURES_PER_TASK=2]" in result.stdout
     assert seeded.stops() == ["evaluator_cap"]  # SPEC §4's list; the detail names the cap
     (stop,) = [e.payload for e in seeded.events() if e.type == "stop"]
     assert "verify_cap" in stop["detail"] and "TILTH_MAX_VERIFY_FAILURES_PER_TASK" in stop["detail"]
     failed = [e.payload for e in seeded.events() if e.type == "task_failed"]
-    assert failed[0]["reason"] == "verify_cap" and failed[0]["verify_failures"] == 3
+    assert failed[0]["reason"] == "verify_cap" and failed[0]["verify_failures"] == 2
     assert seeded.statuses() == {"T-001": "failed"}
 
 

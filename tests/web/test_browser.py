@@ -183,11 +183,17 @@ def _settings() -> Any:
     return load_settings()
 
 
-def test_reset_to_seed_behind_the_plain_warning(browser: Any, built: Built) -> None:
+def test_reset_to_seed_behind_the_plain_warning_then_a_tab_left_open_across_a_restart(
+    browser: Any, built: Built
+) -> None:
+    """Reset to seed asks with the CLI's plain warning. Then the server restarts: each start
+    makes a new key, so the old tab says so once, in words, instead of reconnecting for
+    ever; reloading it shows a page that says the same, not JSON. (One page for both.)"""
     from tilth.timeline.rewind.seed_reset import CONFIRM_WARNING
 
+    page = new_page(browser)
     with serve(built.env) as served:
-        page = new_page(browser)
+        port = int(served.base.rsplit(":", 1)[1])
         open_session(page, served, built.id)
         page.click("[data-test=reset-seed]")
         page.wait_for_selector("dialog#dialog[open]")
@@ -203,18 +209,6 @@ def test_reset_to_seed_behind_the_plain_warning(browser: Any, built: Built) -> N
         assert git.head(built.worktree) == built.seed_sha
         assert not (built.worktree / "textkit" / "words.py").exists()
         page.wait_for_selector("[data-test=session-status]:has-text('prepared')")
-        assert page.errors == []
-
-
-def test_a_tab_left_open_across_a_restart_says_to_open_the_new_address(
-    browser: Any, built: Built
-) -> None:
-    """Each start makes a new key: the old tab says so once, in words, instead of
-    reconnecting for ever; reloading it shows a page that says the same, not JSON."""
-    page = new_page(browser)
-    with serve(built.env) as served:
-        port = int(served.base.rsplit(":", 1)[1])
-        open_session(page, served, built.id)
         page.wait_for_selector("#live.on")
     with serve(built.env, port=port) as again:
         assert again.base == served.base and again.url != served.url  # same port, new key

@@ -70,11 +70,12 @@ def test_markdown_results_beside_calls_and_keyboard_menus(
         assert page.errors == []
 
 
-def test_a_refused_message_keeps_the_prompt_and_never_holds_the_chat(
+def test_a_refused_message_keeps_the_prompt_and_the_sessions_list_fits_a_phone(
     browser: Any, tilth_home: Path, tmp_path: Path
 ) -> None:
+    # One page for both points (each page costs a browser renderer of its own).
     model = ScriptedModel(Script({"*": [reply("Fine.")]}), name="chat")
-    with chat_page(browser, tmp_path, model) as (page, _, sid):
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
         huge = "x" * 250_000  # over the engine's prompt limit
         page.evaluate("(t) => { document.querySelector('[data-test=composer]').value = t; }", huge)
         page.click("[data-test=send]")
@@ -82,22 +83,17 @@ def test_a_refused_message_keeps_the_prompt_and_never_holds_the_chat(
         kept = page.evaluate("document.querySelector('[data-test=composer]').value.length")
         assert kept == len(huge), "a refused message stays in the composer"
         # the terminal can take the chat now, while the page is still open
-        engine = ChatEngine.resume(load_settings(), sid, ScriptedModel(Script({"*": []})))
+        settings = load_settings()
+        engine = ChatEngine.resume(settings, sid, ScriptedModel(Script({"*": []})))
         engine.close()
 
-
-def test_the_sessions_list_fits_a_phone(browser: Any, tilth_home: Path, tmp_path: Path) -> None:
-    model = ScriptedModel(Script({"*": []}), name="chat")
-    with chat_page(browser, tmp_path, model) as (_, base, sid):
-        # recorded as running, but nothing drives it: the badge says stopped, not running
-        settings = load_settings()
+        # the sessions list fits a phone; a chat recorded as running that nothing drives
+        # has the badge "stopped", not "running"
         Session(sid, settings.sessions_dir / sid).update_checkpoint(status="running")
-        context = browser.new_context(viewport={"width": 420, "height": 800})
-        page = context.new_page()
-        page.goto(f"{base}/?token=chat-view-token-123456")
+        page.set_viewport_size({"width": 420, "height": 800})
+        page.goto(f"{base}/")
         page.wait_for_selector(f"[data-session='{sid}']")
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 420, f"the page scrolls sideways: {width}px"
         state = page.locator(f"[data-session='{sid}'] [data-test=session-state]").inner_text()
         assert state == "stopped", state
-        context.close()

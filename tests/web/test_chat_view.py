@@ -3,6 +3,8 @@
 A model error is shown where the reply would have been (and still after a reload), the
 newest message stays in view as a reply streams, and a fork shows its plan first. The
 server runs in-process with a scripted model (``tests/web/test_chat.py`` does the same).
+Points that need the same chat open share one page (``chat_page``): each page a test opens
+costs a browser renderer of its own.
 """
 
 from __future__ import annotations
@@ -31,19 +33,25 @@ REFUSAL = "context length exceeded: 300000 tokens > 128000"
 
 
 @contextmanager
-def chat_page(browser: Any, tmp_path: Path, model: Any) -> Iterator[tuple[Any, str, str]]:
-    """A chat with one turn behind it, served with ``model``; yields (page, base, id)."""
+def chat_page(
+    browser: Any, tmp_path: Path, model: Any, *, long_turns: int = 0
+) -> Iterator[tuple[Any, str, str]]:
+    """A chat served with ``model``, open in a page once its last turn shows; yields (page,
+    base, id). Behind it: one turn that wrote hello.txt, or ``long_turns`` long replies."""
     directory = tmp_path / "project"
     directory.mkdir()
     settings = load_settings()
-    sid = made_chat(settings, directory)
+    if long_turns:
+        sid = long_chat(settings, directory, long_turns)
+    else:
+        sid = made_chat(settings, directory)
     with serve_in_thread(
         lambda port: create_app(settings, TOKEN, port, chat_model=lambda: model)
     ) as base:
         page = new_page(browser)
         page.add_init_script(WATCH)
         page.goto(f"{base}/s/{sid}?token={TOKEN}")
-        page.wait_for_selector("[data-test=chat-user]")
+        page.wait_for_selector(f"[data-test=chat-user][data-turn='{long_turns or 1}']")
         yield page, base, sid
 
 
@@ -52,11 +60,15 @@ def send(page: Any, text: str) -> None:
     page.click("[data-test=send]")
 
 
-def test_a_model_error_is_shown_in_the_conversation(
+def test_a_model_error_then_a_reply_with_code_read_the_same_after_a_reload(
     browser: Any, tilth_home: Path, tmp_path: Path
 ) -> None:
-    model = ScriptedModel(Script({"*": [error(400, REFUSAL)]}), name="chat")
+    # One page for both points (each page costs a browser renderer of its own).
+    code = f"def greet(name):\n    return '<b>' + name  # {XSS_IMG}"
+    answer = f"Here it is:\n\n```python\n{code}\n```\n\nThat is all."
+    model = SlowStream([error(400, REFUSAL), reply(answer)], pause=0.01)
     with chat_page(browser, tmp_path, model) as (page, base, sid):
+        # a model error is shown where the reply would have been, and kept with its turn
         send(page, "summarise the whole repository")
         shown = page.wait_for_selector("[data-test=chat-error]", timeout=15000)
         assert REFUSAL in shown.inner_text()
@@ -67,6 +79,19 @@ def test_a_model_error_is_shown_in_the_conversation(
         page.wait_for_selector("[data-test=chat-user][data-turn='2']")
         after = page.locator("[data-test=chat-user][data-turn='2'] ~ [data-test=chat-error]")
         assert REFUSAL in after.inner_text(), "the error is not kept with its turn"
+
+        # code in a reply is set as code and stays text
+        send(page, "show me greet")
+        page.wait_for_selector("[data-test=chat-assistant]:has-text('That is all.')")
+        reply_box = page.locator("[data-test=chat-assistant]").last
+        assert reply_box.locator("pre code").inner_text() == code
+        assert "```" not in reply_box.inner_text()
+        assert "Here it is:" in reply_box.inner_text()
+
+        page.goto(f"{base}/s/{sid}")  # the same, read back from the conversation
+        page.wait_for_selector("[data-test=chat-user][data-turn='3']")
+        assert page.locator("[data-test=chat-assistant] pre code").last.inner_text() == code
+        no_script_ran(page)
         assert page.errors == []
 
 
@@ -109,19 +134,10 @@ def settled_in_view(page: Any, selector: str) -> None:
 
 
 def test_the_newest_message_stays_in_view(browser: Any, tilth_home: Path, tmp_path: Path) -> None:
-    directory = tmp_path / "project"
-    directory.mkdir()
-    settings = load_settings()
-    sid = long_chat(settings, directory, 8)
     streamed = "\n".join(f"streamed line {n}" for n in range(1, 15))
     again = "\n".join(f"again line {n}" for n in range(1, 15))
     model = SlowStream([reply(streamed), reply(again)], pause=0.03)
-    with serve_in_thread(
-        lambda port: create_app(settings, TOKEN, port, chat_model=lambda: model)
-    ) as base:
-        page = new_page(browser)
-        page.goto(f"{base}/s/{sid}?token={TOKEN}")
-        page.wait_for_selector("[data-test=chat-user][data-turn='8']")
+    with chat_page(browser, tmp_path, model, long_turns=8) as (page, _base, _sid):
         assert page.evaluate("document.documentElement.scrollHeight > window.innerHeight")
         wait_for(lambda: in_view(page, "[data-test=chat-assistant]"), 5, "the last reply shown")
 
@@ -142,11 +158,19 @@ def test_the_newest_message_stays_in_view(browser: Any, tilth_home: Path, tmp_pa
         assert page.errors == []
 
 
-def test_fork_from_a_message_shows_its_plan_first(
+def test_an_opened_chat_reads_as_it_ran_says_what_it_is_about_and_forks_after_a_plan(
     browser: Any, tilth_home: Path, tmp_path: Path
 ) -> None:
+    # One page for three points (each page costs a browser renderer of its own).
     model = ScriptedModel(Script({"*": []}), name="chat")
-    with chat_page(browser, tmp_path, model) as (page, _base, sid):
+    with chat_page(browser, tmp_path, model) as (page, base, sid):
+        # a tool call reads the same after the page refreshes as the reply stream showed
+        # it (and the terminal does): what the call did, not its name
+        assert "→ write_file hello.txt (1 line)" in page.inner_text("[data-test=chat-tool]")
+        # the chat says what it is about, here and in the sessions list
+        assert FIRST in page.inner_text("[data-test=session-title]")
+
+        # a fork from a message shows its plan first
         message = page.locator("[data-test=chat-user][data-turn='1']")
         message.hover()
         message.locator("[data-test=chat-rewind]").click()
@@ -158,50 +182,12 @@ def test_fork_from_a_message_shows_its_plan_first(
         page.click("[data-test=dialog-confirm]")
         page.wait_for_selector("#toast.show:has-text('forked into')")
         assert len(list((tilth_home / "sessions").iterdir())) == 2
-        assert page.errors == []
 
-
-def test_a_chat_says_what_it_is_about_in_the_sessions_list(
-    browser: Any, tilth_home: Path, tmp_path: Path
-) -> None:
-    model = ScriptedModel(Script({"*": []}), name="chat")
-    with chat_page(browser, tmp_path, model) as (page, base, sid):
-        assert FIRST in page.inner_text("[data-test=session-title]")
         page.goto(f"{base}/")
         row = page.locator(f"[data-test=session-row][data-session='{sid}']")
         row.wait_for()
         assert FIRST in row.locator(".about").inner_text()
         assert page.errors == []
-
-
-def test_code_in_a_reply_is_set_as_code_and_stays_text(
-    browser: Any, tilth_home: Path, tmp_path: Path
-) -> None:
-    code = f"def greet(name):\n    return '<b>' + name  # {XSS_IMG}"
-    answer = f"Here it is:\n\n```python\n{code}\n```\n\nThat is all."
-    model = SlowStream([reply(answer)], pause=0.01)
-    with chat_page(browser, tmp_path, model) as (page, base, sid):
-        send(page, "show me greet")
-        page.wait_for_selector("[data-test=chat-assistant]:has-text('That is all.')")
-        reply_box = page.locator("[data-test=chat-assistant]").last
-        assert reply_box.locator("pre code").inner_text() == code
-        assert "```" not in reply_box.inner_text()
-        assert "Here it is:" in reply_box.inner_text()
-
-        page.goto(f"{base}/s/{sid}")  # the same, read back from the conversation
-        page.wait_for_selector("[data-test=chat-user][data-turn='2']")
-        assert page.locator("[data-test=chat-assistant] pre code").last.inner_text() == code
-        no_script_ran(page)
-        assert page.errors == []
-
-
-def test_a_tool_call_reads_the_same_before_and_after_the_page_refreshes(
-    browser: Any, tilth_home: Path, tmp_path: Path
-) -> None:
-    model = ScriptedModel(Script({"*": []}), name="chat")
-    with chat_page(browser, tmp_path, model) as (page, _base, _sid):
-        # as the reply stream showed it (and the terminal does): what the call did, not its name
-        assert "→ write_file hello.txt (1 line)" in page.inner_text("[data-test=chat-tool]")
 
 
 def test_a_turn_sent_from_another_tab_can_be_stopped_here(
@@ -237,18 +223,9 @@ def test_a_turn_sent_from_another_tab_can_be_stopped_here(
 def test_a_history_that_arrives_mid_stream_does_not_hide_the_reply(
     browser: Any, tilth_home: Path, tmp_path: Path
 ) -> None:
-    directory = tmp_path / "project"
-    directory.mkdir()
-    settings = load_settings()
-    sid = long_chat(settings, directory, 2)
     streamed = "\n".join(f"streamed line {n}" for n in range(1, 40))
     model = SlowStream([reply(streamed)], pause=0.05)
-    with serve_in_thread(
-        lambda port: create_app(settings, TOKEN, port, chat_model=lambda: model)
-    ) as base:
-        page = new_page(browser)
-        page.goto(f"{base}/s/{sid}?token={TOKEN}")
-        page.wait_for_selector("[data-test=chat-user][data-turn='2']")
+    with chat_page(browser, tmp_path, model, long_turns=2) as (page, _base, sid):
         held: list[Any] = []
 
         def hold(route: Any) -> None:
@@ -259,7 +236,7 @@ def test_a_history_that_arrives_mid_stream_does_not_hide_the_reply(
 
         page.route("**/messages", hold)
         # An event of the chat's log makes the page refresh: its history request is held.
-        Session(sid, settings.sessions_dir / sid).log("note", text="a refresh")
+        Session(sid, load_settings().sessions_dir / sid).log("note", text="a refresh")
         wait_for(lambda: page.wait_for_timeout(50) or held, 10, "the held history request")
         send(page, "and one more")
         page.wait_for_selector("[data-test=chat-assistant]:has-text('streamed line 3')")

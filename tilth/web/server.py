@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import sys
 import threading
@@ -49,9 +50,10 @@ def serve(
     import uvicorn
 
     from tilth.web.app import create_app
-    from tilth.web.timeouts import IDLE_SECONDS, DeadlineH11Protocol
+    from tilth.web.timeouts import IDLE_SECONDS, deadline_protocol, header_seconds
 
     out, err = stdout or sys.stdout, stderr or sys.stderr
+    protocol = deadline_protocol(header_seconds(os.environ))
     sock = bind(port)
     actual = sock.getsockname()[1]
     token = new_token()
@@ -67,7 +69,7 @@ def serve(
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
-        http=DeadlineH11Protocol,
+        http=protocol,
         timeout_keep_alive=int(IDLE_SECONDS),
     )
     server = uvicorn.Server(config)
