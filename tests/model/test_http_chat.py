@@ -79,6 +79,15 @@ def test_lines_split_anywhere_between_network_reads() -> None:
     assert list(sse_events([b": only a comment\n\n", b"event: ping\n\n"])) == []
 
 
+def test_a_byte_order_mark_before_the_stream_keeps_the_first_event() -> None:
+    body = b'\xef\xbb\xbfdata: {"a": 1}\n\ndata: \xef\xbb\xbf2\n\n'
+    expected = [("message", '{"a": 1}'), ("message", "\ufeff2")]
+    for size in (1, 2, len(body)):
+        pieces = [body[i : i + size] for i in range(0, len(body), size)]
+        assert list(sse_events(pieces)) == expected, f"read {size} bytes at a time"
+    assert list(sse_events([b"\xef\xbb\xbfdata: x"])) == [("message", "x")]
+
+
 @pytest.mark.parametrize("named", [False, True])
 def test_an_error_inside_the_stream_is_retried(fast_model: ModelFactory, named: bool) -> None:
     """OpenRouter reports an upstream failure mid-stream as an ``{"error": ...}`` chunk (some

@@ -30,6 +30,7 @@ import httpx
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _DONE = "[DONE]"
+_BOM = b"\xef\xbb\xbf"
 _SHOWN_CHARS = 80
 USER_AGENT = f"tilth/{getattr(sys.modules.get('tilth'), '__version__', 'unknown')}"
 """Tilth and its version, read off the package (always loaded before its modules) rather
@@ -178,20 +179,26 @@ def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
     Lines end in CRLF, LF or CR (a CR at the end of one piece waits for the next: it may be
     half of a CRLF). Data lines of one event are joined with newlines; comments (``:``) and
     other fields are skipped; an event without data is none. An event the stream ended in
-    without its blank line still counts.
+    without its blank line still counts. A byte order mark the stream starts with is dropped
+    (the event-stream standard allows one; kept, it would hide the first event's field).
     """
     pending = b""
     event = _Event()
+    first_line = True
     for piece in chunks:
         pending += piece
         cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
         *lines, rest = _LINE_END.split(pending[:cut])
         pending = rest + pending[cut:]
         for line in lines:
+            if first_line:
+                line, first_line = line.removeprefix(_BOM), False
             found = event.take(line)
             if found is not None:
                 yield found
     for line in [*_LINE_END.split(pending), b""] if pending else [b""]:
+        if first_line:
+            line, first_line = line.removeprefix(_BOM), False
         found = event.take(line)
         if found is not None:
             yield found
