@@ -109,22 +109,22 @@ def _malformed_from(prepared: Live, process: bool = False, **extra: str) -> str:
     return done.stderr
 
 
-def test_env_file_named_by_tilth_env_file_is_read(prepared: Live) -> None:
+def test_env_files_are_read_from_the_directory_tilth_home_and_tilth_env_file(
+    prepared: Live,
+) -> None:
+    # one copy of the prepared story for the three places (a malformed value stops every
+    # run before anything happens); each place found first names its own variable
+    # the current directory: a real process, whose working directory is the live root
+    (prepared.live / ".env").write_text("TILTH_MAX_WALL_CLOCK_MINUTES=soon\n")
+    assert "TILTH_MAX_WALL_CLOCK_MINUTES" in _malformed_from(prepared, process=True)
+    # $TILTH_HOME/.env (the in-process CLI's own directory holds no .env)
+    (prepared.home / ".env").write_text("TILTH_MAX_TOKENS=many\n")
+    assert "TILTH_MAX_TOKENS" in _malformed_from(prepared)
+    # the file TILTH_ENV_FILE names
     env_file = prepared.live / "custom.env"
     env_file.write_text("TILTH_MAX_ITERATIONS_PER_TASK=lots\n")
     stderr = _malformed_from(prepared, TILTH_ENV_FILE=str(env_file))
     assert "TILTH_MAX_ITERATIONS_PER_TASK" in stderr
-
-
-def test_env_file_in_tilth_home_is_read(prepared: Live) -> None:
-    (prepared.home / ".env").write_text("TILTH_MAX_TOKENS=many\n")
-    assert "TILTH_MAX_TOKENS" in _malformed_from(prepared)
-
-
-def test_env_file_in_the_current_directory_is_read(prepared: Live) -> None:
-    # a real process, whose working directory is the live root
-    (prepared.live / ".env").write_text("TILTH_MAX_WALL_CLOCK_MINUTES=soon\n")
-    assert "TILTH_MAX_WALL_CLOCK_MINUTES" in _malformed_from(prepared, process=True)
 
 
 def test_context_files_reach_the_prompts(lab: Lab) -> None:

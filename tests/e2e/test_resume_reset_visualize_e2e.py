@@ -44,15 +44,17 @@ def test_resume_puts_the_failed_task_back_to_pending(failed: Live) -> None:
     assert failed.porcelain() == ""
 
 
-def test_reset_on_a_pipe_without_yes_refuses(done: Live) -> None:
-    result = done.cli("reset", done.sid)
-    assert result.returncode != 0
-    assert "-y" in result.stdout + result.stderr
+def test_reset_on_a_pipe_refuses_without_yes_and_with_it_deletes_branch_and_worktree(
+    done: Live,
+) -> None:
+    # one copy of the finished story for both: the refusal changes nothing, so -y then works
+    # on exactly what a fresh copy would hold
+    refused = done.cli("reset", done.sid)
+    assert refused.returncode != 0
+    assert "-y" in refused.stdout + refused.stderr
     assert done.sdir().is_dir() and done.worktree().is_dir()
     assert f"session/{done.sid}" in git(done.proj, "branch", "--list")
 
-
-def test_reset_with_yes_deletes_session_branch_and_worktree(done: Live) -> None:
     sid, sdir = done.sid, done.sdir()
     result = done.cli("reset", sid, "-y")
     assert result.returncode == 0, result.stdout + result.stderr
