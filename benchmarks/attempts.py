@@ -227,10 +227,10 @@ def _timed_checkout(times: list[float]) -> Iterator[None]:
     checkout thread) starts and ends, into ``times``."""
     real = git_worktrees.add_new
 
-    def timed(source: Path, path: Path, branch: str, start: str) -> bool:
+    def timed(source: Path, path: Path, branch: str, start: str, started: Any = None) -> bool:
         times.append(time.perf_counter())
         try:
-            return real(source, path, branch, start)
+            return real(source, path, branch, start, started)
         finally:
             times.append(time.perf_counter())
 
