@@ -32,6 +32,9 @@ from tilth.session.store import Session
 from tilth.timeline import Recorder, TimelineController
 
 repo, mark = Path(sys.argv[1]), Path(sys.argv[2])
+if len(sys.argv) > 3:
+    from tilth.timeline.rewind import fork_steps
+    fork_steps.EXIT_WAIT_SECONDS = float(sys.argv[3])
 settings = tilth.load_settings()
 session = Session.create(settings.sessions_dir, repo)
 tree = worktrees.ensure_worktree(repo, session.workspace_dir, session.branch)
@@ -63,22 +66,25 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_cancelled_forks_checkout_does_not_outlive_tilth(
-    tilth_home: Path, tmp_path: Path
-) -> None:
+def _interrupted_fork(
+    tmp_path: Path, sleep: int, wait: float | None = None
+) -> tuple[str, str, Path]:
+    """A real process forks a session whose checkout's smudge filter sleeps ``sleep`` s,
+    and is sent SIGINT mid-checkout (``wait``: its ``EXIT_WAIT_SECONDS``); the parent's
+    id, its stderr and the file of the filter's pids, once it exited."""
     mark, pids = tmp_path / "slow-now", tmp_path / "pids"
     repo = make_repo(
         tmp_path / "repo",
         {"README.md": "# r\n", "slow.txt": "slow\n", ".gitattributes": "slow.txt filter=slow\n"},
     )
-    smudge = f"test -e {mark} && echo $$ >> {pids} && sleep 3; cat"
+    smudge = f"test -e {mark} && echo $$ >> {pids} && sleep {sleep}; cat"
     subprocess.run(["git", "config", "filter.slow.smudge", smudge], cwd=repo, check=True)
     script = tmp_path / "fork.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, str(script), str(repo), str(mark)]
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(repo), str(mark)],
-        env=env,
+        argv + ([str(wait)] if wait is not None else []),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -100,10 +106,11 @@ def test_a_cancelled_forks_checkout_does_not_outlive_tilth(
             proc.wait()
     assert "forked" not in out, "the fork was not cut off"
     assert "KeyboardInterrupt" in err
-    running = [int(p) for p in pids.read_text().split() if _alive(int(p))]
-    assert running == [], f"the fork's git still runs after Tilth exited:\n{err[-2000:]}"
+    return parent, err, pids
 
-    # The next command on the parent completes the fork with a whole worktree.
+
+def _completed_by_next_command(tilth_home: Path, parent: str) -> None:
+    """The next command on the parent completes the fork with a whole, clean worktree."""
     sessions = tilth_home / "sessions"
     child = next(d.name for d in sessions.iterdir() if d.name != parent)
     assert _record(sessions / child).get("fork_incomplete") is True
@@ -115,3 +122,24 @@ def test_a_cancelled_forks_checkout_does_not_outlive_tilth(
     assert (worktree / "slow.txt").read_text() == "slow\n"
     assert git.git("status", "--porcelain", cwd=worktree) == ""
     assert git.git("rev-parse", "--abbrev-ref", "HEAD", cwd=worktree).strip() == f"session/{child}"
+
+
+def test_a_cancelled_forks_checkout_does_not_outlive_tilth(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    parent, err, pids = _interrupted_fork(tmp_path, sleep=3)
+    running = [int(p) for p in pids.read_text().split() if _alive(int(p))]
+    assert running == [], f"the fork's git still runs after Tilth exited:\n{err[-2000:]}"
+    _completed_by_next_command(tilth_home, parent)
+
+
+def test_a_checkout_outlasting_the_exit_wait_is_killed_and_made_again(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    began = time.monotonic()
+    parent, err, pids = _interrupted_fork(tmp_path, sleep=60, wait=0.5)
+    assert time.monotonic() - began < 30
+    running = [int(p) for p in pids.read_text().split() if _alive(int(p))]
+    assert running == [], f"the fork's git still runs after Tilth exited:\n{err[-2000:]}"
+    (tmp_path / "slow-now").unlink()  # the checkout is quick again
+    _completed_by_next_command(tilth_home, parent)

@@ -202,13 +202,14 @@ def _start_checkout(info: dict[str, Any], target: Checkpoint, op_id: str) -> Non
     thread.start()
 
 
-def settle_checkouts(seconds: float = EXIT_WAIT_SECONDS) -> None:
+def settle_checkouts(seconds: float | None = None) -> None:
     """Leave no fork's git running past this process (run at its exit): a fork cancelled
     (an error, Ctrl-C) while its checkout ran would leave that git writing on its own, in
     its own session, after Tilth is gone. Each is waited for (then the next command
     completes the fork with the worktree it made); one still running after ``seconds``, or
     when a second Ctrl-C cuts the wait, is killed with its process group and its half-made
-    worktree removed, so the next command makes it again."""
+    worktree removed, so the next command makes it again (``seconds``: ``EXIT_WAIT_SECONDS``)."""
+    seconds = EXIT_WAIT_SECONDS if seconds is None else seconds
     with _checkouts_lock:
         jobs = list(_checkouts.values())
     began = time.monotonic()
