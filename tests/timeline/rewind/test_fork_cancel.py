@@ -136,9 +136,9 @@ def test_a_cancelled_forks_checkout_does_not_outlive_tilth(
 def test_a_checkout_outlasting_the_exit_wait_is_killed_and_made_again(
     tilth_home: Path, tmp_path: Path
 ) -> None:
-    began = time.monotonic()
-    parent, err, pids = _interrupted_fork(tmp_path, sleep=60, wait=0.5)
-    assert time.monotonic() - began < 30
+    # (The filter sleeps 120 s: the process can only exit within ``communicate``'s 60 s
+    # by killing the checkout.)
+    parent, err, pids = _interrupted_fork(tmp_path, sleep=120, wait=0.5)
     running = [int(p) for p in pids.read_text().split() if _alive(int(p))]
     assert running == [], f"the fork's git still runs after Tilth exited:\n{err[-2000:]}"
     (tmp_path / "slow-now").unlink()  # the checkout is quick again
