@@ -243,6 +243,8 @@ def run(
     shell: bool = False,
     errors: str = "replace",
     finish_on_interrupt: float = 0.0,
+    started: Callable[[int], object] | None = None,
+    before_kill: Callable[[int], object] | None = None,
 ) -> ProcResult:
     """Run ``cmd`` to completion; on timeout kill its process group and report it.
 
@@ -250,6 +252,9 @@ def run(
     ways, as ``os.fsdecode`` does. On Ctrl-C (or any exception) the child is killed, after
     being let finish for up to ``finish_on_interrupt`` seconds: a git killed mid-write
     leaves its ``index.lock`` behind, and every later git command there fails on it.
+    ``started`` hears the child's pid (its process group's id) as it starts; ``before_kill``
+    hears it just before a child still running is killed (timed out or interrupted), while
+    what the group holds open can still be seen.
     """
     proc = subprocess.Popen(
         cmd,
@@ -264,11 +269,15 @@ def run(
         start_new_session=True,
     )
     try:
-        return _wait(proc, input_text, time.monotonic() + timeout)
+        if started is not None:
+            started(proc.pid)
+        return _wait(proc, input_text, time.monotonic() + timeout, before_kill)
     except BaseException:
         try:
             if finish_on_interrupt:
                 _let_finish(proc, finish_on_interrupt)
+            if before_kill is not None and proc.poll() is None:
+                before_kill(proc.pid)
         finally:  # a second Ctrl-C while it finishes still ends it
             kill_group(proc)
             proc.wait()
@@ -283,7 +292,12 @@ def _let_finish(proc: subprocess.Popen[str], seconds: float) -> None:
         pass
 
 
-def _wait(proc: subprocess.Popen[str], input_text: str | None, deadline: float) -> ProcResult:
+def _wait(
+    proc: subprocess.Popen[str],
+    input_text: str | None,
+    deadline: float,
+    before_kill: Callable[[int], object] | None = None,
+) -> ProcResult:
     """Collect the child's output until it is done, or kill its group at ``deadline``.
 
     "Done" is the child's exit plus EOF on its pipes. Background processes it left
@@ -299,6 +313,8 @@ def _wait(proc: subprocess.Popen[str], input_text: str | None, deadline: float) 
             )
             return ProcResult(proc.returncode, out, err)
         except subprocess.TimeoutExpired as exc:
+            if before_kill is not None:
+                before_kill(proc.pid)
             kill_group(proc)
             out, err = _drain(proc, exc)
             return ProcResult(
@@ -319,6 +335,8 @@ def _wait(proc: subprocess.Popen[str], input_text: str | None, deadline: float) 
                     out, err = _drain(proc, exc)
                     return ProcResult(proc.returncode, out, err)
             if now >= deadline:
+                if before_kill is not None:
+                    before_kill(proc.pid)
                 kill_group(proc)
                 out, err = _drain(proc, exc)
                 code = proc.returncode if proc.returncode is not None else -9

@@ -11,12 +11,13 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tilth import proc
 from tilth.errors import GitError, WorkspaceError
+from tilth.git import locks
 from tilth.git.env import inert_env, inert_options
 from tilth.git.refs import branch_from_files, git_dirs, head_from_files
 
@@ -36,22 +37,33 @@ def git(
     timeout: float = DEFAULT_TIMEOUT,
     env: dict[str, str] | None = None,
     input_text: str | None = None,
+    started: Callable[[int], object] | None = None,
 ) -> str:
-    """Run ``git <args>`` in ``cwd`` and return stdout; raise ``GitError`` on failure."""
+    """Run ``git <args>`` in ``cwd`` and return stdout; raise ``GitError`` on failure.
+
+    A git killed (on its timeout, or not finished within ``INTERRUPT_GRACE`` of a stop)
+    has its lock files removed (``locks``); ``started`` hears its pid as it starts."""
     cmd = ["git", *args]  # as shown in errors; the INERT options are always added
     run = ["git", *inert_options(), *args]
-    # Paths that are not UTF-8 come back (and go in) exactly, as os.fsdecode has them.
-    result = proc.run(
-        run,
-        cwd=cwd,
-        timeout=timeout,
-        env=inert_env(env),
-        input_text=input_text,
-        errors="surrogateescape",
-        finish_on_interrupt=INTERRUPT_GRACE,
-    )
+    held: list[locks.HeldLock] = []
+    try:
+        # Paths that are not UTF-8 come back (and go in) exactly, as os.fsdecode has them.
+        result = proc.run(
+            run,
+            cwd=cwd,
+            timeout=timeout,
+            env=inert_env(env),
+            input_text=input_text,
+            errors="surrogateescape",
+            finish_on_interrupt=INTERRUPT_GRACE,
+            started=started,
+            before_kill=lambda group: held.extend(locks.held_locks(group)),
+        )
+    finally:
+        removed = locks.remove_left(held) if held else []
     if result.timed_out:
-        raise GitError(cmd, -9, f"timed out after {timeout:.0f}s")
+        left = f"; removed the lock it left: {', '.join(map(str, removed))}" if removed else ""
+        raise GitError(cmd, -9, f"timed out after {timeout:.0f}s{left}")
     if check and result.returncode != 0:
         raise GitError(cmd, result.returncode, result.stderr or result.stdout)
     return result.stdout

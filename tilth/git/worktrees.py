@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tilth.errors import GitError
@@ -66,13 +67,25 @@ def _registered(source: Path, path: Path) -> bool:
     return bool(back) and Path(back).resolve() == (path / ".git").resolve()
 
 
-def add_new(source: Path, path: Path, branch: str, start: str) -> bool:
+def add_new(
+    source: Path,
+    path: Path,
+    branch: str,
+    start: str,
+    started: Callable[[int], object] | None = None,
+) -> bool:
     """The common case straight away (a new session, a fork): a new branch in a new
     worktree, one git call instead of four (each costs a process; an attempt's fork pays
     them before its worker can start). False when git refuses (the branch exists, a stale
-    entry holds the path): then the careful way looks, prunes and adds."""
+    entry holds the path): then the careful way looks, prunes and adds. ``started`` hears
+    the git's pid (its process group) as it starts."""
     try:
-        git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", "-b", branch, str(path), start, cwd=source)
+        git(
+            *PARALLEL_CHECKOUT,
+            *("worktree", "add", "-q", "-b", branch, str(path), start),
+            cwd=source,
+            started=started,
+        )
     except GitError:
         return False
     return True
@@ -133,6 +146,11 @@ def remove_worktree(source: Path, path: Path) -> None:
     """
     if path.exists() and path.resolve() in worktrees(source):
         git("worktree", "remove", "--force", "--force", str(path), cwd=source)
+    git("worktree", "prune", cwd=source)
+
+
+def prune(source: Path) -> None:
+    """Forget worktrees of ``source`` whose directories are gone (``git worktree prune``)."""
     git("worktree", "prune", cwd=source)
 
 

@@ -6,20 +6,27 @@ branch and worktree (a chat: a directory of its own); ``fork-record`` writes the
 final ``checkpoint.json`` and its ``fork`` event. The worktree's checkout (git's
 ``worktree add``, most of a large repository's fork) starts with ``fork-created`` and runs
 beside the records until ``fork-worktree`` waits for it: a process killed meanwhile leaves
-git finishing it, which ``fork-worktree`` run again waits for (``await_checkout``).
+git finishing it, which ``fork-worktree`` run again waits for (``await_checkout``); a
+process that ends otherwise (the fork cancelled) waits for it first (``settle_checkouts``).
 ``spec`` is the step's description of the new session (``rewind.fork.plan_fork`` makes it).
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
+import signal
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tilth.errors import TilthError
 from tilth.git import worktrees as git_worktrees
+from tilth.git.refs import git_dirs
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.harness_state import HarnessState
@@ -60,10 +67,28 @@ class ForkError(TilthError):
     """A fork cannot be made as asked."""
 
 
-_checkouts: dict[str, tuple[threading.Thread, list[bool]]] = {}
-"""The worktree checkouts running beside a fork's records, by operation id: the thread
-and, once it ends, whether git made the worktree."""
+@dataclass
+class _Checkout:
+    """A worktree checkout running beside a fork's records (``_start_checkout``)."""
+
+    thread: threading.Thread
+    source: Path
+    path: Path
+    made: list[bool] = field(default_factory=list)
+    """Once the thread ends: whether git made the worktree."""
+    groups: list[int] = field(default_factory=list)
+    """The git's pid (it leads its own process group) once it started."""
+    done: threading.Event = field(default_factory=threading.Event)
+    """Set as the thread ends. Waited on rather than ``Thread.join``: a join cut off by
+    Ctrl-C marks the thread stopped though it runs on (Python 3.11), and later joins
+    return at once."""
+
+
+_checkouts: dict[str, _Checkout] = {}
+"""The worktree checkouts running beside a fork's records, by operation id."""
 _checkouts_lock = threading.Lock()
+EXIT_WAIT_SECONDS = 60.0
+"""How long a process ending (a fork cancelled, Ctrl-C) waits for its forks' checkouts."""
 
 
 def fork_of(spec: dict[str, Any]) -> tuple[Session, Checkpoint]:
@@ -137,10 +162,12 @@ def make_worktree(parent: Session, info: dict[str, Any], op_id: str) -> None:
     source = Path(str(info["source"]))
     path = Path(str(info["workspace"]))
     with _checkouts_lock:
-        started = _checkouts.pop(op_id, None)
+        started = _checkouts.get(op_id)
     if started is not None:
-        started[0].join()
-    if started is not None and started[1] == [True]:
+        started.done.wait()  # (still listed meanwhile: cut off here, the exit waits for it)
+        with _checkouts_lock:
+            _checkouts.pop(op_id, None)
+    if started is not None and started.made == [True]:
         worktree = path.resolve()  # made by the checkout started with the fork
     else:
         worktree = git_worktrees.ensure_worktree(source, path, str(info["branch"]), target.head)
@@ -155,18 +182,66 @@ def _start_checkout(info: dict[str, Any], target: Checkpoint, op_id: str) -> Non
     with _checkouts_lock:
         if op_id in _checkouts or path.exists():
             return  # started already, or made (``make_worktree`` looks at what is there)
-        made: list[bool] = []
         source, branch = Path(str(info["source"])), str(info["branch"])
 
         def checkout() -> None:
+            made = False  # (no process could start) make_worktree tries again and says why
             try:
-                made.append(git_worktrees.add_new(source, path, branch, target.head))
-            except Exception:  # (no process could start) make_worktree tries again and says why
-                made.append(False)
+                made = git_worktrees.add_new(
+                    source, path, branch, target.head, started=job.groups.append
+                )
+            except Exception:
+                pass
+            finally:
+                job.made.append(made)
+                job.done.set()
 
         thread = threading.Thread(target=checkout, name="tilth-fork-checkout", daemon=True)
-        _checkouts[op_id] = (thread, made)
+        job = _Checkout(thread, source, path)
+        _checkouts[op_id] = job
     thread.start()
+
+
+def settle_checkouts(seconds: float | None = None) -> None:
+    """Leave no fork's git running past this process (run at its exit): a fork cancelled
+    (an error, Ctrl-C) while its checkout ran would leave that git writing on its own, in
+    its own session, after Tilth is gone. Each is waited for (then the next command
+    completes the fork with the worktree it made); one still running after ``seconds``, or
+    when a second Ctrl-C cuts the wait, is killed with its process group and its half-made
+    worktree removed, so the next command makes it again (``seconds``: ``EXIT_WAIT_SECONDS``)."""
+    seconds = EXIT_WAIT_SECONDS if seconds is None else seconds
+    with _checkouts_lock:
+        jobs = list(_checkouts.values())
+    began = time.monotonic()
+    for job in jobs:
+        try:
+            job.done.wait(max(seconds - (time.monotonic() - began), 0.0))
+        except KeyboardInterrupt:
+            pass
+        if not job.done.is_set():
+            _kill_checkout(job)
+
+
+def _kill_checkout(job: _Checkout) -> None:
+    """Kill a checkout's git and remove what it half made (``git worktree add``'s
+    ``initializing`` lock, which would keep it from being pruned, then the tree)."""
+    for group in job.groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    job.done.wait(5.0)
+    dirs = git_dirs(job.path) if (job.path / ".git").exists() else None
+    if dirs is not None:
+        (dirs[0] / "locked").unlink(missing_ok=True)
+    shutil.rmtree(job.path, ignore_errors=True)
+    try:
+        git_worktrees.prune(job.source)
+    except TilthError:
+        pass  # the next command's ``ensure_worktree`` prunes too
+
+
+atexit.register(settle_checkouts)
 
 
 def finish_child(parent: Session, info: dict[str, Any], op_id: str) -> None:
