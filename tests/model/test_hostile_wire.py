@@ -316,3 +316,67 @@ def test_two_megabytes_of_content_in_small_writes(
     pieces: list[bytes | float] = [event[i : i + 1024] for i in range(0, len(event), 1024)]
     server = raw_server([STREAM_HEAD, *pieces])
     assert fast_model(None, base_url=server.base_url).complete(USER, []).content == text
+
+
+class KeepAliveServer:
+    """Answers every request on a connection with a chunked event stream, keeping the
+    connection open; ``hold`` seconds pass between ``[DONE]`` and the end of the body."""
+
+    def __init__(self, hold: float) -> None:
+        self.hold = hold
+        self.connections = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        def chunked(data: bytes) -> bytes:
+            return b"%x\r\n%s\r\n" % (len(data), data)
+
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        with conn:
+            try:
+                while _read_request(conn):
+                    conn.sendall(head + b"transfer-encoding: chunked\r\n\r\n")
+                    conn.sendall(chunked(_event({"content": "hi"}, finish_reason="stop")))
+                    conn.sendall(chunked(DONE))
+                    time.sleep(self.hold)
+                    conn.sendall(b"0\r\n\r\n")
+            except OSError:
+                pass
+
+
+def test_streamed_calls_reuse_their_connection(fast_model: ModelFactory) -> None:
+    """Closing a stream at ``[DONE]``, before its body's end, closed the connection too:
+    every call opened a new one (a TCP and TLS handshake per turn)."""
+    server = KeepAliveServer(hold=0.0)
+    model = fast_model(None, base_url=server.base_url)
+    try:
+        for _ in range(4):
+            assert model.complete(USER, []).content == "hi"
+            time.sleep(0.2)  # the body's end is read off the caller's thread
+        assert server.connections <= 2
+    finally:
+        model.close()
+        server.listener.close()
+
+
+def test_a_body_held_open_after_done_does_not_hold_the_reply(fast_model: ModelFactory) -> None:
+    server = KeepAliveServer(hold=30.0)
+    model = fast_model(None, base_url=server.base_url, timeout_seconds=60.0)
+    try:
+        assert ask(model, USER, [], deadline=time.monotonic() + 10).content == "hi"
+        assert ask(model, USER, [], deadline=time.monotonic() + 10).content == "hi"
+        assert server.connections == 2  # the held connection was not waited for
+    finally:
+        model.close()
+        server.listener.close()

@@ -36,6 +36,8 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 _DONE = "[DONE]"
 _BOM = b"\xef\xbb\xbf"
 _SHOWN_CHARS = 80
+_DRAIN_BYTES = 4096
+"""What a stream may still send after ``[DONE]`` and keep its connection for the next call."""
 MAX_EVENT_BYTES = 8 * 2**20
 """The longest streamed line or event read (a reply's event is a small part of it)."""
 USER_AGENT = f"tilth/{getattr(sys.modules.get('tilth'), '__version__', 'unknown')}"
@@ -152,15 +154,18 @@ class ChatHTTP:
         pool = self._pool()
         request = pool.build_request("POST", self.url, content=_encode(body))
         response = pool.send(request, stream=True)
+        finished = False
         try:
             if response.status_code >= 400:
                 response.read()
                 raise StatusFailure(response)
             if "event-stream" not in response.headers.get("content-type", ""):
                 return response.read()
-            events = sse_events(response.iter_bytes(), idle_seconds=self._timeout)
+            pieces = response.iter_bytes()
+            events = sse_events(pieces, idle_seconds=self._timeout)
             for event, data in events:
                 if data.startswith(_DONE):
+                    finished = True
                     break
                 chunk = _chunk(data)
                 if event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
@@ -169,7 +174,32 @@ class ChatHTTP:
                     break
             return None
         finally:
+            if finished:
+                _close_later(response, pieces)
+            else:
+                response.close()
+
+
+def _close_later(response: httpx.Response, pieces: Iterator[bytes]) -> None:
+    """Close a stream that sent ``[DONE]`` once the rest of its body came, off the caller's
+    thread: a response closed before its end closes its connection too, so every streamed
+    call would open a new one (a TCP and TLS handshake each turn). A server that sends more
+    than a few bytes after ``[DONE]``, or holds the body open, loses the connection (at the
+    latest after the read timeout); the reply never waits for it."""
+
+    def drain() -> None:
+        try:
+            left = _DRAIN_BYTES
+            for piece in pieces:
+                left -= len(piece)
+                if left < 0:
+                    break
+        except (httpx.HTTPError, httpx.StreamError):
+            pass
+        finally:
             response.close()
+
+    threading.Thread(target=drain, name="tilth-stream-drain", daemon=True).start()
 
 
 def _encode(body: dict[str, Any]) -> bytes:
