@@ -290,13 +290,40 @@ def test_a_line_that_never_ends_is_cut_off_with_a_clear_error(
         ask(model, USER, [], deadline=time.monotonic() + 20)
 
 
-def test_a_connection_closed_after_the_headers(
+@pytest.mark.parametrize(
+    ("cut", "where"),
+    [
+        ([STREAM_HEAD], "before its first event"),
+        ([STREAM_HEAD, _event({"content": "half of it"})], "mid-reply"),
+    ],
+)
+def test_a_stream_the_connection_cut_is_asked_again_streamed(
+    fast_model: ModelFactory, raw_server: ServerFactory, cut: list[bytes], where: str
+) -> None:
+    """A body read until the connection closes ends without a word. Closed after the headers
+    it was taken for an endpoint that cannot stream (streaming was off for the rest of the
+    run); closed mid-reply, half a reply was taken for the whole one."""
+    server = raw_server(cut, [STREAM_HEAD, _event({"content": "whole"}, finish_reason="stop")])
+    reasons: list[str] = []
+    refused: list[str] = []
+    model = fast_model(
+        None,
+        base_url=server.base_url,
+        on_retry=lambda a, why, w: reasons.append(why),
+        on_stream_refused=refused.append,
+    )
+    assert model.complete(USER, []).content == "whole"
+    assert reasons == [f"the stream ended {where}, without a finish_reason or [DONE]"]
+    assert (model.stream, refused) == (True, [])
+
+
+def test_a_cut_stream_fails_with_its_reason_after_the_retries(
     fast_model: ModelFactory, raw_server: ServerFactory
 ) -> None:
-    server = raw_server([STREAM_HEAD])
-    with pytest.raises(ModelError) as caught:
-        fast_model(None, base_url=server.base_url, max_retries=0).complete(USER, [])
-    assert "Traceback" not in str(caught.value)
+    server = raw_server([STREAM_HEAD, _event({"content": "half"})])
+    with pytest.raises(ModelError, match="the stream ended mid-reply") as caught:
+        fast_model(None, base_url=server.base_url, max_retries=1).complete(USER, [])
+    assert str(caught.value).endswith("(after 2 attempts)")
 
 
 def test_a_stream_cut_mid_json(fast_model: ModelFactory, raw_server: ServerFactory) -> None:

@@ -145,11 +145,12 @@ class ChatHTTP:
             raise StatusFailure(response)
         return response.content
 
-    def stream(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> bytes | None:
+    def stream(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> bytes | bool:
         """Send a streamed request; each event's JSON goes to ``on_chunk`` (True: stop reading).
 
-        Returns None once the stream ended (``[DONE]``, or the connection closed), or the whole
-        body when the answer is not an event stream (an endpoint that ignores ``stream``).
+        Returns whether ``[DONE]`` ended the stream once it ended (False: the body ended
+        without it, or ``on_chunk`` stopped the reading), or the whole body when the answer is
+        not an event stream (an endpoint that ignores ``stream``).
         """
         pool = self._pool()
         request = pool.build_request("POST", self.url, content=_encode(body))
@@ -172,7 +173,7 @@ class ChatHTTP:
                     chunk = {"error": chunk}
                 if on_chunk(chunk):
                     break
-            return None
+            return finished
         finally:
             if finished:
                 _close_later(response, pieces)

@@ -232,12 +232,19 @@ class OpenAIModel:
     def _streamed(self, options: dict[str, Any], on_delta: OnDelta | None) -> AssistantTurn:
         assembler = StreamAssembler(on_delta)
         body = {**options, "stream": True, "stream_options": {"include_usage": True}}
-        whole = self._http.stream(body, assembler.add)
-        if whole is not None:
+        ended = self._http.stream(body, assembler.add)
+        if isinstance(ended, bytes):
             # The endpoint ignored ``stream`` and answered in one piece (or sent a page).
-            return self._unstreamed_answer(whole)
+            return self._unstreamed_answer(ended)
         if assembler.error is not None:
             reason = f"provider error: {error_text(assembler.error)}"
+            raise _Transient(reason, f"could not get an answer from the {self._where}: {reason}")
+        if not ended and not assembler.finished:
+            # A body that simply stops (read until the connection closes) says nothing of why:
+            # without [DONE] or a finish_reason it is a lost connection, never a whole reply
+            # (and never a reason to stop streaming for the rest of the run).
+            where = "mid-reply" if assembler.chunks else "before its first event"
+            reason = f"the stream ended {where}, without a finish_reason or [DONE]"
             raise _Transient(reason, f"could not get an answer from the {self._where}: {reason}")
         if assembler.chunks == 0:
             # An event stream with no events: ask again without streaming.
