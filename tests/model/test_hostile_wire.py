@@ -326,11 +326,27 @@ def test_a_cut_stream_fails_with_its_reason_after_the_retries(
     assert str(caught.value).endswith("(after 2 attempts)")
 
 
-def test_a_stream_cut_mid_json(fast_model: ModelFactory, raw_server: ServerFactory) -> None:
-    server = raw_server([STREAM_HEAD, b'data: {"choices":[{"index":0,"delta":{"cont'])
-    with pytest.raises(ModelError, match=r"not JSON \(\{\"choices\"") as caught:
-        fast_model(None, base_url=server.base_url, max_retries=0).complete(USER, [])
-    assert "Traceback" not in str(caught.value)
+def test_a_stream_cut_mid_json_is_asked_again(
+    fast_model: ModelFactory, raw_server: ServerFactory
+) -> None:
+    """The body stopped inside an event: a lost connection, retried (it was "unreadable")."""
+    cut = [STREAM_HEAD, _event({"content": "a"}), b'data: {"choices":[{"index":0,"delta":{"cont']
+    server = raw_server(cut, [STREAM_HEAD, _event({"content": "whole"}, finish_reason="stop")])
+    reasons: list[str] = []
+    model = fast_model(
+        None, base_url=server.base_url, on_retry=lambda a, why, w: reasons.append(why)
+    )
+    assert model.complete(USER, []).content == "whole"
+    assert reasons == ["the stream ended mid-reply, without a finish_reason or [DONE]"]
+
+
+def test_a_whole_event_that_is_not_json_is_unreadable_at_once(
+    fast_model: ModelFactory, raw_server: ServerFactory
+) -> None:
+    server = raw_server([STREAM_HEAD, _event({"content": "a"}), b"data: {not json\n\n"])
+    with pytest.raises(ModelError, match=r"a streamed event that is not JSON \(\{not json\)"):
+        fast_model(None, base_url=server.base_url).complete(USER, [])
+    assert server.requests == 1
 
 
 def test_two_megabytes_of_content_in_small_writes(

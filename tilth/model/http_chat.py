@@ -162,13 +162,19 @@ class ChatHTTP:
                 raise StatusFailure(response)
             if "event-stream" not in response.headers.get("content-type", ""):
                 return response.read()
-            pieces = response.iter_bytes()
+            ended = [False]
+            pieces = _until_end(response.iter_bytes(), ended)
             events = sse_events(pieces, idle_seconds=self._timeout)
             for event, data in events:
                 if data.startswith(_DONE):
                     finished = True
                     break
-                chunk = _chunk(data)
+                try:
+                    chunk = _chunk(data)
+                except UnreadableStream:
+                    if ended[0]:
+                        return False  # the body stopped mid-event: a cut, not a bad event
+                    raise
                 if event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
                     chunk = {"error": chunk}
                 if on_chunk(chunk):
@@ -179,6 +185,12 @@ class ChatHTTP:
                 _close_later(response, pieces)
             else:
                 response.close()
+
+
+def _until_end(pieces: Iterator[bytes], ended: list[bool]) -> Iterator[bytes]:
+    """``pieces``, then ``ended[0] = True`` once the body has no more."""
+    yield from pieces
+    ended[0] = True
 
 
 def _close_later(response: httpx.Response, pieces: Iterator[bytes]) -> None:
