@@ -20,7 +20,7 @@ import pytest
 from tilth.errors import ModelError
 from tilth.model import OpenAIModel
 from tilth.model.answers import retry_after
-from tilth.model.call import ask
+from tilth.model.call import DeadlineReached, ask
 from tilth.model.openai_client import MAX_BACKOFF_SECONDS, retry_wait
 
 ModelFactory = Callable[..., OpenAIModel]
@@ -423,3 +423,18 @@ def test_a_body_held_open_after_done_does_not_hold_the_reply(fast_model: ModelFa
     finally:
         model.close()
         server.listener.close()
+
+
+def test_a_call_given_up_on_is_not_retried(
+    fast_model: ModelFactory, raw_server: ServerFactory
+) -> None:
+    """The deadline passed while the server was slow to refuse: the abandoned call used to
+    retry behind the caller's back (another request, and a retry line after the stop)."""
+    busy = [1.0, _whole(b"503 Busy", b"application/json", b"{}", b"retry-after: 0")]
+    server = raw_server(busy, [STREAM_HEAD, _event({"content": "late"}, finish_reason="stop")])
+    retries: list[int] = []
+    model = fast_model(None, base_url=server.base_url, on_retry=lambda a, _, w: retries.append(a))
+    with pytest.raises(DeadlineReached):
+        ask(model, USER, [], deadline=time.monotonic() + 0.2)
+    time.sleep(2.0)  # the refusal comes at 1 s; a retry would follow at once
+    assert (server.requests, retries) == (1, [])
