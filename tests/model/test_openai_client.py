@@ -301,6 +301,7 @@ def test_retry_after_from_the_server_stretches_the_wait(fast_model: ModelFactory
 def test_retry_after_header_parsing() -> None:
     assert retry_after({"retry-after": "3"}) == 3.0
     assert retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    assert retry_after({"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"}) is None
+    # The HTTP-date form: seconds from now to it (tests/model/test_hostile_wire.py has more).
+    assert retry_after({"retry-after": "Wed, 21 Oct 2026 07:28:05 GMT"}, now=1792567680.0) == 5.0
     assert retry_after({"retry-after": "-1"}) is None
     assert retry_after({}) is None

@@ -2,15 +2,19 @@
 
 Pure functions over what ``tilth.model.http_chat`` hands back: which statuses a retry may
 fix, the one-line reason of a refusal (from the body's message), a refusal for the context
-window's sake (as llama.cpp, OpenAI and vLLM each say it), ``Retry-After``, a provider's
-``{"error": ...}`` sent with a 200, and the innermost cause of a lost connection.
+window's sake (as llama.cpp, OpenAI and vLLM each say it), ``Retry-After`` (seconds or a
+date), a provider's ``{"error": ...}`` sent with a 200, and the innermost cause of a lost
+connection.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from tilth.model.http_chat import StatusFailure
@@ -77,8 +81,9 @@ def context_overflow(status: int, body: Any, reason: str) -> tuple[int | None, i
     )
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (the HTTP-date form is ignored)."""
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after``: a number of seconds, or an HTTP
+    date (seconds from ``now``, a ``time.time()`` instant, to it; 0 once it passed)."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         raw = headers.get(name)
         if raw is None:
@@ -86,10 +91,23 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         try:
             seconds = float(raw) * scale
         except ValueError:
-            continue
+            until = _seconds_until(raw, time.time() if now is None else now)
+            if until is None or name != "retry-after":
+                continue
+            seconds = until
         if 0 <= seconds < float("inf"):
             return seconds
     return None
+
+
+def _seconds_until(http_date: str, now: float) -> float | None:
+    try:
+        when = parsedate_to_datetime(http_date.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000" or no zone: HTTP dates are GMT
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now)
 
 
 def parsed_body(body: bytes) -> Any:

@@ -3,7 +3,8 @@
 ``ask`` runs ``model.complete`` on a thread of its own, so the caller is never held by a
 reply that does not start or a stream that stalls: a set ``CancelToken`` or a passed
 ``deadline`` abandons the call at once (``Cancelled``, ``DeadlineReached``), and whatever
-the call brings later is dropped (its pieces no longer reach ``on_delta``). A reply whose
+the call brings later is dropped (its pieces no longer reach ``on_delta``, and a failure
+it meets is not retried). A reply whose
 text, or whose tool-call arguments, only repeat themselves is cut short: the stream is
 closed and the turn comes back with ``finish_reason`` ``"repetition"`` (and without the
 call whose arguments were cut: they are not JSON, and running half of them would be worse).
@@ -129,12 +130,19 @@ def ask(
             if on_delta is not None:
                 on_delta(delta)
 
+    def retrying(attempt: int, reason: str, delay: float) -> None:
+        if abandoned.is_set() or (cancel is not None and cancel.cancelled):
+            raise Cancelled  # the caller gave up on the call: no retry, and no retry line
+        hook = on_retry or getattr(model, "on_retry", None)  # else the model's own hook
+        if hook is not None:
+            hook(attempt, reason, delay)
+
     box: dict[str, Any] = {}
     done = threading.Event()
 
     def call() -> None:
         try:
-            box["turn"] = model.complete(messages, tools, on_delta=relay, on_retry=on_retry)
+            box["turn"] = model.complete(messages, tools, on_delta=relay, on_retry=retrying)
         except BaseException as exc:  # handed to the caller below, unless abandoned
             box["error"] = exc
         finally:

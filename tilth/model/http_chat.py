@@ -5,11 +5,14 @@ that talks to a model): ``ChatHTTP`` keeps one ``httpx.Client`` per model, so co
 reused, with the key in ``Authorization: Bearer``, proxies from the environment and one
 certificate-verifying TLS context per process (``tls_context``). The timeout bounds the
 connection, the wait for the first byte and every wait between two bytes, so a stalled
-stream fails like a slow answer (``httpx.TimeoutException``).
+stream fails like a slow answer (``httpx.TimeoutException``); it also bounds the wait
+between two events (or comments) of a stream, so one that trickles bytes without events
+fails the same way (``StreamStalled``).
 
 An answer with an error status raises ``StatusFailure`` (its body parsed when it is JSON);
 transport failures raise httpx's own errors; a stream event that is not JSON raises
-``UnreadableStream``, unreadable trusted certificates ``TrustUnreadable``. ``sse_events``
+``UnreadableStream`` (so does an event over ``MAX_EVENT_BYTES``), unreadable trusted
+certificates ``TrustUnreadable``. ``sse_events``
 parses the event stream itself (``data:`` lines, multi-line data, ``event:`` names,
 comments, any of CRLF, LF or CR as line ends).
 """
@@ -22,6 +25,7 @@ import re
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from typing import Any
@@ -32,6 +36,10 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 _DONE = "[DONE]"
 _BOM = b"\xef\xbb\xbf"
 _SHOWN_CHARS = 80
+_DRAIN_BYTES = 4096
+"""What a stream may still send after ``[DONE]`` and keep its connection for the next call."""
+MAX_EVENT_BYTES = 8 * 2**20
+"""The longest streamed line or event read (a reply's event is a small part of it)."""
 USER_AGENT = f"tilth/{getattr(sys.modules.get('tilth'), '__version__', 'unknown')}"
 """Tilth and its version, read off the package (always loaded before its modules) rather
 than imported: the package's face sits on a floor above the model's."""
@@ -54,6 +62,10 @@ class StatusFailure(Exception):
 
 class UnreadableStream(Exception):
     """An event of the stream could not be read as JSON."""
+
+
+class StreamStalled(Exception):
+    """The stream kept sending bytes but no event for longer than the timeout."""
 
 
 class TrustUnreadable(Exception):
@@ -133,32 +145,74 @@ class ChatHTTP:
             raise StatusFailure(response)
         return response.content
 
-    def stream(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> bytes | None:
+    def stream(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> bytes | bool:
         """Send a streamed request; each event's JSON goes to ``on_chunk`` (True: stop reading).
 
-        Returns None once the stream ended (``[DONE]``, or the connection closed), or the whole
-        body when the answer is not an event stream (an endpoint that ignores ``stream``).
+        Returns whether ``[DONE]`` ended the stream once it ended (False: the body ended
+        without it, or ``on_chunk`` stopped the reading), or the whole body when the answer is
+        not an event stream (an endpoint that ignores ``stream``).
         """
         pool = self._pool()
         request = pool.build_request("POST", self.url, content=_encode(body))
         response = pool.send(request, stream=True)
+        finished = False
         try:
             if response.status_code >= 400:
                 response.read()
                 raise StatusFailure(response)
             if "event-stream" not in response.headers.get("content-type", ""):
                 return response.read()
-            for event, data in sse_events(response.iter_bytes()):
+            ended = [False]
+            pieces = _until_end(response.iter_bytes(), ended)
+            events = sse_events(pieces, idle_seconds=self._timeout)
+            for event, data in events:
                 if data.startswith(_DONE):
+                    finished = True
                     break
-                chunk = _chunk(data)
+                try:
+                    chunk = _chunk(data)
+                except UnreadableStream:
+                    if ended[0]:
+                        return False  # the body stopped mid-event: a cut, not a bad event
+                    raise
                 if event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
                     chunk = {"error": chunk}
                 if on_chunk(chunk):
                     break
-            return None
+            return finished
+        finally:
+            if finished:
+                _close_later(response, pieces)
+            else:
+                response.close()
+
+
+def _until_end(pieces: Iterator[bytes], ended: list[bool]) -> Iterator[bytes]:
+    """``pieces``, then ``ended[0] = True`` once the body has no more."""
+    yield from pieces
+    ended[0] = True
+
+
+def _close_later(response: httpx.Response, pieces: Iterator[bytes]) -> None:
+    """Close a stream that sent ``[DONE]`` once the rest of its body came, off the caller's
+    thread: a response closed before its end closes its connection too, so every streamed
+    call would open a new one (a TCP and TLS handshake each turn). A server that sends more
+    than a few bytes after ``[DONE]``, or holds the body open, loses the connection (at the
+    latest after the read timeout); the reply never waits for it."""
+
+    def drain() -> None:
+        try:
+            left = _DRAIN_BYTES
+            for piece in pieces:
+                left -= len(piece)
+                if left < 0:
+                    break
+        except (httpx.HTTPError, httpx.StreamError):
+            pass
         finally:
             response.close()
+
+    threading.Thread(target=drain, name="tilth-stream-drain", daemon=True).start()
 
 
 def _encode(body: dict[str, Any]) -> bytes:
@@ -173,7 +227,9 @@ def _chunk(data: str) -> Any:
         raise UnreadableStream(f"a streamed event that is not JSON ({shown})") from None
 
 
-def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
+def sse_events(
+    chunks: Iterable[bytes], *, idle_seconds: float | None = None
+) -> Iterator[tuple[str, str]]:
     """``(event name, data)`` for each server-sent event in the bytes, as they arrive.
 
     Lines end in CRLF, LF or CR (a CR at the end of one piece waits for the next: it may be
@@ -181,27 +237,48 @@ def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
     other fields are skipped; an event without data is none. An event the stream ended in
     without its blank line still counts. A byte order mark the stream starts with is dropped
     (the event-stream standard allows one; kept, it would hide the first event's field).
+
+    Only the new bytes of each piece are searched for line ends, so a long event costs its
+    length once, however many pieces it came in. A line or event longer than
+    ``MAX_EVENT_BYTES`` raises ``UnreadableStream``; with ``idle_seconds``, bytes that bring
+    neither an event nor a comment for that long raise ``StreamStalled`` (a server that
+    trickles a byte at a time never trips a read timeout).
     """
-    pending = b""
+    pending = bytearray()
+    scanned = 0  # pending[:scanned] holds no line end
     event = _Event()
     first_line = True
+    heard = time.monotonic()
     for piece in chunks:
         pending += piece
-        cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
-        *lines, rest = _LINE_END.split(pending[:cut])
-        pending = rest + pending[cut:]
-        for line in lines:
+        start = 0
+        while (found := _LINE_END.search(pending, scanned)) is not None:
+            if found.group() == b"\r" and found.end() == len(pending):
+                break  # maybe half of a CRLF: wait for the next piece
+            line = bytes(pending[start : found.start()])
+            start = scanned = found.end()
             if first_line:
                 line, first_line = line.removeprefix(_BOM), False
-            found = event.take(line)
-            if found is not None:
-                yield found
-    for line in [*_LINE_END.split(pending), b""] if pending else [b""]:
+            taken = event.take(line)
+            if taken is not None or line.startswith(b":"):
+                heard = time.monotonic()
+            if taken is not None:
+                yield taken
+        del pending[:start]
+        scanned = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
+        if len(pending) + event.size > MAX_EVENT_BYTES:
+            raise UnreadableStream(
+                f"a streamed event longer than {MAX_EVENT_BYTES // 2**20} MB "
+                "(the server sent no end to it)"
+            )
+        if idle_seconds is not None and time.monotonic() - heard > idle_seconds:
+            raise StreamStalled(f"no event within {idle_seconds:g}s, only stray bytes")
+    for line in [*_LINE_END.split(bytes(pending)), b""] if pending else [b""]:
         if first_line:
             line, first_line = line.removeprefix(_BOM), False
-        found = event.take(line)
-        if found is not None:
-            yield found
+        taken = event.take(line)
+        if taken is not None:
+            yield taken
 
 
 class _Event:
@@ -210,13 +287,15 @@ class _Event:
     def __init__(self) -> None:
         self.name = ""
         self.data: list[str] = []
+        self.size = 0
+        """The bytes of the data lines so far."""
 
     def take(self, raw: bytes) -> tuple[str, str] | None:
         """Read one line; the finished event when the line is blank and data was given."""
         line = raw.decode("utf-8", "replace")
         if not line:
             found = (self.name or "message", "\n".join(self.data)) if self.data else None
-            self.name, self.data = "", []
+            self.name, self.data, self.size = "", [], 0
             return found
         if line.startswith(":"):
             return None
@@ -224,6 +303,7 @@ class _Event:
         value = value[1:] if value.startswith(" ") else value
         if field == "data":
             self.data.append(value)
+            self.size += len(raw)
         elif field == "event":
             self.name = value
         return None

@@ -43,7 +43,13 @@ from tilth.model.answers import (
     status_reason,
 )
 from tilth.model.base import AssistantTurn, OnDelta, RetryHook
-from tilth.model.http_chat import ChatHTTP, StatusFailure, TrustUnreadable, UnreadableStream
+from tilth.model.http_chat import (
+    ChatHTTP,
+    StatusFailure,
+    StreamStalled,
+    TrustUnreadable,
+    UnreadableStream,
+)
 from tilth.model.stream import CHARS_PER_TOKEN, StreamAssembler, turn_from_completion
 from tilth.secret_filter import scrub_value
 
@@ -64,6 +70,16 @@ def backoff_delay(
     """Seconds to wait before retry ``attempt`` (1-based): doubling, capped, half of it jittered."""
     ceiling = min(MAX_BACKOFF_SECONDS, base_seconds * 2 ** (attempt - 1))
     return ceiling / 2 + rand() * ceiling / 2
+
+
+def retry_wait(attempt: int, base_seconds: float, told: float | None) -> float:
+    """Seconds before retry ``attempt``: the backoff, or what the server's ``Retry-After``
+    asked when longer (waiting less would only earn another 429), capped at
+    ``MAX_BACKOFF_SECONDS`` (a server asking for an hour is not waited for in silence)."""
+    wait = backoff_delay(attempt, base_seconds)
+    if told is not None:
+        wait = max(wait, min(told, MAX_BACKOFF_SECONDS))
+    return wait
 
 
 class OpenAIModel:
@@ -156,10 +172,7 @@ class OpenAIModel:
                     if repeated:
                         message += "; the same request drew the same answer, so it was not retried"
                     raise self._error(message, self._final_hint(transient)) from None
-                wait = backoff_delay(attempt, self.backoff_seconds)
-                if transient.retry_after is not None:
-                    # The server said how long; waiting less would only earn another 429.
-                    wait = max(wait, min(transient.retry_after, MAX_BACKOFF_SECONDS))
+                wait = retry_wait(attempt, self.backoff_seconds, transient.retry_after)
                 if hook is not None:
                     hook(attempt, self._scrub(transient.reason), wait)
                 time.sleep(wait)
@@ -219,12 +232,19 @@ class OpenAIModel:
     def _streamed(self, options: dict[str, Any], on_delta: OnDelta | None) -> AssistantTurn:
         assembler = StreamAssembler(on_delta)
         body = {**options, "stream": True, "stream_options": {"include_usage": True}}
-        whole = self._http.stream(body, assembler.add)
-        if whole is not None:
+        ended = self._http.stream(body, assembler.add)
+        if isinstance(ended, bytes):
             # The endpoint ignored ``stream`` and answered in one piece (or sent a page).
-            return self._unstreamed_answer(whole)
+            return self._unstreamed_answer(ended)
         if assembler.error is not None:
             reason = f"provider error: {error_text(assembler.error)}"
+            raise _Transient(reason, f"could not get an answer from the {self._where}: {reason}")
+        if not ended and not assembler.finished:
+            # A body that simply stops (read until the connection closes) says nothing of why:
+            # without [DONE] or a finish_reason it is a lost connection, never a whole reply
+            # (and never a reason to stop streaming for the rest of the run).
+            where = "mid-reply" if assembler.chunks else "before its first event"
+            reason = f"the stream ended {where}, without a finish_reason or [DONE]"
             raise _Transient(reason, f"could not get an answer from the {self._where}: {reason}")
         if assembler.chunks == 0:
             # An event stream with no events: ask again without streaming.
@@ -284,8 +304,10 @@ class OpenAIModel:
                     window=overflow[1],
                 ) from None
             raise self._error(message, self._status_hint(exc.status)) from None
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, StreamStalled) as exc:
             reason = f"no answer within {self.timeout_seconds:g}s"
+            if isinstance(exc, StreamStalled):
+                reason = f"the stream stalled: {exc}"
             raise _Transient(
                 reason, f"could not reach the {self._where}: {reason}", timed_out=True
             ) from None

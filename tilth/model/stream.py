@@ -64,6 +64,11 @@ class StreamAssembler:
         """An ``{"error": ...}`` object a provider sent inside the stream, if any."""
 
     @property
+    def finished(self) -> bool:
+        """True once a chunk gave the reply's ``finish_reason``."""
+        return self._finish_reason is not None
+
+    @property
     def estimated_tokens(self) -> int:
         return math.ceil(self._chars / CHARS_PER_TOKEN)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,27 @@ def _read_text(workspace: Workspace, path: Path) -> tuple[str, int]:
     return data.decode("utf-8", errors="replace"), size
 
 
+STOPS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+"""The signals that stop a run; held back while a file is rewritten."""
+
+
 def _write_text(workspace: Workspace, path: Path, text: str) -> None:
-    """Replace the file's content, through a descriptor checked to lie inside."""
+    """Replace the file's content, through a descriptor checked to lie inside.
+
+    A stop (Ctrl-C, SIGTERM) waits until the write is done: landing between the truncation
+    and the write it left the file empty or half written, and a resumed run answers such a
+    call "may have partly happened", so the model found its file destroyed.
+    """
+    data = text.encode("utf-8")
     fd = workspace.open(path, os.O_WRONLY, create=True)
     with open(fd, "wb") as handle:
-        handle.truncate(0)
-        handle.write(text.encode("utf-8"))
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        try:
+            handle.truncate(0)
+            handle.write(data)
+            handle.flush()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
