@@ -8,7 +8,8 @@ with ``TILTH_FAULT_AT=<step>`` so the process kills itself at that step, then ru
 ``tilth checkpoints`` (which recovers), and compares the session with a copy where the same
 operation ran undisturbed — or, when the kill came before anything changed, with the
 untouched original.
-Cases run two at a time.
+Cases run two at a time. Each operation's world is prepared once and copied per kill point;
+recovery runs through the CLI for two kill points and in this process for the rest.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.timeline.conftest import World
-from tests.timeline.simrun import fingerprint, worktree_of
+from tests.timeline.simrun import clone_world, fingerprint, worktree_of
 from tests.warm_cli import WarmCli
 from tilth import git
 from tilth.agent.resume import failed_subject, plan_resume
@@ -184,38 +186,59 @@ def _recover_in_process(world: World) -> str:
         return recover(world.session) or ""
 
 
+def _copies(template: World, root: Path, count: int) -> list[World]:
+    """``count`` private copies of ``template`` (as prepared for the operation) under ``root``."""
+    return [
+        World(root / f"copy{i}", clone_world(template.root, root / f"copy{i}", template.session))
+        for i in range(count)
+    ]
+
+
+CLI_RECOVERS = ("journal", "finish")
+"""Kill points whose recovery runs through the real CLI (``tilth checkpoints``): one before
+anything changed, one at the last step. After the other kill points the same ``recover``
+runs in this process, under the session lock as the CLI takes it (the CLI's part, the lock
+of a killed process and the message, is proven by these two)."""
+
+
 @pytest.mark.parametrize("op_key", list(OPS))
 def test_sigkill_at_every_step_then_the_next_command_recovers(
-    world_clone: Callable[..., World], warm_cli: WarmCli, op_key: str
+    world_clone: Callable[..., World], warm_cli: WarmCli, tmp_path: Path, op_key: str
 ) -> None:
     op = OPS[op_key]
-    probe = world_clone(("L1",), 1)
-    _prepare(probe, op)
-    steps = steps_for(op.plan(probe))
+    template = world_clone(("L1",), 1)
+    _prepare(template, op)  # once: every copy below starts from this prepared state
+    steps = steps_for(op.plan(template))
     faults = ["journal", *steps]
     if op_key in ("rewind", "undo", "resume"):
         # Just after each mutation, before the journal says it is done: the step runs again.
         faults += [f"{step}+" for step in steps]
 
+    probe, *worlds = _copies(template, tmp_path / "copies", 1 + len(faults))
     original = _state(probe)
     done = _run_all(warm_cli, [(probe, op.args(probe), None)])[0]
     assert done[0] == 0, done[2]
     expected = _state(probe)
     assert expected != original
 
-    worlds = [world_clone(("L1",), 1) for _ in faults]
-    for world in worlds:
-        _prepare(world, op)
     jobs: list[Job] = [(w, op.args(w), f) for w, f in zip(worlds, faults, strict=True)]
     killed = _run_all(warm_cli, jobs)
     for fault, (code, _, err) in zip(faults, killed, strict=True):
         assert code == -9, f"{fault}: expected SIGKILL, got {code}: {err}"
-    # The next command recovers, whichever it is: `tilth checkpoints` here.
-    recovered = _run_all(warm_cli, [(w, ["checkpoints", w.session.id], None) for w in worlds])
-    for fault, world, (code, _, err) in zip(faults, worlds, recovered, strict=True):
+    # The next command recovers, whichever it is: `tilth checkpoints` for some kill points,
+    # the same recovery in this process for the others.
+    by_cli = [(w, f) for w, f in zip(worlds, faults, strict=True) if f in CLI_RECOVERS]
+    assert len(by_cli) == len(CLI_RECOVERS), faults
+    recovered = _run_all(warm_cli, [(w, ["checkpoints", w.session.id], None) for w, _ in by_cli])
+    said: dict[str, str] = {}
+    for (_, fault), (code, _, err) in zip(by_cli, recovered, strict=True):
         assert code == 0, f"{fault}: {err}"
+        said[fault] = err
+    for fault, world in zip(faults, worlds, strict=True):
+        if fault not in said:
+            said[fault] = _recover_in_process(world)
         if fault != "finish+":  # killed after the journal was cleared: nothing left to do
-            assert "interrupted" in err, f"{fault}: recovery said nothing: {err!r}"
+            assert "interrupted" in said[fault], f"{fault}: recovery said nothing: {said[fault]!r}"
         assert not journal_path(world.session).exists(), fault
         ops = [o for o in read_operations(world.session) if o["kind"] == op.name]
         assert len(ops) == 1, f"{fault}: {ops}"
