@@ -7,11 +7,14 @@ fresh virtualenv, then a project whose own environment holds what its tests need
 3. ``tilth demo`` tells its whole story offline (SPEC §9), the suite's one run of the demo.
 4. The wheel ships the web UI's templates and static files (a pip install has no repo).
 
-Slow (it installs packages, from pip's configured index and cache); one module, never skipped.
-The wheel is built once, without an isolated build environment (hatchling is a test extra),
-and nothing is byte-compiled at install time: as on a user's machine (no
-``PYTHONDONTWRITEBYTECODE`` in their shell), each program compiles what it imports on its first
-start and keeps it.
+Slow (it installs packages); one module, never skipped. The wheel is built once, without an
+isolated build environment (hatchling is a test extra). The installs go through ``uv pip
+install`` when ``make venv`` put uv beside this suite's python (a second where pip spends ten
+CPU seconds resolving): uv installs the same wheel's files and its dependencies, no extras, into
+the same plain virtualenv, so what is proven is what ``pip install`` leaves. Where uv is absent
+or cannot reach an index (it reads no pip configuration), pip installs instead. Nothing is
+byte-compiled at install time: as on a user's machine (no ``PYTHONDONTWRITEBYTECODE`` in their
+shell), each program compiles what it imports on its first start and keeps it.
 """
 
 from __future__ import annotations
@@ -68,8 +71,17 @@ INSTALL = ["install", "-q", "--disable-pip-version-check", "--no-compile"]
 """``pip install`` without byte-compiling every dependency (most of an install's CPU): what a
 program imports is compiled when it first starts (``user_env`` lets it keep the result)."""
 
+UV = Path(sys.executable).with_name("uv")
+"""The uv ``make venv`` installs beside this suite's python (absent in a venv made otherwise)."""
+
 
 def pip(python: Path, *args: str) -> None:
+    """``pip install <args>`` into ``python``'s virtualenv: through uv when it is there and
+    succeeds (uv does not byte-compile unless asked), else through this suite's pip."""
+    if UV.is_file():
+        command = [str(UV), "pip", "install", "-q", "--python", str(python), *args]
+        if subprocess.run(command, capture_output=True, timeout=600).returncode == 0:
+            return
     done = subprocess.run(
         [*PIP_INTO, str(python), *INSTALL, *args], capture_output=True, text=True, timeout=600
     )
