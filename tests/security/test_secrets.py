@@ -50,7 +50,9 @@ def test_linked_context_files_reach_no_model_and_no_session_file(
     repo: Path, sessions_dir: Path, tilth_home: Path
 ) -> None:
     (tilth_home / ".env").write_text(f"TILTH_PREP_API_KEY={SECOND_KEY}\n")
-    seeded = seed_session(sessions_dir, repo, TASKS[:2])
+    # One task: its implementing stage makes the links, its verifying stage then builds a
+    # worker prompt from the context files (a second task would only do that again).
+    seeded = seed_session(sessions_dir, repo, TASKS[:1])
     links = "ln -sf /proc/self/environ AGENTS.md; ln -sf ../../../.env CLAUDE.md"
     recipe = Recipe(dict(recipes()["T-001"].files), test_command="true")
     recipe.probes = [tool_call("bash", command=links)]
@@ -59,6 +61,9 @@ def test_linked_context_files_reach_no_model_and_no_session_file(
         result = tilth("run", str(repo), env=env)
         assert result.returncode == 0, result.stdout + result.stderr
         assert (seeded.worktree / "AGENTS.md").is_symlink()
+        events = seeded.session.events.events()
+        stages = [e.payload["stage"] for e in events if e.type == "stage_started"]
+        assert stages.index("verifying") > stages.index("implementing")  # a prompt after
         shown = tilth("visualize", seeded.session.id, env=env)
         assert shown.returncode == 0, shown.stderr
         keys = [env["TILTH_API_KEY"], SECOND_KEY]
