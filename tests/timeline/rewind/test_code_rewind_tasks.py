@@ -1,4 +1,5 @@
-"""``rewind --scope code`` past finished tasks: the plan says so, and ``resume`` redoes them."""
+"""``rewind --scope code`` past finished tasks (the plan says so, and ``resume`` redoes them),
+then mid-task on the same session (the surviving stages are kept)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from agent.support import TASKS, model_env, recipes, seed_session, team_server, 
 from tilth.demo.script import Team
 
 
-def test_a_code_rewind_past_done_tasks_leaves_state_resume_acts_on(
+def test_code_rewinds_past_done_tasks_and_mid_task_leave_state_resume_acts_on(
     repo: Path, sessions_dir: Path
 ) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:2])
@@ -39,20 +40,19 @@ def test_a_code_rewind_past_done_tasks_leaves_state_resume_acts_on(
     assert (seeded.worktree / "textkit/shout.py").exists()
     assert seeded.subjects().count("task/T-002: complete verifying stage") == 1
 
-
-def test_a_code_rewind_mid_task_keeps_the_surviving_stages(repo: Path, sessions_dir: Path) -> None:
-    seeded = seed_session(sessions_dir, repo, TASKS[:1])
-    sid = seeded.session.id
+    # Mid-task, on the same session: a code rewind to T-002's planning keeps that stage,
+    # and resume re-runs the task from implementing.
     with team_server(Team(recipes())) as server:
         env = model_env(server.base_url)
-        assert tilth("run", str(repo), env=env).returncode == 0
-        done = tilth("rewind", sid, "--to", "T-001/planning", "--scope", "code", "-y", env=env)
-        assert done.returncode == 0, done.stderr
-        assert "T-001: done -> in_progress" in done.stdout
-        assert "re-runs it from implementing" in done.stdout
-        state = json.loads((seeded.session.tasks_dir / "T-001.json").read_text())
+        mid = tilth("rewind", sid, "--to", "T-002/planning", "--scope", "code", "-y", env=env)
+        assert mid.returncode == 0, mid.stderr
+        assert "T-002: done -> in_progress" in mid.stdout
+        assert "re-runs it from implementing" in mid.stdout
+        state = json.loads((seeded.session.tasks_dir / "T-002.json").read_text())
         assert state["stages_done"] == ["planning"]
+        assert seeded.statuses()["T-001"] == "done"
         resumed = tilth("resume", sid, env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert seeded.statuses() == {"T-001": "done"}
-    assert seeded.subjects().count("task/T-001: complete planning stage") == 1
+    assert seeded.statuses() == {"T-001": "done", "T-002": "done"}
+    assert seeded.subjects().count("task/T-002: complete planning stage") == 1
+    assert seeded.subjects().count("task/T-002: complete verifying stage") == 1
