@@ -230,7 +230,7 @@ def _close_later(response: httpx.Response, pieces: Iterator[bytes]) -> None:
                 left -= len(piece)
                 if left < 0:
                     break
-        except (httpx.HTTPError, httpx.StreamError):
+        except Exception:  # a background tidy-up: whatever fails, the reply is already out
             pass
         finally:
             response.close()
