@@ -438,3 +438,32 @@ def test_a_call_given_up_on_is_not_retried(
         ask(model, USER, [], deadline=time.monotonic() + 0.2)
     time.sleep(2.0)  # the refusal comes at 1 s; a retry would follow at once
     assert (server.requests, retries) == (1, [])
+
+
+def _endless(head: bytes) -> Callable[[], Writes]:
+    return lambda: itertools.chain([head], itertools.repeat(b"x" * 65536))
+
+
+@pytest.mark.parametrize("status", [b"200 OK", b"503 Busy"])
+def test_an_endless_whole_body_is_cut_off(
+    fast_model: ModelFactory, raw_server: ServerFactory, status: bytes
+) -> None:
+    """A body without an event stream was read whole, however long: memory ran out first."""
+    head = (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n"
+    )
+    server = raw_server(_endless(head))
+    model = fast_model(None, base_url=server.base_url, max_retries=0)
+    with pytest.raises(ModelError, match="an answer longer than 32 MB"):
+        ask(model, USER, [], deadline=time.monotonic() + 20)
+
+
+def test_a_whole_body_that_trickles_stalls_out(
+    fast_model: ModelFactory, raw_server: ServerFactory
+) -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"
+    server = raw_server(lambda: itertools.chain([head], itertools.cycle([b" ", 0.1])))
+    model = fast_model(None, base_url=server.base_url, max_retries=0, timeout_seconds=0.5)
+    with pytest.raises(ModelError, match=r"the answer's body took over 0\.5s") as caught:
+        ask(model, USER, [], deadline=time.monotonic() + 20)
+    assert "TILTH_MODEL_TIMEOUT_SECONDS" in (caught.value.hint or "")

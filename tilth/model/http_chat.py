@@ -38,6 +38,8 @@ _BOM = b"\xef\xbb\xbf"
 _SHOWN_CHARS = 80
 _DRAIN_BYTES = 4096
 """What a stream may still send after ``[DONE]`` and keep its connection for the next call."""
+MAX_BODY_BYTES = 32 * 2**20
+"""The longest answer read whole (a reply is a small part of it; a page is never this long)."""
 MAX_EVENT_BYTES = 8 * 2**20
 """The longest streamed line or event read (a reply's event is a small part of it)."""
 USER_AGENT = f"tilth/{getattr(sys.modules.get('tilth'), '__version__', 'unknown')}"
@@ -48,11 +50,11 @@ than imported: the package's face sits on a floor above the model's."""
 class StatusFailure(Exception):
     """The endpoint answered with an error status; ``body`` is the parsed JSON, else None."""
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, content: bytes) -> None:
         self.status = response.status_code
         self.headers: Mapping[str, str] = response.headers
         self.reason_phrase = response.reason_phrase
-        self.text = response.text.strip()
+        self.text = content.decode(response.encoding or "utf-8", "replace").strip()
         try:
             self.body: Any = json.loads(self.text)
         except (json.JSONDecodeError, RecursionError):
@@ -140,10 +142,32 @@ class ChatHTTP:
 
     def post(self, body: dict[str, Any]) -> bytes:
         """The whole answer to a request without ``stream``; raises ``StatusFailure``."""
-        response = self._pool().post(self.url, content=_encode(body))
-        if response.status_code >= 400:
-            raise StatusFailure(response)
-        return response.content
+        pool = self._pool()
+        request = pool.build_request("POST", self.url, content=_encode(body))
+        response = pool.send(request, stream=True)
+        try:
+            content = self._whole(response)
+            if response.status_code >= 400:
+                raise StatusFailure(response, content)
+            return content
+        finally:
+            response.close()
+
+    def _whole(self, response: httpx.Response) -> bytes:
+        """An answer's body read whole: at most ``MAX_BODY_BYTES``, within the timeout (the
+        server had the answer ready when it sent the headers; an endless or trickling body
+        would otherwise be read forever)."""
+        parts: list[bytes] = []
+        size = 0
+        started = time.monotonic()
+        for piece in response.iter_bytes():
+            size += len(piece)
+            if size > MAX_BODY_BYTES:
+                raise UnreadableStream(f"an answer longer than {MAX_BODY_BYTES // 2**20} MB")
+            if time.monotonic() - started > self._timeout:
+                raise StreamStalled(f"the answer's body took over {self._timeout:g}s")
+            parts.append(piece)
+        return b"".join(parts)
 
     def stream(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> bytes | bool:
         """Send a streamed request; each event's JSON goes to ``on_chunk`` (True: stop reading).
@@ -158,10 +182,9 @@ class ChatHTTP:
         finished = False
         try:
             if response.status_code >= 400:
-                response.read()
-                raise StatusFailure(response)
+                raise StatusFailure(response, self._whole(response))
             if "event-stream" not in response.headers.get("content-type", ""):
-                return response.read()
+                return self._whole(response)
             ended = [False]
             pieces = _until_end(response.iter_bytes(), ended)
             events = sse_events(pieces, idle_seconds=self._timeout)
@@ -207,7 +230,7 @@ def _close_later(response: httpx.Response, pieces: Iterator[bytes]) -> None:
                 left -= len(piece)
                 if left < 0:
                     break
-        except (httpx.HTTPError, httpx.StreamError):
+        except Exception:  # a background tidy-up: whatever fails, the reply is already out
             pass
         finally:
             response.close()
@@ -272,7 +295,9 @@ def sse_events(
                 "(the server sent no end to it)"
             )
         if idle_seconds is not None and time.monotonic() - heard > idle_seconds:
-            raise StreamStalled(f"no event within {idle_seconds:g}s, only stray bytes")
+            raise StreamStalled(
+                f"the stream stalled: no event within {idle_seconds:g}s, only stray bytes"
+            )
     for line in [*_LINE_END.split(bytes(pending)), b""] if pending else [b""]:
         if first_line:
             line, first_line = line.removeprefix(_BOM), False

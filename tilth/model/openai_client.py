@@ -307,7 +307,7 @@ class OpenAIModel:
         except (httpx.TimeoutException, StreamStalled) as exc:
             reason = f"no answer within {self.timeout_seconds:g}s"
             if isinstance(exc, StreamStalled):
-                reason = f"the stream stalled: {exc}"
+                reason = str(exc)
             raise _Transient(
                 reason, f"could not reach the {self._where}: {reason}", timed_out=True
             ) from None
