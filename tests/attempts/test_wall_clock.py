@@ -1,0 +1,44 @@
+"""Attempts stopped by the wall-clock cap stop the run as the cap would stop it alone:
+reason ``wall_clock``, exit 3, the session still resumable (``running``), never an
+``error`` with exit 1 and status ``failed`` (found in the llama.cpp user trial: a
+3-minute cap on `tilth run --attempts 2` ended ``stopped error``, exit 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.agent.support import model_env, team_server
+from tests.attempts.support import seed_add
+from tests.conftest import run_cli
+from tilth.model.script import reply, tool_call
+
+
+def slow_busy_worker(model: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Every reply is one more ``bash`` call, a little late: no attempt ends its task,
+    so only the wall clock stops them."""
+    return {"type": "delay", "seconds": 0.2, "then": reply(None, tool_call("bash", command="true"))}
+
+
+def test_attempts_cut_short_by_the_wall_clock_stop_the_run_on_the_wall_clock(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    seeded = seed_add(sessions_dir, repo)
+    env = model_env(
+        "",
+        TILTH_SANDBOX="off",
+        TILTH_MAX_ITERATIONS_PER_TASK="0",
+        TILTH_MAX_WALL_CLOCK_MINUTES="0.03",
+    )
+    with team_server(slow_busy_worker) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        result = run_cli(
+            "run", str(repo), "--attempts", "2", "--parallel", "2", env=env, cwd=tmp_path
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 3, output
+    assert seeded.session.last_stop() == "wall_clock", output
+    assert seeded.session.status == "running", output
+    assert "TILTH_MAX_WALL_CLOCK_MINUTES" in output
+    assert f"tilth resume {seeded.session.id}" in output
+    assert "stopped   error" not in output
