@@ -389,7 +389,10 @@ def print_run_summary(
         f"tasks     {counts['total']} total: {counts['done']} done, {counts['failed']} failed, "
         f"{started}{counts['pending']} pending"
     )
-    out.say(f"status    {session.status}")
+    # ``running`` is what checkpoint.json keeps for a resumable stop; the process has ended,
+    # and `tilth sessions` calls it stopped: say that, not "running".
+    resumable = session.status == "running"
+    out.say("status    stopped, resumable" if resumable else f"status    {session.status}")
     from tilth.attempts.listing import summary_lines
 
     for line in summary_lines(session):

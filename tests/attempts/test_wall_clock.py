@@ -42,3 +42,5 @@ def test_attempts_cut_short_by_the_wall_clock_stop_the_run_on_the_wall_clock(
     assert "TILTH_MAX_WALL_CLOCK_MINUTES" in output
     assert f"tilth resume {seeded.session.id}" in output
     assert "stopped   error" not in output
+    # The summary's status agrees with `tilth sessions`: the run has ended.
+    assert "status    stopped, resumable" in output and "status    running" not in output
