@@ -179,6 +179,32 @@ def _attempts_of(parent: Session, task_id: str, start: Checkpoint) -> list[Sessi
     return []
 
 
+def attempts_in_flight(parent: Session) -> tuple[str, int] | None:
+    """The task of ``parent``'s last best-of-N and how many of its attempts are still
+    undecided (None: none are).
+
+    A run stopped half-way through its attempts (a cap, Ctrl-C) is resumed as one: a plain
+    ``tilth resume`` finds them and runs them on, as its advice says, instead of starting
+    the task over in place beside them.
+    """
+    started = list(payloads_of(parent.events.path, "attempts_started"))
+    if not started:
+        return None
+    last = started[-1]
+    task_id = last.get("task_id")
+    if any(
+        p.get("task_id") == task_id and p.get("checkpoint") == last.get("checkpoint")
+        for p in payloads_of(parent.events.path, "attempt_selected")
+    ):
+        return None
+    status = next((t.status for t in parent.tasks() if t.id == task_id), None)
+    if status in ("done", "failed"):
+        return None
+    ids = [str(i) for i in last.get("attempts") or []]
+    count = sum(1 for i in ids if (parent.dir.parent / i).is_dir())
+    return (str(task_id), count) if count else None
+
+
 def _tokens_at(start: Checkpoint, fallback: int) -> int:
     """The session's token count at ``start`` (where every attempt's count begins)."""
     value = start.state.get("tokens_used")
