@@ -254,8 +254,12 @@ def _silent(label: str) -> AbstractContextManager[Progress]:
 
 def _attempts(ctx: RunContext, models: tuple[Model, Model] | None, drive: Any) -> None:
     """An attempt session runs its one task; a best-of-N run tries each task N times."""
+    from dataclasses import replace
+
+    from tilth.agent.pipeline import run_task
     from tilth.attempts.parallel import attempt_note, attempts_runner
     from tilth.attempts.spend import SiblingSpend
+    from tilth.attempts.task import attempts_in_flight
 
     note = attempt_note(ctx.session)
     if note is not None:
@@ -266,6 +270,14 @@ def _attempts(ctx: RunContext, models: tuple[Model, Model] | None, drive: Any) -
     elif ctx.settings.attempts > 1:
         ctx.task_runner = attempts_runner(
             ctx.session, ctx.settings, drive, models=models, shown=ctx.progress
+        )
+    elif (in_flight := attempts_in_flight(ctx.session)) is not None:
+        # A best-of-N stopped half-way: its task goes on as attempts, the rest in place.
+        task_id, count = in_flight
+        settings = replace(ctx.settings, attempts=count)
+        runner = attempts_runner(ctx.session, settings, drive, models=models, shown=ctx.progress)
+        ctx.task_runner = lambda ctx, task: (
+            runner(ctx, task) if task.id == task_id else run_task(ctx, task)
         )
 
 
@@ -389,7 +401,10 @@ def print_run_summary(
         f"tasks     {counts['total']} total: {counts['done']} done, {counts['failed']} failed, "
         f"{started}{counts['pending']} pending"
     )
-    out.say(f"status    {session.status}")
+    # ``running`` is what checkpoint.json keeps for a resumable stop; the process has ended,
+    # and `tilth sessions` calls it stopped: say that, not "running".
+    resumable = session.status == "running"
+    out.say("status    stopped, resumable" if resumable else f"status    {session.status}")
     from tilth.attempts.listing import summary_lines
 
     for line in summary_lines(session):

@@ -19,7 +19,7 @@ from typing import Any
 from tilth import git
 from tilth.agent.pipeline import TaskOutcome, begin_task, run_task
 from tilth.agent.run_context import RunContext
-from tilth.agent.stops import FailureReason, StopRun
+from tilth.agent.stops import FailureReason, StopReason, StopRun
 from tilth.agent.task_state import TaskState
 from tilth.attempts.figures import AttemptFigures, choose, measure
 from tilth.errors import TilthError
@@ -77,11 +77,21 @@ class AttemptsRunner:
                 f"[TILTH_MAX_TOKENS={ctx.settings.max_tokens}]",
             )
         if cut_short:
-            # Not decided on half a race: resume runs them on from where they stopped.
+            # Not decided on half a race: resume runs them on from where they stopped. A cap
+            # or a Ctrl-C that stopped them stops the run as it would have stopped it alone
+            # (its reason, status and exit code); anything else is an error.
             stopped = ", ".join(c.id for c in cut_short)
+            reasons = {c.last_stop() for c in cut_short}
+            passed_on: tuple[StopReason, ...] = ("wall_clock", "interrupted")
+            reason: StopReason = next((r for r in passed_on if r in reasons), "error")
+            minutes = f"{ctx.settings.max_wall_clock_minutes:g}"
+            why = {
+                "wall_clock": f"wall clock cap reached [TILTH_MAX_WALL_CLOCK_MINUTES={minutes}]: ",
+                "interrupted": "interrupted: ",
+            }.get(reason, "")
             raise StopRun(
-                "error",
-                f"attempt(s) {stopped} stopped before {task_id} was over; "
+                reason,
+                f"{why}attempt(s) {stopped} stopped before {task_id} was over; "
                 f"`tilth resume {ctx.session.id}` continues them",
             )
         base = state.base_commit or start.head
@@ -167,6 +177,32 @@ def _attempts_of(parent: Session, task_id: str, start: Checkpoint) -> list[Sessi
             found = [Session(i, parent.dir.parent / i) for i in ids]
             return [s for s in found if s.dir.is_dir()]
     return []
+
+
+def attempts_in_flight(parent: Session) -> tuple[str, int] | None:
+    """The task of ``parent``'s last best-of-N and how many of its attempts are still
+    undecided (None: none are).
+
+    A run stopped half-way through its attempts (a cap, Ctrl-C) is resumed as one: a plain
+    ``tilth resume`` finds them and runs them on, as its advice says, instead of starting
+    the task over in place beside them.
+    """
+    started = list(payloads_of(parent.events.path, "attempts_started"))
+    if not started:
+        return None
+    last = started[-1]
+    task_id = last.get("task_id")
+    if any(
+        p.get("task_id") == task_id and p.get("checkpoint") == last.get("checkpoint")
+        for p in payloads_of(parent.events.path, "attempt_selected")
+    ):
+        return None
+    status = next((t.status for t in parent.tasks() if t.id == task_id), None)
+    if status in ("done", "failed"):
+        return None
+    ids = [str(i) for i in last.get("attempts") or []]
+    count = sum(1 for i in ids if (parent.dir.parent / i).is_dir())
+    return (str(task_id), count) if count else None
 
 
 def _tokens_at(start: Checkpoint, fallback: int) -> int:

@@ -24,7 +24,7 @@ from tilth import git
 from tilth.config import find_env_file, load_settings
 from tilth.demo.script import EVALUATOR, INTERVIEWER, WORKER
 from tilth.demo.story import ANSWERS, BRIEF, demo_team, test_command
-from tilth.errors import TilthError
+from tilth.errors import Interrupted, TilthError
 from tilth.model import FakeServer, Script
 from tilth.session.discovery import sessions_for
 from tilth.session.store import Session
@@ -165,7 +165,11 @@ class Tour:
         except KeyboardInterrupt:
             # The child got the Ctrl-C too: let it save its state and stop before we do.
             child.wait()
-            raise
+            again = "tilth demo --live" if self.options.live else "tilth demo"
+            raise Interrupted(
+                f"the demo was interrupted at step {self.number} (`tilth {step.argv[0]}`)",
+                hint=f"its files are kept in {self.root}; `{again}` starts the story again",
+            ) from None
         if code not in step.ok:
             raise DemoFailed(
                 f"demo step {self.number} (`tilth {step.argv[0]}`) exited with {code}",

@@ -341,8 +341,8 @@ class ChatView:
 
         Printed while the live region runs, rich puts the line above it.
         """
-        if self._display is not None and self._text:
-            self.end_block()
+        if self._text:
+            self.end_block()  # on its own line, also after a piped reply cut mid-line
         self.console.print(Text(f"note: {terminal_safe(str(data.get('text')))}", style="yellow"))
 
     def _on_model_retry(self, data: dict[str, Any]) -> None:
