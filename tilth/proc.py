@@ -136,18 +136,32 @@ def children(pid: int) -> list[int]:
         return found
     except (OSError, ValueError):
         pass
-    try:  # a kernel without CONFIG_PROC_CHILDREN: every process's parent, one by one
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
-                        fields = handle.read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if len(fields) > 1 and fields[1] == str(pid):
-                    found.append(int(name))
+    # A kernel without CONFIG_PROC_CHILDREN: every process's parent, one by one.
+    return found + processes_with(PARENT, pid)
+
+
+PARENT, GROUP = 1, 2
+"""Fields of ``/proc/<pid>/stat`` after the command name: the parent, the process group."""
+
+
+def processes_with(field: int, value: int) -> list[int]:
+    """The live processes whose ``/proc/<pid>/stat`` ``field`` (``PARENT``, ``GROUP``) is
+    ``value`` (Linux; none elsewhere)."""
+    found: list[int] = []
+    try:
+        names = os.listdir("/proc")
     except OSError:
-        pass
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > field and fields[field] == str(value):
+            found.append(int(name))
     return found
 
 

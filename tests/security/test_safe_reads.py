@@ -16,7 +16,7 @@ OWN = "session state or the snapshot store: Tilth's own files"
 
 RAW_READS = {
     "tilth/proc.py:children": "the kernel's process table (/proc), to end a call's processes",
-    "tilth/git/locks.py:group_members": "the process table (/proc): a killed git's locks",
+    "tilth/proc.py:processes_with": "the kernel's process table (/proc): parents, groups",
     "tilth/tools/launcher_main.py:children": "the kernel's process table (/proc), in the launcher",
     "tilth/tools/landlock.py:_last_capability": "the kernel's capability count (/proc/sys)",
     "tilth/tools/landlock.py:_add": "opens a directory to grant it to the ruleset, never reads it",

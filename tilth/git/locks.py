@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilth import proc
+
 
 @dataclass(frozen=True)
 class HeldLock:
@@ -25,30 +27,10 @@ class HeldLock:
     inode: int
 
 
-def group_members(group: int) -> list[int]:
-    """The live processes of process group ``group`` (Linux ``/proc``; none elsewhere)."""
-    found: list[int] = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(group):
-            found.append(int(name))
-    return found
-
-
 def held_locks(group: int) -> list[HeldLock]:
     """The ``.lock`` files the processes of ``group`` have open right now."""
     held: list[HeldLock] = []
-    for pid in group_members(group):
+    for pid in proc.processes_with(proc.GROUP, group):
         fd_dir = f"/proc/{pid}/fd"
         try:
             fds = os.listdir(fd_dir)

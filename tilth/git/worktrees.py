@@ -45,7 +45,7 @@ def ensure_worktree(source: Path, path: Path, branch: str, start: str = "HEAD") 
     if path.is_dir() and (_registered(source, resolved) or resolved in worktrees(source)):
         await_checkout(resolved)
         return resolved
-    git("worktree", "prune", cwd=source)
+    prune(source)
     path.parent.mkdir(parents=True, exist_ok=True)
     if branch_exists(source, branch):
         git(*PARALLEL_CHECKOUT, "worktree", "add", "-q", str(path), branch, cwd=source)
@@ -146,7 +146,7 @@ def remove_worktree(source: Path, path: Path) -> None:
     """
     if path.exists() and path.resolve() in worktrees(source):
         git("worktree", "remove", "--force", "--force", str(path), cwd=source)
-    git("worktree", "prune", cwd=source)
+    prune(source)
 
 
 def prune(source: Path) -> None:
