@@ -69,9 +69,9 @@ class ForkError(TilthError):
 
 @dataclass
 class _Checkout:
-    """A worktree checkout running beside a fork's records (``_start_checkout``)."""
+    """A worktree checkout running beside a fork's records (``_start_checkout``), on a
+    thread of its own."""
 
-    thread: threading.Thread
     source: Path
     path: Path
     made: list[bool] = field(default_factory=list)
@@ -197,7 +197,7 @@ def _start_checkout(info: dict[str, Any], target: Checkpoint, op_id: str) -> Non
                 job.done.set()
 
         thread = threading.Thread(target=checkout, name="tilth-fork-checkout", daemon=True)
-        job = _Checkout(thread, source, path)
+        job = _Checkout(source, path)
         _checkouts[op_id] = job
     thread.start()
 
