@@ -24,6 +24,7 @@ from tilth.agent.pipeline import run_task
 from tilth.demo.script import Team
 from tilth.errors import ModelError
 from tilth.model.script import Reply, tool_call
+from tilth.timeline.record.checkpoints import list_checkpoints
 
 
 class SleepBeforeWriting:
@@ -67,6 +68,15 @@ def test_a_run_stopped_mid_turn_finishes_on_resume(repo: Path, sessions_dir: Pat
     assert not answers[first_write["call_id"]]["is_error"]  # run on resume, not "not run"
     turns = [p["turn"] for t, p in events if t == "model_call" and p.get("actor") == "worker"]
     assert turns == sorted(set(turns)), turns  # the cut turn counted once, never reused
+    # The finished turn has its own checkpoint, holding its writes: going back to it does
+    # not bring the next turn's changes too.
+    cut = [
+        c
+        for c in list_checkpoints(seeded.session)
+        if c.kind == "turn" and c.actor == "worker" and c.turn == first_write["turn"]
+    ]
+    assert [c.label.endswith("(finished on resume)") for c in cut] == [True], cut
+    assert first_write["args"]["path"] in cut[0].files_changed, cut[0]
 
 
 def test_each_unanswered_call_is_settled_by_what_it_is(tmp_path: Path) -> None:

@@ -121,6 +121,17 @@ def open_thread(ctx: RunContext, actor: Actor, spec: StageSpec, state: TaskState
         if cut.calls:
             state.feedback = settle(actor, cut, spec.tool, state.feedback)
             state.turns = max(state.turns, cut.number or 0)
+            state.save(ctx.session)
+            # A turn like any other, now finished: its own checkpoint, so going back to it
+            # brings its calls' effects without the next turn's.
+            names = _shown([call.name for call in cut.calls])
+            ctx.recorder.turn(
+                "worker",
+                task_id=actor.task_id,
+                stage=spec.stage,
+                turn=state.turns,
+                label=f"{spec.stage}: {names} (finished on resume)",
+            )
         elif not state.feedback and messages[-1].get("role") == "assistant":
             # Providers differ on a thread that ends with the assistant; give it a turn.
             say(actor, RESUMED.format(tool=spec.tool), turn=state.turns, kind="resumed")
@@ -266,5 +277,9 @@ def _label(spec: StageSpec, result: TurnResult, accepted: Submission | None) -> 
         return f"{spec.stage}: {spec.tool} accepted"
     if not names:
         return f"{spec.stage}: no tool call"
-    shown = ", ".join(names[:4]) + (" …" if len(names) > 4 else "")
-    return f"{spec.stage}: {shown}"
+    return f"{spec.stage}: {_shown(names)}"
+
+
+def _shown(names: list[str]) -> str:
+    """A turn's tool names for its checkpoint's label (the first four)."""
+    return ", ".join(names[:4]) + (" …" if len(names) > 4 else "")
