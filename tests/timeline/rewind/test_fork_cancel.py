@@ -67,11 +67,12 @@ def _alive(pid: int) -> bool:
 
 
 def _interrupted_fork(
-    tmp_path: Path, sleep: int, wait: float | None = None
+    tmp_path: Path, sleep: int, wait: float | None = None, then: int | None = None
 ) -> tuple[str, str, Path]:
     """A real process forks a session whose checkout's smudge filter sleeps ``sleep`` s,
-    and is sent SIGINT mid-checkout (``wait``: its ``EXIT_WAIT_SECONDS``); the parent's
-    id, its stderr and the file of the filter's pids, once it exited."""
+    and is sent SIGINT mid-checkout (``wait``: its ``EXIT_WAIT_SECONDS``; ``then``: a
+    signal sent once it waits for the checkout at exit); the parent's id, its stderr and
+    the file of the filter's pids, once it exited."""
     mark, pids = tmp_path / "slow-now", tmp_path / "pids"
     repo = make_repo(
         tmp_path / "repo",
@@ -99,6 +100,9 @@ def _interrupted_fork(
             time.sleep(0.025)
         assert pids.is_file(), "the fork's checkout never ran the smudge filter"
         proc.send_signal(signal.SIGINT)  # Ctrl-C, mid-checkout
+        if then is not None:
+            _await_catching(proc.pid, signal.SIGTERM)  # the exit wait has begun
+            proc.send_signal(then)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -107,6 +111,17 @@ def _interrupted_fork(
     assert "forked" not in out, "the fork was not cut off"
     assert "KeyboardInterrupt" in err
     return parent, err, pids
+
+
+def _await_catching(pid: int, signum: int) -> None:
+    """Until process ``pid`` catches ``signum`` (its ``SigCgt`` mask in /proc)."""
+    for _ in range(1200):
+        with open(f"/proc/{pid}/status") as handle:
+            caught = next(line for line in handle if line.startswith("SigCgt:"))
+        if int(caught.split()[1], 16) & (1 << (signum - 1)):
+            return
+        time.sleep(0.025)
+    raise AssertionError(f"process {pid} never caught signal {signum}")
 
 
 def _completed_by_next_command(tilth_home: Path, parent: str) -> None:
@@ -142,4 +157,18 @@ def test_a_checkout_outlasting_the_exit_wait_is_killed_and_made_again(
     running = [int(p) for p in pids.read_text().split() if _alive(int(p))]
     assert running == [], f"the fork's git still runs after Tilth exited:\n{err[-2000:]}"
     (tmp_path / "slow-now").unlink()  # the checkout is quick again
+    _completed_by_next_command(tilth_home, parent)
+
+
+def test_sigterm_during_the_exit_wait_kills_the_checkout_too(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    # Past the run's own handlers, SIGTERM's default would end the process at once and
+    # leave the git running: in the exit wait it cuts the wait as a second Ctrl-C does.
+    # (The filter sleeps 120 s and the wait would be 60 s: the process can only exit within
+    # ``communicate``'s 60 s by killing the checkout.)
+    parent, err, pids = _interrupted_fork(tmp_path, sleep=120, then=signal.SIGTERM)
+    running = [int(p) for p in pids.read_text().split() if _alive(int(p))]
+    assert running == [], f"the fork's git still runs after Tilth exited:\n{err[-2000:]}"
+    (tmp_path / "slow-now").unlink()
     _completed_by_next_command(tilth_home, parent)

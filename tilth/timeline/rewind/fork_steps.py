@@ -27,6 +27,7 @@ from typing import Any
 from tilth.errors import TilthError
 from tilth.git import worktrees as git_worktrees
 from tilth.git.refs import git_dirs
+from tilth.proc import stop_signals_interrupt
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.harness_state import HarnessState
@@ -211,15 +212,20 @@ def settle_checkouts(seconds: float | None = None) -> None:
     worktree removed, so the next command makes it again (``seconds``: ``EXIT_WAIT_SECONDS``)."""
     seconds = EXIT_WAIT_SECONDS if seconds is None else seconds
     with _checkouts_lock:
-        jobs = list(_checkouts.values())
+        jobs = [job for job in _checkouts.values() if not job.done.is_set()]
+    if not jobs:
+        return
     began = time.monotonic()
-    for job in jobs:
-        try:
-            job.done.wait(max(seconds - (time.monotonic() - began), 0.0))
-        except KeyboardInterrupt:
-            pass
-        if not job.done.is_set():
-            _kill_checkout(job)
+    # SIGTERM and SIGHUP cut the wait as a second Ctrl-C does (by now the run's own handlers
+    # are gone, and their default would end the process with the git still running).
+    with stop_signals_interrupt():
+        for job in jobs:
+            try:
+                job.done.wait(max(seconds - (time.monotonic() - began), 0.0))
+            except KeyboardInterrupt:
+                pass
+            if not job.done.is_set():
+                _kill_checkout(job)
 
 
 def _kill_checkout(job: _Checkout) -> None:
