@@ -116,7 +116,8 @@ class RunContext:
     attempt_note: str | None = None
     """Told to the worker of an attempt ("attempt 2 of 3"), so attempts may differ."""
     shared_tokens: Callable[[], int] | None = None
-    """An attempt's siblings' spend since their fork, counted toward the token cap."""
+    """Spend outside this session's own count that its token cap counts: an attempt's
+    siblings' since their fork; a parent's attempts that a stop left undecided."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
     _seed_sha: str | None = field(default=None, init=False, repr=False)
