@@ -269,7 +269,9 @@ def _attempts(ctx: RunContext, models: tuple[Model, Model] | None, drive: Any) -
         record = ctx.session.record().extra["attempt"]
         ctx.attempt_note = note
         ctx.only_task = str(record.get("task_id"))
-        ctx.shared_tokens = SiblingSpend(ctx.session, record)
+        siblings = SiblingSpend(ctx.session, record)
+        ctx.shared_tokens = siblings
+        ctx.fork_tokens = siblings.fork_tokens()
         return
     # Attempts an earlier invocation left undecided have spent toward this session's caps.
     ctx.shared_tokens = UndecidedSpend(ctx.session)

@@ -39,6 +39,12 @@ class SiblingSpend:
                 continue
         return total
 
+    def fork_tokens(self) -> int | None:
+        """The session's count when the attempts were forked (None: unknown)."""
+        if self._base is None:
+            self._load()
+        return self._base
+
     def _load(self) -> bool:
         parent_id = str(self.record.get("parent") or "")
         parent = Session(parent_id, self.session.dir.parent / parent_id)
