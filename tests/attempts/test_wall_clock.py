@@ -61,7 +61,8 @@ def test_a_plain_resume_runs_the_attempts_a_cap_cut_short_on(
         "",
         TILTH_SANDBOX="off",
         TILTH_MAX_ITERATIONS_PER_TASK="0",
-        TILTH_MAX_WALL_CLOCK_MINUTES="0.03",
+        # Long enough (6 s) for the run to fork the attempts on a loaded machine first.
+        TILTH_MAX_WALL_CLOCK_MINUTES="0.1",
     )
     with team_server(slow_busy_worker) as server:
         env["TILTH_BASE_URL"] = server.base_url
@@ -156,7 +157,8 @@ def test_an_attempt_that_waited_for_its_turn_shares_the_runs_wall_clock(
         "",
         TILTH_SANDBOX="off",
         TILTH_MAX_ITERATIONS_PER_TASK="0",
-        TILTH_MAX_WALL_CLOCK_MINUTES="0.05",
+        # Long enough (6 s) for the run to fork the attempts on a loaded machine first.
+        TILTH_MAX_WALL_CLOCK_MINUTES="0.1",
     )
     with team_server(slow_busy_worker) as server:
         env["TILTH_BASE_URL"] = server.base_url
