@@ -5,6 +5,10 @@ past ``TILTH_MAX_TOKENS`` by more than the turn each has in flight.
 Each attempt's own count is in its ``checkpoint.json`` (written after every turn); its
 siblings are listed by the parent's ``attempts_started`` event. Reading K small files
 before a turn is cheap, and works for attempts run by workers on other machines too.
+
+The parent's own count takes its attempts' spend in when the winner is grafted; until
+then (a cap or Ctrl-C stopped the run half-way through them) ``undecided`` finds them, so
+the parent's caps and its run summary count what they spent too.
 """
 
 from __future__ import annotations
