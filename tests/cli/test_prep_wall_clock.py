@@ -10,6 +10,7 @@ from pathlib import Path
 
 from seed.support import cli_env, session_dirs, write_seed
 
+from tests.conftest import run_cli
 from tests.sessionview import SessionView
 from tests.warm_cli import PIPE, shared
 from tilth.model import FakeServer, Script, reply, tool_call
@@ -41,6 +42,10 @@ def test_a_reply_still_streaming_at_the_cap_is_cancelled(
     assert view.status == "failed"
     assert [s["reason"] for s in view.payloads("stop")] == ["wall_clock"]
     assert [c["reason"] for c in view.payloads("model_call_cancelled")] == ["wall_clock"]
+    # The advice works: the session is discarded, and the workspace is free to prep again.
+    reset = run_cli("reset", session_dir.name, "-y")
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert session_dirs(sessions_dir) == []
 
 
 def test_many_quick_turns_stop_at_the_cap(tilth_home: Path, sessions_dir: Path, repo: Path) -> None:
