@@ -57,7 +57,8 @@ class Settings:
     max_verify_failures_per_task: int = 3
     """Failed verifying stages before a task fails with ``verify_cap``; 0 turns the cap off."""
     max_wall_clock_minutes: float = 120
-    """Wall-clock budget per run/resume invocation; decimals allowed (0.5 = 30 s), 0 = off."""
+    """Wall-clock budget per run/resume invocation and per prep interview (the time waiting
+    for the user's answers not counted); decimals allowed (0.5 = 30 s), 0 = off."""
     max_tokens: int = 2_000_000
     """Cumulative prompt+completion tokens for the session."""
     context_files: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md")

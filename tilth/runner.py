@@ -167,6 +167,7 @@ def drive(
     progress: Progress | None = None,
     progress_for: ProgressFactory | None = None,
     write_page: PageWriter | None = None,
+    started: float | None = None,
 ) -> Stop:
     """Run (or resume) ``session`` to a stop, holding its lock throughout.
 
@@ -180,10 +181,12 @@ def drive(
     Nothing before the loop calls a model: a missing setting, a worktree that cannot be
     made, a failing ``TILTH_SETUP_COMMAND`` or a test environment that does not start
     ends the command there (logged as ``stop {error}``) without spending a token.
+    ``started`` (a ``time.monotonic()`` instant) is when the invocation whose wall clock
+    this run shares began: an attempt driven by a run counts from the run's start.
     """
     from tilth.timeline import TimelineController
 
-    started = time.monotonic()
+    started = time.monotonic() if started is None else started
     # A fork a crash left half-made is completed first (from its parent's journal).
     TimelineController(session, settings).complete_fork(out.warn)
     with session.lock(), _sigterm_as_interrupt():
@@ -258,7 +261,7 @@ def _attempts(ctx: RunContext, models: tuple[Model, Model] | None, drive: Any) -
 
     from tilth.agent.pipeline import run_task
     from tilth.attempts.parallel import attempt_note, attempts_runner
-    from tilth.attempts.spend import SiblingSpend
+    from tilth.attempts.spend import SiblingSpend, UndecidedSpend
     from tilth.attempts.task import attempts_in_flight
 
     note = attempt_note(ctx.session)
@@ -266,16 +269,23 @@ def _attempts(ctx: RunContext, models: tuple[Model, Model] | None, drive: Any) -
         record = ctx.session.record().extra["attempt"]
         ctx.attempt_note = note
         ctx.only_task = str(record.get("task_id"))
-        ctx.shared_tokens = SiblingSpend(ctx.session, record)
-    elif ctx.settings.attempts > 1:
+        siblings = SiblingSpend(ctx.session, record)
+        ctx.shared_tokens = siblings
+        ctx.fork_tokens = siblings.fork_tokens()
+        return
+    # Attempts an earlier invocation left undecided have spent toward this session's caps.
+    ctx.shared_tokens = UndecidedSpend(ctx.session)
+    if ctx.settings.attempts > 1:
         ctx.task_runner = attempts_runner(
-            ctx.session, ctx.settings, drive, models=models, shown=ctx.progress
+            ctx.session, ctx.settings, drive, models=models, shown=ctx.progress, started=ctx.started
         )
     elif (in_flight := attempts_in_flight(ctx.session)) is not None:
         # A best-of-N stopped half-way: its task goes on as attempts, the rest in place.
         task_id, count = in_flight
         settings = replace(ctx.settings, attempts=count)
-        runner = attempts_runner(ctx.session, settings, drive, models=models, shown=ctx.progress)
+        runner = attempts_runner(
+            ctx.session, settings, drive, models=models, shown=ctx.progress, started=ctx.started
+        )
         ctx.task_runner = lambda ctx, task: (
             runner(ctx, task) if task.id == task_id else run_task(ctx, task)
         )
@@ -377,8 +387,13 @@ def print_run_summary(
     scripted: bool,
 ) -> None:
     """The end-of-run block: where things are and how far the run got."""
+    from tilth.attempts.listing import summary_lines
+    from tilth.attempts.spend import undecided_spend
+
     counts = task_counts(session)
-    tokens = session.tokens_used
+    # Attempts a stop left undecided spent toward the caps, though the session's own count
+    # takes their spend in only when a winner is chosen.
+    tokens = session.tokens_used + undecided_spend(session)
     wall = settings.max_wall_clock_minutes
     out.say("── run summary ──", style="bold")
     out.say(f"session   {session.id}" + ("  (scripted model)" if scripted else ""))
@@ -405,8 +420,6 @@ def print_run_summary(
     # and `tilth sessions` calls it stopped: say that, not "running".
     resumable = session.status == "running"
     out.say("status    stopped, resumable" if resumable else f"status    {session.status}")
-    from tilth.attempts.listing import summary_lines
-
     for line in summary_lines(session):
         out.say(line)
     if chat is not None:

@@ -28,8 +28,9 @@ RIGHT = {"calc.py": "def add(a, b):\n    return a + b\n"}
 WRONG = {"calc.py": "def add(a, b):\n    return a - b\n"}
 
 
-def seed_add(sessions_dir: Path, source: Path) -> Seeded:
-    """A ``prepared`` session of ``source`` with the one task and its seed test committed."""
+def seed_add(sessions_dir: Path, source: Path, interview_tokens: int = 0) -> Seeded:
+    """A ``prepared`` session of ``source`` with the one task and its seed test committed
+    (its interview having cost ``interview_tokens``)."""
     session = Session.create(sessions_dir, source)
     session.log("session_start", source=str(source), phase="prep-feature")
     worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
@@ -39,10 +40,16 @@ def seed_add(sessions_dir: Path, source: Path) -> Seeded:
     sha = git.commit_all(worktree, "seed: 1 task(s) + 1 acceptance test(s)")
     assert sha is not None
     session.save_prd([{**TASK, "status": "pending"}])
-    atomic_write_json(session.seed_meta_path, {"tldr": "calc", "tokens": {"total": 0}})
-    session.log("session_prepared", tokens_used=0, prd_entries=1)
+    tokens = {"total": interview_tokens}
+    atomic_write_json(session.seed_meta_path, {"tldr": "calc", "tokens": tokens})
+    session.log("session_prepared", tokens_used=interview_tokens, prd_entries=1)
     session.log("seed_committed", sha=sha, branch=session.branch)
-    session.update_checkpoint(workspace=str(worktree), branch=session.branch, status="prepared")
+    session.update_checkpoint(
+        workspace=str(worktree),
+        branch=session.branch,
+        status="prepared",
+        tokens_used=interview_tokens,
+    )
     return Seeded(session, source, worktree, sha)
 
 

@@ -41,7 +41,7 @@ def screen(raw: str) -> list[str]:
 def test_a_terminal_redraws_one_line_per_attempt_in_place(
     repo: Path, sessions_dir: Path, tmp_path: Path
 ) -> None:
-    seeded = seed_add(sessions_dir, repo)
+    seeded = seed_add(sessions_dir, repo, interview_tokens=15)
     env = {
         **os.environ,
         **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4"),
@@ -66,6 +66,16 @@ def test_a_terminal_redraws_one_line_per_attempt_in_place(
     # Redrawn: the block's lines were erased and the cursor moved up over them many times.
     assert raw.count("\x1b[1A\x1b[2K") >= 4, raw
     assert re.search(r"attempt 1/2 \S+ · T-001 · \w+ · ", raw), raw
+    # A lane counts its attempt's own tokens (its figure in the summary), from 0: not the
+    # 15 of the interview the session's count began with.
+    # ...and only its own, never its sibling's: at most its figure in the summary.
+    summary = dict(re.findall(r"attempts  T-001 . (\S+): .*?, (\d+) token\(s\)", raw))
+    assert len(summary) == 2, raw
+    for number in (1, 2):
+        assert re.search(rf"attempt {number}/2 \S+ · T-001 · \w+ · 0 tokens", raw), raw
+        shown = re.findall(rf"attempt {number}/2 (\S+) · T-001 · [^\x1b\r\n]*?([\d,]+) tokens", raw)
+        (attempt,) = {a for a, _ in shown}
+        assert max(int(t.replace(",", "")) for _, t in shown) <= int(summary[attempt]), raw
     shown = screen(raw)
     for number in (1, 2):
         # Not scrolled: one line per attempt stays, collapsed to its result (its warnings,

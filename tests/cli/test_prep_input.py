@@ -165,3 +165,66 @@ def test_ctrl_c_on_a_terminal_at_the_question(sessions_dir: Path, repo: Path) ->
     assert "marked failed" in text
     # The error starts on its own line, not glued to the "> " prompt.
     assert "\nerror: interrupted;" in text, text
+
+
+def slow_first_reply() -> Script:
+    """An interview whose first reply takes long: the prep waits on the model."""
+    ask = reply(None, tool_call("ask_user", question="Why?"))
+    return Script([{"type": "delay", "seconds": 30, "then": ask}])
+
+
+@pytest.mark.parametrize(
+    ("waiting_on", "signals", "gap"),
+    [
+        ("the user", (signal.SIGINT, signal.SIGINT), 0.0),
+        ("the user", (signal.SIGINT, signal.SIGINT), 0.01),
+        ("the user", (signal.SIGTERM, signal.SIGINT), 0.05),
+        ("the model", (signal.SIGINT, signal.SIGINT), 0.0),
+        ("the model", (signal.SIGINT, signal.SIGINT), 0.01),
+    ],
+)
+def test_a_second_interrupt_still_leaves_the_hint(
+    tilth_home: Path,
+    sessions_dir: Path,
+    repo: Path,
+    waiting_on: str,
+    signals: tuple[int, int],
+    gap: float,
+) -> None:
+    """Found in the user trial: `timeout` forwarding its group's signal (or a double Ctrl-C)
+    interrupted the closing-out of the first: the session stayed `running`, the output said
+    only "interrupted" (or an unexpected RuntimeError), the exit was by the signal."""
+    script = two_questions() if waiting_on == "the user" else slow_first_reply()
+    with FakeServer(script) as server:
+        child = shared().popen(
+            ["prep-feature", str(repo), "--brief", "b"],
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=PIPE,
+            env={**os.environ, **cli_env(server)},
+        )
+        try:
+            assert child.stdout is not None
+            if waiting_on == "the user":
+                read_until(child.stdout.fileno(), b"0) Other", time.monotonic() + 60)
+            else:
+                deadline = time.monotonic() + 60
+                while not server.requests:
+                    assert time.monotonic() < deadline, "the prep never asked the model"
+                    time.sleep(0.05)
+            child.send_signal(signals[0])
+            time.sleep(gap)
+            child.send_signal(signals[1])
+            _, stderr = child.communicate(timeout=60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 130, stderr
+    (session_dir,) = session_dirs(sessions_dir)
+    assert f"interrupted; session {session_dir.name} is marked failed" in stderr, stderr
+    assert f"hint: discard it with `tilth reset {session_dir.name}`" in stderr, stderr
+    assert "Traceback" not in stderr and "unexpected" not in stderr, stderr
+    view = SessionView.at(session_dir)
+    assert view.status == "failed"
+    assert [s["reason"] for s in view.payloads("stop")] == ["interrupted"]

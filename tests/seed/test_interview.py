@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,13 @@ import pytest
 
 from seed.support import seed_args, write_seed
 from tilth.model import Script, ScriptedModel, reply, tool_call
-from tilth.seed.interview import MAX_TURNS, InterviewAbort, run_interview, system_prompt
+from tilth.seed.interview import (
+    MAX_TURNS,
+    InterviewAbort,
+    InterviewClock,
+    run_interview,
+    system_prompt,
+)
 from tilth.seed.sink import FileSeedSink
 from tilth.session.store import Session
 
@@ -35,7 +42,11 @@ class Answers:
 
 
 def interview(
-    tmp_path: Path, repo: Path, replies: list[dict[str, Any]], frontend: Answers | None = None
+    tmp_path: Path,
+    repo: Path,
+    replies: list[dict[str, Any]],
+    frontend: Answers | None = None,
+    clock: InterviewClock | None = None,
 ) -> tuple[Session, ScriptedModel, Answers, Any]:
     session = Session.create(tmp_path / "sessions", repo)
     worktree = tmp_path / "worktree"
@@ -51,6 +62,7 @@ def interview(
             sink=FileSeedSink(session.dir, worktree),
             brief="  add a thing  ",
             backoff_seconds=0,
+            clock=clock,
         )
     except InterviewAbort as exc:
         result = exc
@@ -156,3 +168,13 @@ def test_empty_responses(tmp_path: Path, repo: Path, empties: int, ok: bool) -> 
         e.payload["streak"] for e in session.events.events() if e.type == "empty_model_response"
     ]
     assert streaks == list(range(1, empties + 1))
+
+
+def test_the_wall_clock_cap_is_checked_before_each_turn(tmp_path: Path, repo: Path) -> None:
+    """A cap already reached between turns stops the interview before its next request."""
+    clock = InterviewClock(0.01, started=time.monotonic() - 5)
+    _, model, _, result = interview(tmp_path, repo, [write_seed(1)], clock=clock)
+    assert isinstance(result, InterviewAbort)
+    assert result.reason == "wall_clock"
+    assert "wall-clock cap [TILTH_MAX_WALL_CLOCK_MINUTES=0.01]" in result.message
+    assert model.requests == []

@@ -167,7 +167,7 @@ def review(
         worker_turns=state.turns,
         verdict_summary=verdict_summary(verdict),
     )
-    ctx.progress.status(task=task_id, stage=stage, tokens=ctx.session.tokens_used)
+    ctx.progress.status(task=task_id, stage=stage, tokens=ctx.shown_tokens())
     silent = _silent_reviews([*ledger, {"verdict": verdict}])
     if silent >= SILENT_REVIEWS_LIMIT:
         raise TaskFailed(

@@ -58,7 +58,7 @@ def _run_one(ctx: RunContext, task: Task) -> Stop | None:
     """Run one task's pipeline and record its outcome; a ``Stop`` when it failed."""
     task_id, title = task.id, task.title
     ctx.progress.note(f"▶ {task_id}: {title}", style="bold")
-    ctx.progress.status(task=task_id, tokens=ctx.session.tokens_used)
+    ctx.progress.status(task=task_id, tokens=ctx.shown_tokens())
     # Marks the task in_progress, persists every step (attempts: ``tilth.attempts``).
     outcome = (ctx.task_runner or run_task)(ctx, task)
     if outcome.status == "done":

@@ -114,7 +114,7 @@ def _start_stage(ctx: RunContext, state: TaskState, stage: str) -> None:
         state.current_stage = stage
         state.save(ctx.session)
     ctx.session.log("stage_started", task_id=state.task_id, stage=stage, resumed=resumed)
-    ctx.progress.status(task=state.task_id, stage=stage, tokens=ctx.session.tokens_used)
+    ctx.progress.status(task=state.task_id, stage=stage, tokens=ctx.shown_tokens())
 
 
 def _complete_stage(ctx: RunContext, state: TaskState, stage: str, output: Any) -> None:

@@ -116,7 +116,11 @@ class RunContext:
     attempt_note: str | None = None
     """Told to the worker of an attempt ("attempt 2 of 3"), so attempts may differ."""
     shared_tokens: Callable[[], int] | None = None
-    """An attempt's siblings' spend since their fork, counted toward the token cap."""
+    """Spend outside this session's own count that its token cap counts: an attempt's
+    siblings' since their fork; a parent's attempts that a stop left undecided."""
+
+    fork_tokens: int | None = None
+    """An attempt's count when it was forked: its live figure is what it spent since."""
 
     _prep_tokens: int | None = field(default=None, init=False, repr=False)
     _seed_sha: str | None = field(default=None, init=False, repr=False)
@@ -164,6 +168,14 @@ class RunContext:
             self._prep_tokens = prep_tokens(self.session)
         shared = self.shared_tokens() if self.shared_tokens is not None else 0
         return max(0, self.session.tokens_used - self._prep_tokens) + shared
+
+    def shown_tokens(self) -> int:
+        """The live line's token figure, counted as the run summary counts it: the runs'
+        tokens (what the cap counts, the interview's apart); for an attempt, its own spend
+        on its task (its figure among the summary's attempts)."""
+        if self.fork_tokens is not None:
+            return max(0, self.session.tokens_used - self.fork_tokens)
+        return self.run_tokens()
 
     def check_caps(self) -> None:
         """Raise ``StopRun`` when the wall-clock or token cap is reached."""

@@ -196,9 +196,7 @@ def run_stage(ctx: RunContext, task: Task, state: TaskState, spec: StageSpec) ->
             mark_stage_done(state, spec.stage, accepted.output)
             state.save(ctx.session)
         ctx.recorder.turn("worker", task_id=task_id, stage=spec.stage, turn=number, label=label)
-        ctx.progress.status(
-            task=task_id, stage=spec.stage, turn=number, tokens=ctx.session.tokens_used
-        )
+        ctx.progress.status(task=task_id, stage=spec.stage, turn=number, tokens=ctx.shown_tokens())
         if accepted is not None:
             return accepted.output
         streaks.check(spec.tool)

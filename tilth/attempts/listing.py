@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilth.attempts.spend import Undecided, undecided
 from tilth.errors import TilthError
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
@@ -95,7 +96,8 @@ def list_attempts(parent: Session, task_id: str | None = None) -> list[AttemptRo
 
 
 def summary_lines(session: Session) -> list[str]:
-    """The summary's lines for best-of-N tasks: each attempt's figures, the winner marked."""
+    """The summary's lines for best-of-N tasks: each attempt's figures, the winner marked;
+    attempts not decided yet (a stop cut them short) with what they have spent."""
     lines: list[str] = []
     for payload in payloads_of(session.events.path, "attempt_selected"):
         for item in payload.get("attempts") or []:
@@ -107,4 +109,24 @@ def summary_lines(session: Session) -> list[str]:
                 f"{item.get('failed_gates')} failed gate(s), {item.get('diff_lines')} diff "
                 f"line(s), {item.get('tokens')} token(s)"
             )
+    found = undecided(session)
+    return lines + (_undecided_lines(found) if found is not None else [])
+
+
+def _undecided_lines(found: Undecided) -> list[str]:
+    lines = []
+    for attempt, tokens in found.spent():
+        stop = _last_stop(attempt)
+        lines.append(
+            f"attempts  {found.task_id} · {attempt.id}: undecided"
+            + (f" (stopped: {stop})" if stop else "")
+            + f", {tokens:,} token(s) so far"
+        )
     return lines
+
+
+def _last_stop(attempt: Session) -> str | None:
+    try:
+        return attempt.last_stop()
+    except (OSError, TilthError):
+        return None

@@ -36,6 +36,7 @@ class Drive(Protocol):
         resume: bool,
         models: tuple[Model, Model] | None = ...,
         progress: Progress | None = ...,
+        started: float | None = ...,
     ) -> Stop: ...
 
 
@@ -74,8 +75,12 @@ def attempts_runner(
     *,
     models: tuple[Model, Model] | None,
     shown: Progress,
+    started: float | None = None,
 ) -> AttemptsRunner:
-    """The task runner of a best-of-``settings.attempts`` run of ``session``."""
+    """The task runner of a best-of-``settings.attempts`` run of ``session``.
+
+    ``started`` is when the run began: its wall-clock cap holds for the attempts it drives
+    here, so one that waited for a place in the queue does not get a fresh clock."""
     cancel = threading.Event()
 
     def run_all(children: Iterator[Session]) -> list[Any]:
@@ -92,7 +97,15 @@ def attempts_runner(
 
                 def local(child: Session = child, lane: LaneProgress = lane) -> dict[str, Any]:
                     out = LineNotices(None)
-                    stop = drive(child, settings, out, resume=True, models=models, progress=lane)
+                    stop = drive(
+                        child,
+                        settings,
+                        out,
+                        resume=True,
+                        models=models,
+                        progress=lane,
+                        started=started,
+                    )
                     lane.end(ended_as(child, stop))
                     return as_result(stop)
 

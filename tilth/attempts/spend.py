@@ -5,9 +5,15 @@ past ``TILTH_MAX_TOKENS`` by more than the turn each has in flight.
 Each attempt's own count is in its ``checkpoint.json`` (written after every turn); its
 siblings are listed by the parent's ``attempts_started`` event. Reading K small files
 before a turn is cheap, and works for attempts run by workers on other machines too.
+
+The parent's own count takes its attempts' spend in when the winner is grafted; until
+then (a cap or Ctrl-C stopped the run half-way through them) ``undecided`` finds them, so
+the parent's caps and its run summary count what they spent too.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from tilth.errors import TilthError
 from tilth.session.events import payloads_of
@@ -37,6 +43,12 @@ class SiblingSpend:
                 continue
         return total
 
+    def fork_tokens(self) -> int | None:
+        """The session's count when the attempts were forked (None: unknown)."""
+        if self._base is None:
+            self._load()
+        return self._base
+
     def _load(self) -> bool:
         parent_id = str(self.record.get("parent") or "")
         parent = Session(parent_id, self.session.dir.parent / parent_id)
@@ -56,3 +68,83 @@ class SiblingSpend:
                 self._siblings = [Session(i, parent.dir.parent / i) for i in ids]
                 return True
         return False
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """The attempts of ``parent``'s last best-of-N that no ``attempt_selected`` decided yet
+    (a cap or Ctrl-C stopped the run half-way through them)."""
+
+    task_id: str
+    checkpoint: str
+    base: int
+    """The parent's token count at the fork: where every attempt's own count began."""
+    attempts: tuple[Session, ...]
+
+    def spent(self) -> list[tuple[Session, int]]:
+        """Each attempt with what it spent since the fork (0 for one being deleted)."""
+        found = []
+        for attempt in self.attempts:
+            try:
+                found.append((attempt, max(0, attempt.tokens_used - self.base)))
+            except (OSError, TilthError):
+                found.append((attempt, 0))
+        return found
+
+    def total(self) -> int:
+        """What they spent together: counted toward the parent's caps and its summary,
+        though the parent's own count takes it in only when the winner is chosen."""
+        return sum(tokens for _, tokens in self.spent())
+
+
+def undecided(parent: Session) -> Undecided | None:
+    """``parent``'s undecided attempts (None: there are none)."""
+    started = list(payloads_of(parent.events.path, "attempts_started"))
+    if not started:
+        return None
+    last = started[-1]
+    task_id, checkpoint = str(last.get("task_id")), str(last.get("checkpoint"))
+    if any(
+        p.get("task_id") == task_id and p.get("checkpoint") == checkpoint
+        for p in payloads_of(parent.events.path, "attempt_selected")
+    ):
+        return None
+    status = next((t.status for t in parent.tasks() if t.id == task_id), None)
+    if status in ("done", "failed"):
+        return None
+    ids = [str(i) for i in last.get("attempts") or []]
+    found = tuple(Session(i, parent.dir.parent / i) for i in ids)
+    existing = tuple(s for s in found if s.dir.is_dir())
+    if not existing:
+        return None
+    try:
+        tokens = resolve_checkpoint(parent, checkpoint).state.get("tokens_used")
+    except TilthError:
+        tokens = None
+    base = tokens if isinstance(tokens, int) else parent.tokens_used
+    return Undecided(task_id, checkpoint, base, existing)
+
+
+def undecided_spend(parent: Session) -> int:
+    """What ``parent``'s undecided attempts spent since their fork (0: none are)."""
+    found = undecided(parent)
+    return found.total() if found is not None else 0
+
+
+class UndecidedSpend:
+    """A parent run's ``RunContext.shared_tokens``: what the attempts an earlier invocation
+    left undecided have spent, until this run decides them (its task is then over and the
+    winner's graft has put every attempt's spend into the parent's own count)."""
+
+    def __init__(self, parent: Session) -> None:
+        self.parent = parent
+        self.found = undecided(parent)
+
+    def __call__(self) -> int:
+        if self.found is None:
+            return 0
+        status = next((t.status for t in self.parent.tasks() if t.id == self.found.task_id), None)
+        if status in ("done", "failed"):
+            self.found = None
+            return 0
+        return self.found.total()

@@ -22,6 +22,7 @@ from tilth.agent.run_context import RunContext
 from tilth.agent.stops import FailureReason, StopReason, StopRun
 from tilth.agent.task_state import TaskState
 from tilth.attempts.figures import AttemptFigures, choose, measure
+from tilth.attempts.spend import undecided
 from tilth.errors import TilthError
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
@@ -187,22 +188,8 @@ def attempts_in_flight(parent: Session) -> tuple[str, int] | None:
     ``tilth resume`` finds them and runs them on, as its advice says, instead of starting
     the task over in place beside them.
     """
-    started = list(payloads_of(parent.events.path, "attempts_started"))
-    if not started:
-        return None
-    last = started[-1]
-    task_id = last.get("task_id")
-    if any(
-        p.get("task_id") == task_id and p.get("checkpoint") == last.get("checkpoint")
-        for p in payloads_of(parent.events.path, "attempt_selected")
-    ):
-        return None
-    status = next((t.status for t in parent.tasks() if t.id == task_id), None)
-    if status in ("done", "failed"):
-        return None
-    ids = [str(i) for i in last.get("attempts") or []]
-    count = sum(1 for i in ids if (parent.dir.parent / i).is_dir())
-    return (str(task_id), count) if count else None
+    found = undecided(parent)
+    return (found.task_id, len(found.attempts)) if found is not None else None
 
 
 def _tokens_at(start: Checkpoint, fallback: int) -> int:

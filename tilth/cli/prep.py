@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -91,7 +92,7 @@ def prep_feature(
             out.dim("waiting for the prep model: a line follows each of its replies")
 
     frontend = TerminalFrontend(out, answer_lines, source=str(answers))
-    with _terminate_as_interrupt(), _live_count_cleared(frontend):
+    with _interrupted_once(), _live_count_cleared(frontend):
         prepared = interview(
             cfg,
             source,
@@ -113,17 +114,38 @@ def prep_feature(
 
 
 @contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM (a cancelled CI job, ``kill``) like Ctrl-C, so the session is closed out."""
+def _interrupted_once() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (a cancelled CI job, ``kill``) stop the prep once.
+
+    The first raises ``KeyboardInterrupt``, so the session is closed out (marked failed,
+    its ``stop`` logged, its lock released) and the user told how to discard it. Another
+    within ``REPEAT_SECONDS`` — a second press, ``timeout`` forwarding its group's signal —
+    is ignored: raised in the middle of the closing-out it would leave the session
+    half-recorded and hide the hint. One later than that raises again, so a prep that does
+    not stop can still be stopped. After an interrupt both signals stay ignored once this
+    block is left, as the process is on its way out (Python's own handler, which it puts
+    back while it shuts down, would end it by the signal instead of exit code 130).
+    """
+    first: list[float] = []
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if first and now - first[0] < REPEAT_SECONDS:
+            return
+        first[:] = [now]
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, interrupt) for sig in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_IGN if first else handler)
+
+
+REPEAT_SECONDS = 10.0
+"""How long after a first interrupt another is taken as the same one, repeated."""
 
 
 @contextmanager

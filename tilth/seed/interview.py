@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.agent.context import ContextKeeper
-from tilth.agent.stops import StopReason
+from tilth.agent.stops import StopReason, StopRun
 from tilth.agent.turn import Actor, Notice, answer, log_call, say, take_turn
 from tilth.errors import TilthError
 from tilth.model.base import Model, OnDelta, ToolCall
@@ -68,6 +68,40 @@ class InterviewResult:
 
 
 @dataclass
+class InterviewClock:
+    """The interview's wall-clock cap (``TILTH_MAX_WALL_CLOCK_MINUTES``): it counts the
+    time spent on the model and the tools, not the time a question waits for its answer."""
+
+    minutes: float
+    """The cap; 0 turns it off."""
+    started: float = field(default_factory=time.monotonic)
+    """A ``time.monotonic()`` instant: when the prep began."""
+    answering: float = 0.0
+    """Seconds spent waiting for the user's answers (added to the deadline)."""
+
+    def deadline(self) -> float | None:
+        """The ``time.monotonic()`` instant the cap ends (None: no cap)."""
+        if not self.minutes:
+            return None
+        return self.started + self.minutes * 60 + self.answering
+
+    def check(self) -> None:
+        """Raise ``InterviewAbort(wall_clock)`` once the cap is reached."""
+        deadline = self.deadline()
+        if deadline is not None and time.monotonic() >= deadline:
+            raise self.reached("")
+
+    def reached(self, when: str) -> InterviewAbort:
+        """The stop for a reached cap; ``when`` says where it was (" mid-reply")."""
+        return InterviewAbort(
+            f"the interview reached the wall-clock cap{when} "
+            f"[TILTH_MAX_WALL_CLOCK_MINUTES={self.minutes:g}]; the time waiting for your "
+            "answers is not counted",
+            reason="wall_clock",
+        )
+
+
+@dataclass
 class _Tally:
     prompt: int = 0
     completion: int = 0
@@ -110,11 +144,14 @@ def run_interview(
     on_notice: Notice | None = None,
     context: ContextKeeper | None = None,
     max_reply_tokens: int | None = None,
+    clock: InterviewClock | None = None,
 ) -> InterviewResult:
     """Interview until a seed is written; raises ``InterviewAbort`` when it cannot be.
 
     ``on_notice`` hears retries and cut-off replies; ``context`` keeps the thread within
-    the model's window."""
+    the model's window; ``clock`` holds the wall-clock cap, between turns and inside one
+    (a reply still streaming at the deadline is cancelled)."""
+    clock = clock or InterviewClock(0)
     actor = Actor(
         session=session,
         name=ACTOR,
@@ -134,7 +171,14 @@ def run_interview(
     empty_streak = 0
     nudged = False
     for number in range(1, max_turns + 1):
-        result = take_turn(actor, number)
+        clock.check()
+        actor.deadline = clock.deadline()
+        try:
+            result = take_turn(actor, number)
+        except StopRun as stop:
+            if stop.reason != "wall_clock":
+                raise
+            raise clock.reached(" mid-reply") from None
         tally.prompt += result.turn.usage.prompt_tokens
         tally.completion += result.turn.usage.completion_tokens
         frontend.update_tokens(tally.prompt, tally.completion)
@@ -162,7 +206,7 @@ def run_interview(
             say(actor, NUDGE, turn=number, nudge=True)
             continue
         nudged = False
-        written = _control_calls(actor, number, result.control_calls, frontend, sink, tally)
+        written = _control_calls(actor, number, result.control_calls, frontend, sink, tally, clock)
         if written is not None:
             return written
     raise InterviewAbort(
@@ -178,6 +222,7 @@ def _control_calls(
     frontend: InterviewFrontend,
     sink: SeedSink,
     tally: _Tally,
+    clock: InterviewClock,
 ) -> InterviewResult | None:
     """Answer ``ask_user`` and ``write_seed`` calls; the result once a seed is written."""
     done: InterviewResult | None = None
@@ -195,7 +240,11 @@ def _control_calls(
             continue
         if call.name == ASK_USER:
             log_call(actor, number, call, args)
-            _ask(actor, number, call, args, frontend)
+            asked = time.monotonic()
+            try:
+                _ask(actor, number, call, args, frontend)
+            finally:
+                clock.answering += time.monotonic() - asked
         else:  # write_seed: the turn answered every name that is not a control tool
             log_call(actor, number, call, _preview_seed_args(args))
             done = _write(actor, number, call, args, sink, tally)

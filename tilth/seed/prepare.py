@@ -8,6 +8,7 @@ throughout, and leaves the session either ``prepared`` (seed committed) or
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from tilth.errors import Interrupted, SetupFailed, TilthError
 from tilth.git import worktrees as git_worktrees
 from tilth.model.base import Model, OnDelta
 from tilth.seed.frontend import InterviewFrontend
-from tilth.seed.interview import InterviewAbort, InterviewResult, run_interview
+from tilth.seed.interview import InterviewAbort, InterviewClock, InterviewResult, run_interview
 from tilth.seed.sink import FileSeedSink
 from tilth.session.store import Session
 
@@ -67,6 +68,7 @@ def prepare(
     and cut-off replies; ``on_progress`` that
     ``TILTH_SETUP_COMMAND`` starts.
     """
+    clock = InterviewClock(settings.max_wall_clock_minutes)
     session = Session.create(settings.sessions_dir, source)
     with session.lock():
         try:
@@ -81,6 +83,7 @@ def prepare(
                 on_delta,
                 on_progress,
                 on_notice,
+                clock,
             )
         except KeyboardInterrupt:
             _fail(session, "interrupted", "interrupted by the user")
@@ -90,6 +93,12 @@ def prepare(
             ) from None
         except InterviewAbort as exc:
             _fail(session, exc.reason, exc.message)
+            if exc.reason == "wall_clock" and exc.hint is None:
+                exc.hint = (
+                    f"raise TILTH_MAX_WALL_CLOCK_MINUTES or set a faster TILTH_PREP_MODEL, "
+                    f"then discard this session and prep again: `tilth reset {session.id} -y` "
+                    f"and `tilth prep-feature {shlex.quote(str(source))}`"
+                )
             raise
         except SetupFailed as exc:
             _fail(session, "error", exc.message, output=exc.output)
@@ -114,6 +123,7 @@ def _prepare(
     on_delta: OnDelta | None,
     on_progress: Callable[[str], Any] | None,
     on_notice: Notice | None,
+    clock: InterviewClock,
 ) -> Prepared:
     worktree = git_worktrees.ensure_worktree(source, session.workspace_dir, session.branch)
     session.update_checkpoint(workspace=str(worktree), branch=session.branch)
@@ -141,6 +151,7 @@ def _prepare(
         on_notice=on_notice,
         context=ContextKeeper.for_actor(model, settings),
         max_reply_tokens=settings.max_reply_tokens,
+        clock=clock,
     )
     message = seed_commit_message(result.tasks, len(result.test_files))
     # Always a commit, even when every test already existed verbatim: it anchors reset --to-seed.
