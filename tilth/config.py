@@ -76,8 +76,9 @@ class Settings:
     model_backoff_seconds: float = 1.0
     """First retry delay, doubled each retry (``TILTH_MODEL_BACKOFF_SECONDS``)."""
     model_timeout_seconds: float = 300.0
-    """Longest wait for a reply to start, or between two pieces of a streamed reply
-    (``TILTH_MODEL_TIMEOUT_SECONDS``); a stall past it is retried."""
+    """Longest wait for a reply to start, or between two pieces of a streamed reply, or for
+    content while a stream sends only keep-alives (``TILTH_MODEL_TIMEOUT_SECONDS``); a stall
+    past it is retried."""
     max_reply_tokens: int = 8192
     """``max_tokens`` sent with every model request (``TILTH_MAX_REPLY_TOKENS``); a reply cut
     off at it is reported to the user and to the model."""
