@@ -4,9 +4,10 @@ Each turn goes through ``tilth.agent.turn`` so the interview records ``model_cal
 ``tool_call`` and ``tool_result`` exactly like the worker. The model reads the
 source repo (confined, read-only), asks the user through the frontend, and ends
 by handing a bundle to the sink. Endings: the seed is written (return); the model
-stops calling tools twice in a row (one nudge in between), returns nothing
-usable too often, or reaches the turn cap (``InterviewAbort`` carrying the
-``stop`` reason to log). Model endpoint errors and Ctrl-C propagate.
+stops calling tools twice in a row (one nudge in between), keeps repeating the same
+failing call, returns nothing usable too often, or reaches the turn cap
+(``InterviewAbort`` carrying the ``stop`` reason to log). Model endpoint errors and
+Ctrl-C propagate.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.agent.context import ContextKeeper
+from tilth.agent.repeats import RepeatedFailure, RepeatGuard
 from tilth.agent.stops import StopReason
 from tilth.agent.turn import Actor, Notice, answer, log_call, say, take_turn
 from tilth.errors import TilthError
@@ -110,11 +112,13 @@ def run_interview(
     on_notice: Notice | None = None,
     context: ContextKeeper | None = None,
     max_reply_tokens: int | None = None,
+    repeat_limit: int = 3,
 ) -> InterviewResult:
     """Interview until a seed is written; raises ``InterviewAbort`` when it cannot be.
 
     ``on_notice`` hears retries and cut-off replies; ``context`` keeps the thread within
-    the model's window."""
+    the model's window; ``repeat_limit`` replies repeating the same failing call end the
+    interview (``TILTH_MAX_REPEATED_FAILURES``; 0: never)."""
     actor = Actor(
         session=session,
         name=ACTOR,
@@ -127,6 +131,7 @@ def run_interview(
         on_notice=on_notice,
         context=context,
         max_reply_tokens=max_reply_tokens,
+        repeats=RepeatGuard(repeat_limit) if repeat_limit else None,
     )
     actor.thread.append({"role": "system", "content": system_prompt()}, turn=0)
     actor.thread.append({"role": "user", "content": opening_message(source, brief)}, turn=0)
@@ -134,7 +139,14 @@ def run_interview(
     empty_streak = 0
     nudged = False
     for number in range(1, max_turns + 1):
-        result = take_turn(actor, number)
+        try:
+            result = take_turn(actor, number)
+        except RepeatedFailure as stuck:
+            raise InterviewAbort(
+                f"the interview stopped: {stuck.detail} [TILTH_MAX_REPEATED_FAILURES="
+                f"{repeat_limit}]; try a stronger TILTH_PREP_MODEL",
+                reason="no_case",
+            ) from None
         tally.prompt += result.turn.usage.prompt_tokens
         tally.completion += result.turn.usage.completion_tokens
         frontend.update_tokens(tally.prompt, tally.completion)

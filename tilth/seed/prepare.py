@@ -141,6 +141,7 @@ def _prepare(
         on_notice=on_notice,
         context=ContextKeeper.for_actor(model, settings),
         max_reply_tokens=settings.max_reply_tokens,
+        repeat_limit=settings.max_repeated_failures,
     )
     message = seed_commit_message(result.tasks, len(result.test_files))
     # Always a commit, even when every test already existed verbatim: it anchors reset --to-seed.
