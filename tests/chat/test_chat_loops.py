@@ -84,3 +84,28 @@ def test_the_guard_can_be_turned_off(tmp_path: Path) -> None:
     assert asked == 6 and "Done at last." in result.stdout
     assert "stopped:" not in result.stdout
     assert not SessionView.only(tmp_path / "home" / "sessions").payloads("turn_stopped")
+
+
+def test_the_step_cap_ends_a_turn_the_same_way(tmp_path: Path) -> None:
+    from tests.chat.support import start
+    from tilth.chat.engine import MAX_STEPS_PER_TURN
+
+    directory = tmp_path / "work"
+    directory.mkdir()
+    busy = reply(None, tool_call("glob", pattern="*.py"))  # succeeds: no repeat to stop
+    replies = [busy] * MAX_STEPS_PER_TURN + [reply("Here again.")]
+    engine, events = start(tmp_path, directory, replies)
+    try:
+        first = engine.send("keep looking")
+        second = engine.send("and now?")
+    finally:
+        engine.close()
+    assert (first["outcome"], second["outcome"]) == ("stopped", "done")
+    notices = [n["text"] for n in events.of("notice") if n.get("kind") == "stopped"]
+    assert notices == [
+        f"stopped: the model made {MAX_STEPS_PER_TURN} calls in one turn. Send a message to go "
+        "on (say what to do differently), or /rewind to go back"
+    ]
+    assert "Here again." in events.text()
+    view = SessionView.at(engine.session.dir)
+    assert [(s["turn"], s["reason"]) for s in view.payloads("turn_stopped")] == [(1, "step_cap")]
