@@ -70,6 +70,11 @@ class RepeatGuard:
         return ""
 
 
+def guard_for(limit: int) -> RepeatGuard | None:
+    """A fresh guard for one turn with ``TILTH_MAX_REPEATED_FAILURES``'s ``limit`` (0: none)."""
+    return RepeatGuard(limit) if limit else None
+
+
 def _signature(call: ToolCall, error: str) -> str:
     """What makes two failing calls the same: the tool, its arguments (as JSON values, so
     key order and spacing do not matter) and the error text."""

@@ -15,7 +15,7 @@ from time import sleep
 from typing import Any, NoReturn
 
 from tilth.agent.cut_turn import cut_turn, settle
-from tilth.agent.repeats import RepeatedFailure, RepeatGuard
+from tilth.agent.repeats import RepeatedFailure, guard_for
 from tilth.agent.run_context import RunContext
 from tilth.agent.stops import TaskFailed
 from tilth.agent.task_state import TaskState
@@ -162,7 +162,7 @@ def run_stage(ctx: RunContext, task: Task, state: TaskState, spec: StageSpec) ->
         stage=spec.stage,
         scripted=ctx.scripted,
         on_delta=ctx.on_delta,
-        repeats=RepeatGuard(limit) if (limit := ctx.settings.max_repeated_failures) else None,
+        repeats=guard_for(ctx.settings.max_repeated_failures),
         **ctx.turn_options(ctx.worker, checkpoint),
     )
     open_thread(ctx, actor, spec, state)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from tilth.agent.context import ContextKeeper, window_for
 from tilth.agent.prompts import CONTEXT_FILES_CAP, context_files
-from tilth.agent.repeats import RepeatedFailure, RepeatGuard
+from tilth.agent.repeats import RepeatedFailure, guard_for
 from tilth.agent.stops import StopReason
 from tilth.agent.turn import Actor, take_turn
 from tilth.chat.events import CancelToken, ChatEvent, Confirm, Listener, TurnCancelled
@@ -350,11 +350,7 @@ class ChatEngine(ChatTimeline):
             run_tool=run_tool,
             context=self._context,
             max_reply_tokens=self.settings.max_reply_tokens,
-            repeats=(
-                RepeatGuard(self.settings.max_repeated_failures)
-                if self.settings.max_repeated_failures
-                else None
-            ),
+            repeats=guard_for(self.settings.max_repeated_failures),
         )
 
     def _steps(self, number: int, cancel: CancelToken) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.agent.context import ContextKeeper
-from tilth.agent.repeats import RepeatedFailure, RepeatGuard
+from tilth.agent.repeats import RepeatedFailure, guard_for
 from tilth.agent.stops import StopReason
 from tilth.agent.turn import Actor, Notice, answer, log_call, say, take_turn
 from tilth.errors import TilthError
@@ -131,7 +131,7 @@ def run_interview(
         on_notice=on_notice,
         context=context,
         max_reply_tokens=max_reply_tokens,
-        repeats=RepeatGuard(repeat_limit) if repeat_limit else None,
+        repeats=guard_for(repeat_limit),
     )
     actor.thread.append({"role": "system", "content": system_prompt()}, turn=0)
     actor.thread.append({"role": "user", "content": opening_message(source, brief)}, turn=0)
