@@ -468,3 +468,11 @@ def test_relative_paths_become_absolute(home: Path) -> None:
     s = load_settings({"TILTH_HOME": "rel-home", "TILTH_SESSIONS_DIR": "rel-sessions"})
     assert s.home == Path.cwd() / "rel-home"
     assert s.sessions_dir == Path.cwd() / "rel-sessions"
+
+
+def test_the_repeated_failures_guard_is_off_at_zero_and_needs_a_repeat() -> None:
+    assert load_settings({}).max_repeated_failures == 3
+    assert load_settings({"TILTH_MAX_REPEATED_FAILURES": "0"}).max_repeated_failures == 0
+    assert load_settings({"TILTH_MAX_REPEATED_FAILURES": "5"}).max_repeated_failures == 5
+    with pytest.raises(ConfigError, match=r"must be 0 \(off\) or at least 2"):
+        load_settings({"TILTH_MAX_REPEATED_FAILURES": "1"})

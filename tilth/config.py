@@ -56,6 +56,9 @@ class Settings:
     """Rejections before a task fails with ``evaluator_cap``; 0 turns the cap off."""
     max_verify_failures_per_task: int = 3
     """Failed verifying stages before a task fails with ``verify_cap``; 0 turns the cap off."""
+    max_repeated_failures: int = 3
+    """Model replies in one turn that repeat the same failing tool call (same tool, arguments
+    and error) before the turn stops (``TILTH_MAX_REPEATED_FAILURES``); 0 = off, else ≥ 2."""
     max_wall_clock_minutes: float = 120
     """Wall-clock budget per run/resume invocation and per prep interview (the time waiting
     for the user's answers not counted); decimals allowed (0.5 = 30 s), 0 = off."""
@@ -74,8 +77,9 @@ class Settings:
     model_backoff_seconds: float = 1.0
     """First retry delay, doubled each retry (``TILTH_MODEL_BACKOFF_SECONDS``)."""
     model_timeout_seconds: float = 300.0
-    """Longest wait for a reply to start, or between two pieces of a streamed reply
-    (``TILTH_MODEL_TIMEOUT_SECONDS``); a stall past it is retried."""
+    """Longest wait for a reply to start, or between two pieces of a streamed reply, or for
+    content while a stream sends only keep-alives (``TILTH_MODEL_TIMEOUT_SECONDS``); a stall
+    past it is retried."""
     max_reply_tokens: int = 8192
     """``max_tokens`` sent with every model request (``TILTH_MAX_REPLY_TOKENS``); a reply cut
     off at it is reported to the user and to the model."""
@@ -123,6 +127,7 @@ _INT_DEFAULTS = {
     "TILTH_MAX_ITERATIONS_PER_TASK": 32,
     "TILTH_MAX_EVALUATOR_CALLS_PER_TASK": 0,
     "TILTH_MAX_VERIFY_FAILURES_PER_TASK": 3,
+    "TILTH_MAX_REPEATED_FAILURES": 3,
     "TILTH_MAX_WALL_CLOCK_MINUTES": 120,
     "TILTH_MAX_TOKENS": 2_000_000,
     "TILTH_CHECKPOINT_MAX_AGE_DAYS": 30,
@@ -309,6 +314,14 @@ def int_setting(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _repeat_limit(env: Mapping[str, str]) -> int:
+    """``TILTH_MAX_REPEATED_FAILURES``: 0 (off) or at least 2 (one failure is no repeat)."""
+    value = _int(env, "TILTH_MAX_REPEATED_FAILURES")
+    if value == 1:
+        raise ConfigError("TILTH_MAX_REPEATED_FAILURES must be 0 (off) or at least 2, got 1")
+    return value
+
+
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     """A whole number above zero from ``env[name]`` (blank = ``default``)."""
     value = int_setting(env, name, default)
@@ -420,6 +433,7 @@ def _settings(env: dict[str, str], warnings: list[str]) -> Settings:
         max_iterations_per_task=_int(env, "TILTH_MAX_ITERATIONS_PER_TASK"),
         max_evaluator_calls_per_task=_int(env, "TILTH_MAX_EVALUATOR_CALLS_PER_TASK"),
         max_verify_failures_per_task=_int(env, "TILTH_MAX_VERIFY_FAILURES_PER_TASK"),
+        max_repeated_failures=_repeat_limit(env),
         max_wall_clock_minutes=_minutes(env, "TILTH_MAX_WALL_CLOCK_MINUTES"),
         max_tokens=_int(env, "TILTH_MAX_TOKENS"),
         context_files=files or ("AGENTS.md", "CLAUDE.md"),

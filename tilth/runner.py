@@ -447,6 +447,8 @@ def next_step(stop: Stop, session_id: str) -> str | None:
         )
     if "evaluator_silent" in stop.detail:
         return f"set a stronger TILTH_EVALUATOR_MODEL, then: tilth resume {session_id}"
+    if "repeated_calls" in stop.detail:
+        return f"set a stronger TILTH_WORKER_MODEL, then: tilth resume {session_id}"
     if stop.reason != "all_done":
         return f"tilth resume {session_id}"
     return None

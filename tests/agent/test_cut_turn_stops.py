@@ -61,7 +61,9 @@ def _stop_when(child: WarmProcess, seeded: Any, command: str) -> None:
 def test_two_stops_in_a_row_end_as_one_uninterrupted_run(repo: Path, sessions_dir: Path) -> None:
     seeded = seed_session(sessions_dir, repo, TASKS[:1])
     with team_server(TwoSleepsBeforeWriting()) as server:
-        env = {**os.environ, **model_env(server.base_url)}
+        # The big file is ~52,000 tokens: a reply limit that takes it whole (the fake server,
+        # like llama.cpp, cuts a reply at max_tokens; this test is about stops, not limits).
+        env = {**os.environ, **model_env(server.base_url, TILTH_MAX_REPLY_TOKENS="100000")}
         run = shared().popen(["run", str(repo)], stdout=PIPE, stderr=PIPE, env=env)
         _stop_when(run, seeded, FIRST)  # the second sleep and the write never started
         sid = seeded.session.id

@@ -377,3 +377,19 @@ def test_a_failed_seed_commit_names_the_file_and_never_says_seed_written(
     assert "seed written" not in result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert SessionView.at(only_session(sessions_dir)).status == "failed"
+
+
+def test_an_interviewer_repeating_a_failing_call_ends_the_prep_naming_why(
+    cli: RunCli, sessions_dir: Path, repo: Path
+) -> None:
+    stuck = reply(None, tool_call("read_file", path="no/such/file.py"))
+    with FakeServer(Script([stuck] * 10)) as server:
+        result = cli("prep-feature", str(repo), "--brief", "b", env=cli_env(server))
+        asked = len(server.requests)
+    assert result.returncode == 1
+    assert asked == 3, "warned on the second failure, stopped on the third"
+    assert "repeated the same failing read_file call 3 times" in result.stderr
+    assert "TILTH_MAX_REPEATED_FAILURES=3" in result.stderr and "Traceback" not in result.stderr
+    view = SessionView.at(only_session(sessions_dir))
+    assert view.status == "failed" and view.payloads("stop")[0]["reason"] == "no_case"
+    assert view.payloads("repeated_failure")[0]["tool"] == "read_file"

@@ -273,10 +273,47 @@ def test_a_stream_that_trickles_a_byte_at_a_time_stalls_out(
 def test_keep_alive_comments_are_not_a_stall(
     fast_model: ModelFactory, raw_server: ServerFactory
 ) -> None:
-    waiting = [b": PROCESSING\n\n", 0.2] * 4
-    server = raw_server([STREAM_HEAD, *waiting, _event({"content": "ok"}), DONE])
-    model = fast_model(None, base_url=server.base_url, max_retries=0, timeout_seconds=0.5)
-    assert model.complete(USER, []).content == "ok"
+    """Comments between pieces of content, the whole stream longer than the timeout."""
+    waiting = [b": PROCESSING\n\n", 0.15, b": PROCESSING\n\n", 0.15]
+    pieces = [[*waiting, _event({"content": word})] for word in ("o", "k", "!", "!")]
+    server = raw_server([STREAM_HEAD, *itertools.chain(*pieces), DONE])
+    model = fast_model(None, base_url=server.base_url, max_retries=0, timeout_seconds=1.0)
+    assert model.complete(USER, []).content == "ok!!"
+
+
+@pytest.mark.parametrize(
+    ("keep_alive", "name"),
+    [
+        (b": keep-alive\n\n", "comments"),
+        (_event({}), "empty deltas"),
+        (_event({"role": "assistant", "content": ""}), "a role alone"),
+        (b'data: {"choices": []}\n\n', "no choices"),
+    ],
+)
+def test_a_stream_that_only_keeps_alive_stalls_out_and_the_retry_says_so(
+    fast_model: ModelFactory, raw_server: ServerFactory, keep_alive: bytes, name: str
+) -> None:
+    """Each keep-alive came well within the timeout, so the call used to be held forever."""
+    server = raw_server(lambda: itertools.chain([STREAM_HEAD], itertools.cycle([keep_alive, 0.05])))
+    retries: list[str] = []
+    model = fast_model(
+        None,
+        base_url=server.base_url,
+        max_retries=1,
+        timeout_seconds=0.5,
+        on_retry=lambda attempt, reason, delay: retries.append(reason),
+    )
+    started = time.monotonic()
+    with pytest.raises(ModelError, match=r"no reply content within 0\.5s") as caught:
+        ask(model, USER, [], deadline=time.monotonic() + 20)
+    assert time.monotonic() - started < 10, name
+    said = (
+        "the stream stalled: no reply content within 0.5s, only keep-alive comments or empty events"
+    )
+    assert retries == [said], "the retry line says what happened"
+    assert "(after 2 attempts)" in str(caught.value)
+    assert "TILTH_MODEL_TIMEOUT_SECONDS" in (caught.value.hint or "")
+    assert server.requests == 2
 
 
 def test_a_line_that_never_ends_is_cut_off_with_a_clear_error(

@@ -23,7 +23,9 @@ def test_deeply_nested_tool_arguments_are_a_parse_error_not_a_crash(
     # Deep, but not one piece over and over (that the repetition guard cuts short first).
     recipe.probes = [tool_call_raw("write_file", "".join(f"[{n}," for n in range(50_000)))]
     with team_server(Team(recipes(T_001=recipe))) as server:
-        env = model_env(server.base_url)
+        # ~83,000 tokens of arguments: a reply limit that takes them whole (the fake server,
+        # like llama.cpp, cuts a reply at max_tokens, and a cut call is a different answer).
+        env = model_env(server.base_url, TILTH_MAX_REPLY_TOKENS="200000")
         ran = tilth("run", str(repo), env=env)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         shown = tilth("visualize", seeded.session.id, env=env)

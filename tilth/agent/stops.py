@@ -25,22 +25,27 @@ StopReason = Literal[
     "error",
 ]
 STOP_REASONS: tuple[str, ...] = get_args(StopReason)
-FailureReason = StopReason | Literal["verify_cap", "evaluator_silent"]
-"""Why one task failed: a stop reason, ``verify_cap`` (its checks failed too often) or
-``evaluator_silent`` (the evaluator kept answering without a verdict)."""
+FailureReason = StopReason | Literal["verify_cap", "evaluator_silent", "repeated_calls"]
+"""Why one task failed: a stop reason, ``verify_cap`` (its checks failed too often),
+``evaluator_silent`` (the evaluator kept answering without a verdict) or
+``repeated_calls`` (the worker kept making the same failing call)."""
 STOP_FOR_FAILURE: dict[str, StopReason] = {
     "verify_cap": "evaluator_cap",
     "evaluator_silent": "evaluator_cap",
+    "repeated_calls": "no_case",
 }
 """Task failures the ``stop`` event reports under SPEC §4's list: the objective checks
 rejecting the work is a rejection, so ``verify_cap`` stops the run as ``evaluator_cap``
 (its detail names ``TILTH_MAX_VERIFY_FAILURES_PER_TASK``); an evaluator that gives no
-verdict stops it the same way, its detail naming the evaluator."""
+verdict stops it the same way, its detail naming the evaluator; a worker stuck repeating
+a failing call made no case, so ``repeated_calls`` stops it as ``no_case`` (its detail
+names ``TILTH_MAX_REPEATED_FAILURES``)."""
 RESUMABLE_STOPS: tuple[StopReason, ...] = ("wall_clock", "token_cap", "interrupted")
 CAP_SETTINGS: dict[str, str] = {
     "iter_cap": "TILTH_MAX_ITERATIONS_PER_TASK",
     "evaluator_cap": "TILTH_MAX_EVALUATOR_CALLS_PER_TASK",
     "verify_cap": "TILTH_MAX_VERIFY_FAILURES_PER_TASK",
+    "repeated_calls": "TILTH_MAX_REPEATED_FAILURES",
     "wall_clock": "TILTH_MAX_WALL_CLOCK_MINUTES",
     "token_cap": "TILTH_MAX_TOKENS",
 }

@@ -10,7 +10,9 @@ request), answers the calls it cannot read, runs every call the ``ToolBox`` know
 (logging ``tool_call`` and ``tool_result``) and hands back the calls it does not know
 (the actor's control tools: ``submit_case``, ``ask_user``, ``write_seed``...). The
 caller must ``answer`` each of those before the next turn — providers reject a thread
-with an unanswered tool call.
+with an unanswered tool call. With a ``RepeatGuard`` (``agent.repeats``), a failing call
+the model keeps repeating is answered with a warning, then the turn stops
+(``RepeatedFailure``, raised once every call of the reply is answered).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tilth.agent.repeats import RepeatGuard
 from tilth.agent.stops import StopRun
 from tilth.errors import ContextOverflow
 from tilth.model.base import AssistantTurn, Model, OnDelta, ToolCall
@@ -80,6 +83,8 @@ class Actor:
     """Keeps the thread within the model's context window (None: never summarized)."""
     max_reply_tokens: int | None = None
     """The reply-length limit the model is told about when a reply hits it."""
+    repeats: RepeatGuard | None = None
+    """Stops the turn when the model keeps making the same failing call (None: no guard)."""
 
     def scope(self) -> dict[str, Any]:
         """The identifying fields every event of this actor carries."""
@@ -127,7 +132,9 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
 
     ``fields`` are added to the ``model_call`` event (the evaluator's ``phase``, ``attempt``).
     Raises ``Cancelled`` when the actor's cancel token is set, ``StopRun("wall_clock")``
-    when its deadline passes mid-reply, ``ModelError`` when no answer could be had.
+    when its deadline passes mid-reply, ``ModelError`` when no answer could be had, and
+    ``RepeatedFailure`` when the actor's ``RepeatGuard`` saw the same failing call too
+    often (every call of the reply answered, control calls as not run).
     """
     turn = _reply(actor)
     _log_model_call(actor, turn, {"turn": number, **fields})
@@ -140,6 +147,8 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
         _tell_cut_off(actor, number, turn)
     known = {s["function"]["name"] for s in actor.toolbox.schemas()} if actor.toolbox else set()
     controls = {s["function"]["name"] for s in actor.control_schemas}
+    if actor.repeats is not None:
+        actor.repeats.start_round()
     for index, call in enumerate(turn.tool_calls):
         if actor.cancel is not None and actor.cancel.cancelled:
             for skipped in turn.tool_calls[index:]:
@@ -148,7 +157,7 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
         if call.id in unreadable:
             log_call(actor, number, call)
             text = _unreadable_answer(actor, call, unreadable[call.id], turn.finish_reason)
-            answer(actor, number, call, text, is_error=True)
+            answer(actor, number, call, text + _repeat_note(actor, call, text), is_error=True)
             actor.notice("refused", f"{call.name}: not run, its arguments could not be read")
             result.unreadable_calls += 1
         elif call.name in known:
@@ -160,10 +169,25 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
             log_call(actor, number, call)
             available = ", ".join(sorted(known | controls)) or "none"
             text = f"ERROR: unknown tool '{call.name}'. Available: {available}"
-            answer(actor, number, call, text, is_error=True)
+            answer(actor, number, call, text + _repeat_note(actor, call, text), is_error=True)
             actor.notice("refused", f"{call.name}: not run, there is no such tool")
             result.unknown_calls += 1
+    if actor.repeats is not None and actor.repeats.tripped is not None:
+        stuck, actor.repeats.tripped = actor.repeats.tripped, None
+        for call in result.control_calls:
+            log_call(actor, number, call)
+            text = f"ERROR: not run: the harness stopped this turn ({stuck.detail})"
+            answer(actor, number, call, text, is_error=True)
+        actor.session.log(
+            "repeated_failure", **actor.scope(), turn=number, tool=stuck.tool, count=stuck.count
+        )
+        raise stuck
     return result
+
+
+def _repeat_note(actor: Actor, call: ToolCall, error: str) -> str:
+    """What the actor's ``RepeatGuard`` adds to a failing call's answer ("" without one)."""
+    return actor.repeats.failed(call, error) if actor.repeats is not None else ""
 
 
 def ask_aside(actor: Actor, messages: list[dict[str, Any]], **fields: Any) -> AssistantTurn:
@@ -377,7 +401,10 @@ def run_call(actor: Actor, number: int, call: ToolCall) -> None:
         if actor.run_tool is not None
         else actor.toolbox.dispatch(call.name, call.arguments)
     )
-    answer(actor, number, call, outcome.result, is_error=outcome.is_error, blocked=outcome.blocked)
+    text = outcome.result
+    if outcome.is_error or outcome.blocked:
+        text += _repeat_note(actor, call, outcome.result)
+    answer(actor, number, call, text, is_error=outcome.is_error, blocked=outcome.blocked)
 
 
 def log_call(actor: Actor, number: int, call: ToolCall, args: Any = None) -> None:

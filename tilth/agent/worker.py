@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import sleep
-from typing import Any
+from typing import Any, NoReturn
 
 from tilth.agent.cut_turn import cut_turn, settle
+from tilth.agent.repeats import RepeatedFailure, guard_for
 from tilth.agent.run_context import RunContext
 from tilth.agent.stops import TaskFailed
 from tilth.agent.task_state import TaskState
@@ -150,7 +151,7 @@ def open_thread(ctx: RunContext, actor: Actor, spec: StageSpec, state: TaskState
 def run_stage(ctx: RunContext, task: Task, state: TaskState, spec: StageSpec) -> Any:
     """Take worker turns until ``spec``'s submit tool is accepted; returns the stage output.
 
-    Raises ``TaskFailed`` (iter_cap, empty_responses, no_case) and lets ``StopRun``,
+    Raises ``TaskFailed`` (iter_cap, empty_responses, no_case, repeated_calls) and lets ``StopRun``,
     ``ModelError`` and ``KeyboardInterrupt`` through; all progress is persisted per turn.
     """
     task_id = task.id
@@ -172,6 +173,7 @@ def run_stage(ctx: RunContext, task: Task, state: TaskState, spec: StageSpec) ->
         stage=spec.stage,
         scripted=ctx.scripted,
         on_delta=ctx.on_delta,
+        repeats=guard_for(ctx.settings.max_repeated_failures),
         **ctx.turn_options(ctx.worker, checkpoint),
     )
     open_thread(ctx, actor, spec, state)
@@ -186,7 +188,10 @@ def run_stage(ctx: RunContext, task: Task, state: TaskState, spec: StageSpec) ->
             )
         ctx.check_caps()
         number = state.turns + 1
-        result = take_turn(actor, number)
+        try:
+            result = take_turn(actor, number)
+        except RepeatedFailure as stuck:
+            _stuck(ctx, task_id, spec, state, number, stuck)
         state.turns = number
         state.save(ctx.session)
         accepted, label = _after_turn(ctx, actor, spec, result, streaks)
@@ -202,6 +207,22 @@ def run_stage(ctx: RunContext, task: Task, state: TaskState, spec: StageSpec) ->
         streaks.check(spec.tool)
         if streaks.empty:
             sleep(ctx.settings.empty_backoff_seconds * streaks.empty)
+
+
+def _stuck(
+    ctx: RunContext,
+    task_id: str,
+    spec: StageSpec,
+    state: TaskState,
+    number: int,
+    stuck: RepeatedFailure,
+) -> NoReturn:
+    """End the task: the worker kept making the same failing call (the turn is recorded)."""
+    state.turns = number
+    state.save(ctx.session)
+    label = f"{spec.stage}: stopped, {stuck.tool} failed {stuck.count} times the same way"
+    ctx.recorder.turn("worker", task_id=task_id, stage=spec.stage, turn=number, label=label)
+    raise TaskFailed("repeated_calls", stuck.detail, tool=stuck.tool, count=stuck.count)
 
 
 @dataclass

@@ -257,5 +257,12 @@ def placeholder_of(child: Session, task_id: str) -> str | None:
 
 
 def _failure(text: str | None) -> FailureReason:
-    known = ("iter_cap", "evaluator_cap", "verify_cap", "empty_responses", "no_case")
+    known = (
+        "iter_cap",
+        "evaluator_cap",
+        "verify_cap",
+        "empty_responses",
+        "no_case",
+        "repeated_calls",
+    )
     return text if text in known else "no_case"  # type: ignore[return-value]

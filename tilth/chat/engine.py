@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from tilth.agent.context import ContextKeeper, window_for
 from tilth.agent.prompts import CONTEXT_FILES_CAP, context_files
+from tilth.agent.repeats import RepeatedFailure, guard_for
 from tilth.agent.stops import StopReason
 from tilth.agent.turn import Actor, take_turn
 from tilth.chat.events import CancelToken, ChatEvent, Confirm, Listener, TurnCancelled
@@ -279,6 +280,9 @@ class ChatEngine(ChatTimeline):
                 kind="interrupted",
                 turn=number,
             )
+        except _TurnStopped as stopped:
+            outcome = "stopped"
+            self._stop_turn(number, stopped.reason, stopped.detail)
         except (ModelError, TilthError) as exc:
             outcome, error = "error", str(exc)
             if isinstance(exc, ContextTooSmall):
@@ -346,6 +350,7 @@ class ChatEngine(ChatTimeline):
             run_tool=run_tool,
             context=self._context,
             max_reply_tokens=self.settings.max_reply_tokens,
+            repeats=guard_for(self.settings.max_repeated_failures),
         )
 
     def _steps(self, number: int, cancel: CancelToken) -> None:
@@ -355,7 +360,11 @@ class ChatEngine(ChatTimeline):
             if cancel.cancelled:
                 raise TurnCancelled
             self._streamed = False
-            result = take_turn(actor, number, step=step)
+            try:
+                result = take_turn(actor, number, step=step)
+            except RepeatedFailure as stuck:
+                limit = f"TILTH_MAX_REPEATED_FAILURES={self.settings.max_repeated_failures}"
+                raise _TurnStopped("repeated_failure", f"{stuck.detail} [{limit}]") from None
             turn = result.turn
             if turn.content and not self._streamed:
                 # A model that cannot stream: show the whole reply at once.
@@ -365,10 +374,25 @@ class ChatEngine(ChatTimeline):
                 return
             if not turn.tool_calls:
                 return
+        raise _TurnStopped("step_cap", f"the model made {MAX_STEPS_PER_TURN} calls in one turn")
+
+    def _stop_turn(self, number: int, reason: str, detail: str) -> None:
+        """Record why the harness ended the turn, tell the model and the person what next."""
+        self.session.log("turn_stopped", actor="chat", turn=number, reason=reason, detail=detail)
+        self.thread.append(
+            {
+                "role": "user",
+                "content": f"[tilth] The harness stopped this turn: {detail}. Wait for the "
+                "person's next message.",
+            },
+            kind="stopped",
+            turn=number,
+        )
         self.emit(
             "notice",
-            text=f"stopped after {MAX_STEPS_PER_TURN} model calls in one turn; "
-            "send a message to let it continue",
+            kind="stopped",
+            text=f"stopped: {detail}. Send a message to go on (say what to do differently), "
+            "or /rewind to go back",
         )
 
     def _tool(self, call: ToolCall) -> ToolOutcome:
@@ -412,6 +436,15 @@ class ChatEngine(ChatTimeline):
     def turns(self) -> list[Checkpoint]:
         """The chat's turn checkpoints, oldest first: turn N is ``turns()[N - 1]``."""
         return self._turn_index.turns()
+
+
+class _TurnStopped(Exception):
+    """The harness ends the user turn (a repeated failing call, the step cap)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
 
 
 def _project_env(session: Session, directory: Path, settings: Settings) -> ProjectEnv | None:

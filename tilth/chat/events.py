@@ -12,9 +12,11 @@ renders it directly and the web UI forwards ``event.to_dict()`` as a server-sent
 - ``notice``: ``text`` (something the user should know; not an error), ``kind`` when it
   comes from the turn loop: ``retry`` (a model call failed and is retried), ``cut_off``
   (the reply hit the reply-length limit, or only repeated itself), ``compacted`` (the
-  oldest turns were summarized to fit the model's context window)
+  oldest turns were summarized to fit the model's context window), ``stopped`` (the
+  harness ended the turn: the model repeated a failing call, or made too many calls)
 - ``turn_finished``: ``turn``, ``checkpoint``, ``outcome`` (``done``, ``cancelled``,
-  ``error``), ``error``, ``files_changed``, ``gaps``, ``tokens_used``, ``turn_tokens``
+  ``stopped``, ``error``), ``error``, ``files_changed``, ``gaps``, ``tokens_used``,
+  ``turn_tokens``
 - ``rewound``: ``op`` (``rewind``, ``undo``), ``target``, ``turn``, ``scope``, ``prompt``
   (to put back in the input box, or null), ``files``, ``conflicts``
 - ``forked``: ``session_id``, ``directory``, ``checkpoint``, ``turn``

@@ -2,7 +2,8 @@
 
 Streamed replies are cut as real providers cut them: text and reasoning in short pieces,
 ``reasoning_details`` entries in parts, and tool-call arguments in uneven pieces, small
-ones first (splits land mid-token), so a client's reassembly is tested for real.
+ones first (splits land mid-token), so a client's reassembly is tested for real. A reply
+longer than the request's ``max_tokens`` is cut there, as llama.cpp cuts it (``within_limit``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,49 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     size = len(json.dumps(body.get("messages") or [], ensure_ascii=False))
     size += len(json.dumps(body.get("tools") or [], ensure_ascii=False))
     return math.ceil(size / CHARS_PER_PROMPT_TOKEN)
+
+
+def reply_tokens(reply: Reply) -> int:
+    """The completion tokens of a scripted reply, counted as a prompt is: its reasoning, text
+    and tool-call arguments."""
+    size = len(reply.get("reasoning") or "") + len(reply["content"] or "")
+    size += sum(len(arguments_text(call)) for call in reply["tool_calls"])
+    return math.ceil(size / CHARS_PER_PROMPT_TOKEN)
+
+
+def within_limit(reply: Reply, body: dict[str, Any]) -> Reply:
+    """``reply`` cut at the request's ``max_tokens`` (or ``max_completion_tokens``), as
+    llama.cpp stops generating: what fits is kept in the order it streams (reasoning, text,
+    then each call's arguments, cut mid-way, later calls dropped), ``finish_reason`` is
+    ``length`` and ``usage.completion_tokens`` the limit. A reply that fits is unchanged."""
+    limit = body.get("max_tokens", body.get("max_completion_tokens"))
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return reply
+    if reply_tokens(reply) <= limit:
+        return reply
+    left = math.floor(limit * CHARS_PER_PROMPT_TOKEN)
+
+    def take(text: str) -> str:
+        nonlocal left
+        kept = text[: max(left, 0)]
+        left -= len(kept)
+        return kept
+
+    cut: Reply = dict(reply)
+    if reply.get("reasoning") is not None:
+        cut["reasoning"] = take(reply["reasoning"] or "")
+    content = reply["content"]
+    cut["content"] = take(content) if content else content
+    calls = []
+    for call in reply["tool_calls"]:
+        if left <= 0:
+            break
+        calls.append({**call, "arguments": take(arguments_text(call))})
+    cut["tool_calls"] = calls
+    cut["finish_reason"] = "length"
+    if reply.get("usage") is not None:
+        cut["usage"] = {**reply["usage"], "completion_tokens": limit}
+    return cut
 
 
 def invalid_arguments(body: dict[str, Any]) -> dict[str, Any] | None:

@@ -5,7 +5,9 @@ request's ``model``, as JSON or, with ``"stream": true``, as server-sent events;
 lists the scripted models. Every POST is recorded in ``.requests``, every GET in ``.probes``.
 Streamed replies split text, reasoning and tool-call arguments into many chunks (as real
 providers do); a ``stall`` reply goes silent mid-stream; ``reject_stream=True`` answers every
-streamed request with HTTP 400, as an endpoint that cannot stream does.
+streamed request with HTTP 400, as an endpoint that cannot stream does. A reply longer than
+the request's ``max_tokens`` (counted about 3.5 characters a token) is cut there, mid-text or
+mid-arguments, with ``finish_reason: length``, as llama.cpp and every provider cut it.
 
 llama.cpp's manners, as options (``LlamaManners``): refuse a history holding tool-call
 arguments that are not valid JSON (HTTP 500, as ``llama-server`` does), serve ``/props``
@@ -36,6 +38,7 @@ from tilth.model.fake_replies import (
     prompt_tokens,
     stream_chunks,
     unanswered_call,
+    within_limit,
 )
 from tilth.model.script import Reply, Script
 
@@ -289,6 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 time.sleep(reply["seconds"])
             reply = reply["then"]
+        if reply["type"] == "reply":
+            reply = within_limit(reply, body)
         if reply["type"] == "reply" and self.fake.manners.count_prompt_tokens:
             usage = dict(reply.get("usage") or {"completion_tokens": 5})
             reply = {**reply, "usage": {**usage, "prompt_tokens": prompt_tokens(body)}}

@@ -7,7 +7,9 @@ certificate-verifying TLS context per process (``tls_context``). The timeout bou
 connection, the wait for the first byte and every wait between two bytes, so a stalled
 stream fails like a slow answer (``httpx.TimeoutException``); it also bounds the wait
 between two events (or comments) of a stream, so one that trickles bytes without events
-fails the same way (``StreamStalled``).
+fails the same way (``StreamStalled``), and the wait for the reply's content: keep-alive
+comments and events that carry nothing (an empty delta) keep a connection open, but a
+stream that sends only those for longer than the timeout is stalled too.
 
 An answer with an error status raises ``StatusFailure`` (its body parsed when it is JSON);
 transport failures raise httpx's own errors; a stream event that is not JSON raises
@@ -67,7 +69,8 @@ class UnreadableStream(Exception):
 
 
 class StreamStalled(Exception):
-    """The stream kept sending bytes but no event for longer than the timeout."""
+    """The stream kept sending bytes but no event, or events but no content, for longer
+    than the timeout."""
 
 
 class TrustUnreadable(Exception):
@@ -186,7 +189,8 @@ class ChatHTTP:
             if "event-stream" not in response.headers.get("content-type", ""):
                 return self._whole(response)
             ended = [False]
-            pieces = _until_end(response.iter_bytes(), ended)
+            content = _ContentClock(self._timeout)
+            pieces = _until_end(content.watch(response.iter_bytes()), ended)
             events = sse_events(pieces, idle_seconds=self._timeout)
             for event, data in events:
                 if data.startswith(_DONE):
@@ -200,6 +204,8 @@ class ChatHTTP:
                     raise
                 if event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
                     chunk = {"error": chunk}
+                if carries_content(chunk):
+                    content.heard()
                 if on_chunk(chunk):
                     break
             return finished
@@ -208,6 +214,51 @@ class ChatHTTP:
                 _close_later(response, pieces)
             else:
                 response.close()
+
+
+class _ContentClock:
+    """How long a stream has gone without content: keep-alives do not count."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._last = time.monotonic()
+
+    def heard(self) -> None:
+        self._last = time.monotonic()
+
+    def watch(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        """``pieces``; ``StreamStalled`` once one was read past the timeout since content.
+
+        The check follows each piece's reading, so content in it counts, and stray bytes
+        are told as such by ``sse_events`` first (its clock started before this one).
+        """
+        self._last = time.monotonic()
+        for piece in pieces:
+            yield piece
+            if time.monotonic() - self._last > self._timeout:
+                raise StreamStalled(
+                    f"the stream stalled: no reply content within {self._timeout:g}s, "
+                    "only keep-alive comments or empty events"
+                )
+
+
+def carries_content(chunk: Any) -> bool:
+    """Whether a streamed event brings part of a reply: text, reasoning, a tool call, a
+    finish reason, usage or an error (not a role alone, an empty delta or no choices)."""
+    if not isinstance(chunk, dict):
+        return False
+    if chunk.get("error") or chunk.get("usage"):
+        return True
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        if choice.get("finish_reason"):
+            return True
+        delta = choice.get("delta") or choice.get("message")
+        if isinstance(delta, dict) and any(v for k, v in delta.items() if k != "role"):
+            return True
+    return False
 
 
 def _until_end(pieces: Iterator[bytes], ended: list[bool]) -> Iterator[bytes]:

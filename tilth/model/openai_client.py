@@ -10,7 +10,8 @@ Messages never carry the API key.
 
 Replies are streamed (``stream: true`` with usage included) and reassembled by
 ``tilth.model.stream``; ``on_delta`` sees each piece as it arrives. The timeout bounds the
-wait for the first byte and between two chunks, so a stalled stream is a retryable failure.
+wait for the first byte, between two chunks and for content (keep-alives do not count), so a
+stalled stream is a retryable failure.
 An endpoint that refuses streaming is called without it from then on
 (``on_stream_refused`` is told once). A provider's ``{"error": ...}`` inside the stream, or
 in a 200 body, is retried like a server error.

@@ -4,9 +4,10 @@ Each turn goes through ``tilth.agent.turn`` so the interview records ``model_cal
 ``tool_call`` and ``tool_result`` exactly like the worker. The model reads the
 source repo (confined, read-only), asks the user through the frontend, and ends
 by handing a bundle to the sink. Endings: the seed is written (return); the model
-stops calling tools twice in a row (one nudge in between), returns nothing
-usable too often, or reaches the turn cap (``InterviewAbort`` carrying the
-``stop`` reason to log). Model endpoint errors and Ctrl-C propagate.
+stops calling tools twice in a row (one nudge in between), keeps repeating the same
+failing call, returns nothing usable too often, or reaches the turn cap
+(``InterviewAbort`` carrying the ``stop`` reason to log). Model endpoint errors and
+Ctrl-C propagate.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.agent.context import ContextKeeper
+from tilth.agent.repeats import RepeatedFailure, guard_for
 from tilth.agent.stops import StopReason, StopRun
 from tilth.agent.turn import Actor, Notice, answer, log_call, say, take_turn
 from tilth.errors import TilthError
@@ -145,12 +147,15 @@ def run_interview(
     context: ContextKeeper | None = None,
     max_reply_tokens: int | None = None,
     clock: InterviewClock | None = None,
+    repeat_limit: int = 3,
 ) -> InterviewResult:
     """Interview until a seed is written; raises ``InterviewAbort`` when it cannot be.
 
     ``on_notice`` hears retries and cut-off replies; ``context`` keeps the thread within
     the model's window; ``clock`` holds the wall-clock cap, between turns and inside one
-    (a reply still streaming at the deadline is cancelled)."""
+    (a reply still streaming at the deadline is cancelled); ``repeat_limit`` replies
+    repeating the same failing call end the interview (``TILTH_MAX_REPEATED_FAILURES``; 0:
+    never)."""
     clock = clock or InterviewClock(0)
     actor = Actor(
         session=session,
@@ -164,6 +169,7 @@ def run_interview(
         on_notice=on_notice,
         context=context,
         max_reply_tokens=max_reply_tokens,
+        repeats=guard_for(repeat_limit),
     )
     actor.thread.append({"role": "system", "content": system_prompt()}, turn=0)
     actor.thread.append({"role": "user", "content": opening_message(source, brief)}, turn=0)
@@ -179,6 +185,12 @@ def run_interview(
             if stop.reason != "wall_clock":
                 raise
             raise clock.reached(" mid-reply") from None
+        except RepeatedFailure as stuck:
+            raise InterviewAbort(
+                f"the interview stopped: {stuck.detail} [TILTH_MAX_REPEATED_FAILURES="
+                f"{repeat_limit}]; try a stronger TILTH_PREP_MODEL",
+                reason="no_case",
+            ) from None
         tally.prompt += result.turn.usage.prompt_tokens
         tally.completion += result.turn.usage.completion_tokens
         frontend.update_tokens(tally.prompt, tally.completion)

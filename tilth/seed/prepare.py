@@ -152,6 +152,7 @@ def _prepare(
         context=ContextKeeper.for_actor(model, settings),
         max_reply_tokens=settings.max_reply_tokens,
         clock=clock,
+        repeat_limit=settings.max_repeated_failures,
     )
     message = seed_commit_message(result.tasks, len(result.test_files))
     # Always a commit, even when every test already existed verbatim: it anchors reset --to-seed.
