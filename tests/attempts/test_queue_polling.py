@@ -102,7 +102,9 @@ def test_a_new_home_s_queue_is_polled_as_soon_as_the_launch_returns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # DBOS starts a queue's worker thread when it launches and then looks for new queues
-    # once a second: a queue registered only after the launch waited for that look.
+    # once a second: a queue registered only after the launch waited for that look. And it
+    # starts that thread from a thread of its own: the launch waits for it (on a busy
+    # machine, the look came after the launch had returned).
     monkeypatch.setenv("TILTH_HOME", str(tmp_path / "home"))
     assert not (tmp_path / "home" / "queue.sqlite").exists()
     _off_any_loop(_polled_when_launched)

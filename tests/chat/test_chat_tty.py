@@ -131,7 +131,9 @@ def test_bad_input_on_a_terminal_is_a_clear_line_and_nothing_is_lost(tmp_path: P
         [
             reply("Writing.", WRITE),
             error(500, "the provider fell over"),
-            stall(2.0, reply("streaming words " * 40), after=2),
+            # Quiet far longer than a Ctrl-C can take to land: a 2 s stall let a Ctrl-C
+            # slowed by a busy machine come as the reply ended, and nothing was cancelled.
+            stall(60.0, reply("streaming words " * 40), after=2),
             reply(None, risky),
             reply("Ran it."),
             # Cancelled at its question: no further model call, so the next turn gets the next.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import signal
 import struct
 import subprocess
@@ -29,6 +30,8 @@ from tilth.model import FakeServer, Script
 from tilth.model.script import Reply, stall
 
 PROMPT = "›"
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
+_SHOWN_CHARS = 2_000
 
 
 def chat_env(home: Path, server: FakeServer, **extra: str) -> dict[str, str]:
@@ -134,17 +137,31 @@ class TtyChat:
 
     def prompt(self) -> None:
         """Wait until the input prompt is ready."""
-        self.child.expect_exact(PROMPT)
+        self.expect_exact(PROMPT)
 
     def send(self, text: str) -> None:
         self.child.send(text + "\r")
 
     def expect(self, pattern: str, timeout: float = 30) -> Any:
-        self.child.expect(pattern, timeout=timeout)
+        try:
+            self.child.expect(pattern, timeout=timeout)
+        except pexpect.TIMEOUT:
+            raise self._timed_out(f"/{pattern}/", timeout) from None
         return self.child.match
 
     def expect_exact(self, text: str, timeout: float = 30) -> None:
-        self.child.expect_exact(text, timeout=timeout)
+        try:
+            self.child.expect_exact(text, timeout=timeout)
+        except pexpect.TIMEOUT:
+            raise self._timed_out(repr(text), timeout) from None
+
+    def _timed_out(self, wanted: str, timeout: float) -> pexpect.TIMEOUT:
+        """The timeout, with what the chat printed instead (escape sequences left out)."""
+        shown = _ESCAPES.sub("", str(self.child.before or ""))[-_SHOWN_CHARS:]
+        return pexpect.TIMEOUT(
+            f"{wanted} did not come within {timeout:g}s; the terminal showed since the "
+            f"last match:\n{shown}"
+        )
 
     def esc_esc(self) -> None:
         self.child.send("\x1b\x1b")

@@ -39,6 +39,10 @@ IDLE_POLL_SECONDS = 0.5
 """How often it is polled once everything this process put on it has started: each poll is a
 few queries holding the interpreter (at 50 ms, a tenth of a core that K attempts' threads
 lack). A process that enqueues turns the fast polling back on first."""
+WORKER_START_SECONDS = 5.0
+"""How long a launch waits for DBOS to start the queue's worker thread (a look at the database
+in a thread of DBOS's own, milliseconds unless the machine is busy; a second when the queue
+was registered after DBOS looked). Past it the launch returns: DBOS looks again every second."""
 TAKEOVER_SECONDS = 1.0
 """How often pending workflows are checked for a dead worker."""
 STATUS_SECONDS = 0.5
@@ -134,9 +138,11 @@ def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
                 "notification_listener_polling_interval_sec": POLL_SECONDS,
             }
         )
+        earlier = _workers()  # a destroyed DBOS's, still ending
         DBOS.launch()
         _state.update(parallel=parallel or None, poll=None)
         hurry()
+        _await_worker(earlier, time.monotonic() + WORKER_START_SECONDS)
     except TilthError:
         raise
     except Exception as exc:  # a database that cannot be reached or created
@@ -145,6 +151,24 @@ def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
             hint="check TILTH_DATABASE_URL (unset: SQLite under TILTH_HOME)",
         ) from None
     _state.update(launched=True, url=url)
+
+
+def _workers() -> set[threading.Thread]:
+    """DBOS's threads polling the queue (it names each ``queue-worker-<queue>``)."""
+    name = f"queue-worker-{QUEUE}"
+    return {thread for thread in threading.enumerate() if thread.name == name}
+
+
+def _await_worker(earlier: set[threading.Thread], deadline: float) -> None:
+    """Return once a thread polling the queue runs that is not one of ``earlier``, or at
+    ``deadline``.
+
+    ``DBOS.launch`` starts a thread that looks for queues in the database and then starts a
+    polling thread for each: on a busy machine that look came after the launch returned, so
+    the queue a launch promises polled was not yet (a caller checking found no poller).
+    """
+    while not _workers() - earlier and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 def _register_first(url: str, parallel: int | None) -> None:

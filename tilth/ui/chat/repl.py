@@ -262,8 +262,8 @@ class ChatRepl(ChatCommands):
                 self._serve_requests()
                 done.wait(0.05)
             except KeyboardInterrupt:
-                if deadline is not None:
-                    break
+                if deadline is not None or done.is_set():
+                    break  # a second Ctrl-C, or one that came as the turn ended: no cancel
                 deadline = self._cancelling(token)
         if not done.is_set():
             # What the turn still prints waits until it ends: drawn now, it would land
