@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.attempts.support import against_differing_team, seed_add
+from tests.attempts.undecided_support import stop_mid_attempts
 from tests.web.support import serve, wait_for
 from tests.web.test_browser import confirm, new_page, open_session
 
@@ -44,4 +45,31 @@ def test_attempts_are_shown_picked_and_undone(
         page.wait_for_selector("dialog[open]")
         confirm(page)
         wait_for(lambda: page.locator(winner).inner_text() == "lost", 30, "the undo")
+        assert page.errors == []
+
+
+@pytest.mark.slow
+def test_undecided_attempts_show_their_progress_marked_undecided(
+    browser: Any, repo: Path, sessions_dir: Path, tilth_home: Path, tmp_path: Path
+) -> None:
+    """A run stopped before its attempts were decided: each shows what it did so far, never
+    as a decided attempt's figures, and none offers "Pick this one"."""
+    stopped = stop_mid_attempts(repo, sessions_dir, tmp_path)
+    first, second = stopped.attempts
+    with serve({**os.environ, "TILTH_HOME": str(tilth_home)}) as served:
+        page = new_page(browser)
+        open_session(page, served, stopped.seeded.session.id)
+        rows = page.locator("[data-task='T-001'] [data-test=attempt]")
+        assert rows.count() == 2
+        states = page.locator("[data-task='T-001'] [data-test=attempt-state]").all_inner_texts()
+        assert states == ["undecided", "undecided"]
+        assert page.locator("[data-task='T-001'] [data-test=attempt-figures]").count() == 0
+        assert page.locator("[data-task='T-001'] [data-test=pick-attempt]").count() == 0
+        done = rows.nth(0).locator("[data-test=attempt-so-far]").inner_text()
+        assert "its task done, waiting for the other attempts" in done
+        assert f"{first.tokens_used:,} token(s) so far" in done and "gate passed" in done
+        cut = rows.nth(1).locator("[data-test=attempt-so-far]").inner_text()
+        assert cut.startswith("undecided: stopped: interrupted, at ")
+        assert f"{second.tokens_used:,} token(s) so far" in cut and "gate not run yet" in cut
+        assert "passed ·" not in cut and "diff line" not in cut
         assert page.errors == []
