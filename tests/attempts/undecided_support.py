@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,14 @@ def one_passes_one_is_busy() -> Any:
     return answer
 
 
-def stop_mid_attempts(repo: Path, sessions_dir: Path, tmp_path: Path) -> Stopped:
-    """``tilth run --attempts 2 --parallel 1``, Ctrl-C once attempt 2 has spent tokens."""
+def stop_mid_attempts(
+    repo: Path,
+    sessions_dir: Path,
+    tmp_path: Path,
+    during: Callable[[Seeded, list[Session]], None] | None = None,
+) -> Stopped:
+    """``tilth run --attempts 2 --parallel 1``, Ctrl-C once attempt 2 has spent tokens
+    (and ``during`` has looked at the run going on)."""
     seeded = seed_add(sessions_dir, repo)
     env = {
         **os.environ,
@@ -73,6 +80,8 @@ def stop_mid_attempts(repo: Path, sessions_dir: Path, tmp_path: Path) -> Stopped
             wait_for(lambda: attempts[1].tokens_used > 0, 120, "attempt 2's first model call")
             listed = run_cli("attempts", seeded.session.id, "--json")
             assert listed.returncode == 0, listed.stdout + listed.stderr
+            if during is not None:
+                during(seeded, attempts)
             os.killpg(run.pid, signal.SIGINT)
             output, _ = run.communicate(timeout=90)
         finally:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tilth.agent.task_state import TaskState
 from tilth.errors import TilthError
-from tilth.session.events import EventLog
+from tilth.session.events import payloads_of
 from tilth.session.store import Session
 
 RUNNING, UNDECIDED, DELETED = "running", "undecided", "deleted"
@@ -83,9 +83,9 @@ def _read(attempt: Session, task_id: str, base_tokens: int) -> SoFar:
     stop = attempt.last_stop()
     passed: bool | None = None
     failed = 0
-    for event in EventLog(attempt.events.path).events():
-        if event.type == "tests_run" and event.payload.get("task_id") == task_id:
-            passed = bool(event.payload.get("passed"))
+    for payload in payloads_of(attempt.events.path, "tests_run"):
+        if payload.get("task_id") == task_id:
+            passed = bool(payload.get("passed"))
             failed += 0 if passed else 1
     stage = state.current_stage or (state.stages_done[-1] if state.stages_done else None)
     return SoFar(
