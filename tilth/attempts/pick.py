@@ -70,7 +70,11 @@ def plan_pick(controller: TimelineController, picked: str) -> PickPlan:
     task_id = str(record.get("task_id"))
     rows = [r for r in list_attempts(parent, task_id) if r.figures]
     if not any(r.session == picked for r in rows):
-        raise UsageError(f"attempt {picked} has not been decided yet; let the run finish first")
+        raise UsageError(
+            f"attempt {picked} has not been decided yet: the run stopped before its task's "
+            "attempts were over, so there is no winner to replace",
+            hint=f"`tilth resume {parent.id}` runs them on and chooses; pick after that",
+        )
     if any(r.session == picked and r.state == "winner" for r in rows):
         raise UsageError(f"attempt {picked} is already the winner of {task_id}")
     start = controller.resolve(str(record.get("checkpoint")))

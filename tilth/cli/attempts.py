@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import click
 
@@ -26,7 +27,8 @@ def attempts(
 ) -> None:
     """List a session's attempts (the latest session without SESSION_ID): per task, each
     attempt's session, whether it passed, was accepted, its failed gates, diff lines,
-    tokens, and why it won or lost.
+    tokens, and why it won or lost; an attempt not decided yet (a stop cut the run short)
+    shows what it has done so far, marked undecided.
 
     --pick SESSION puts another attempt in its task's winner's place: the session is
     rewound to the task's start (undo: `tilth rewind --undo`) and that attempt's work is
@@ -57,20 +59,29 @@ def attempts(
         table.add_column(name, no_wrap=True)
     table.add_column("why")
     for row in rows:
-        yes = {True: "yes", False: "no", None: "-"}
-        table.add_row(
-            row["task_id"],
-            str(row["number"]),
-            row["session"],
-            row["state"],
-            yes[row.get("passed")],
-            yes[row.get("accepted")],
-            str(row.get("failed_gates", "-")),
-            str(row.get("diff_lines", "-")),
-            str(row.get("tokens", "-")),
-            str(row.get("reason") or ""),
-        )
+        table.add_row(*_cells(row))
     out.table(table)
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    """One attempt's row: a decided one's figures, or an undecided one's progress marked
+    as such (its tokens "so far", the figures columns empty: nothing is decided)."""
+    head = [row["task_id"], str(row["number"]), row["session"]]
+    so_far = row.get("so_far")
+    if not row.get("decided", True) and isinstance(so_far, dict):
+        tokens = f"{int(so_far.get('tokens') or 0):,} so far"
+        return [*head, "undecided", "-", "-", "-", "-", tokens, str(so_far.get("summary"))]
+    yes = {True: "yes", False: "no", None: "-"}
+    return [
+        *head,
+        row["state"],
+        yes[row.get("passed")],
+        yes[row.get("accepted")],
+        str(row.get("failed_gates", "-")),
+        str(row.get("diff_lines", "-")),
+        str(row.get("tokens", "-")),
+        str(row.get("reason") or ""),
+    ]
 
 
 def _split(args: tuple[str, ...]) -> tuple[str | None, str | None]:

@@ -5,8 +5,13 @@
 const Attempts = (() => {
   const { el } = T;
 
+  // Not decided yet (a stop cut the run short): what it has done so far, never its figures.
+  function undecided(row) {
+    return row.decided === false;
+  }
+
   function figure(row) {
-    if (row.state === "running") return "running…";
+    if (undecided(row)) return row.so_far ? row.so_far.summary : "undecided";
     return [
       row.passed ? "passed" : "failed",
       row.accepted ? "accepted" : "not accepted",
@@ -31,12 +36,12 @@ const Attempts = (() => {
     if (!mine.length) return null;
     return el("section", { class: "attempts", "data-test": "attempts" },
       el("h3", {}, mine.length + " attempts"),
-      el("ol", {}, mine.map((row) => el("li", { class: "attempt attempt-" + row.state, "data-test": "attempt", "data-session": row.session },
+      el("ol", {}, mine.map((row) => el("li", { class: "attempt attempt-" + (undecided(row) ? "undecided" : row.state), "data-test": "attempt", "data-session": row.session },
         el("span", { class: "mono" }, "#" + row.number + " " + row.session),
         " ",
-        el("strong", { "data-test": "attempt-state" }, row.state === "winner" ? "★ winner" : row.state),
+        el("strong", { "data-test": "attempt-state" }, row.state === "winner" ? "★ winner" : undecided(row) ? "undecided" : row.state),
         " ",
-        el("span", { class: "muted" }, figure(row)),
+        el("span", { class: "muted", "data-test": undecided(row) ? "attempt-so-far" : "attempt-figures" }, figure(row)),
         row.reason ? el("p", { class: "reason", "data-test": "attempt-reason" }, row.reason) : null,
         row.state === "lost" ? el("button", { type: "button", "data-test": "pick-attempt", onclick: pick(row, act) }, "Pick this one") : null))));
   }
