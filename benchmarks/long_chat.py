@@ -82,7 +82,7 @@ def chat_turns(root: Path, turns: int) -> list[float]:
         (work / f"f{n}.txt").write_text("x" * 200)
     settings = load_settings({"TILTH_HOME": str(root / "home"), "TILTH_SANDBOX": "off"})
     model = TimedModel(ScriptedModel(Script(answer), name="scripted-worker"))
-    engine = ChatEngine.start(settings, work, model, index_in_background=False)  # type: ignore[arg-type]
+    engine = ChatEngine.start(settings, work, model, index_in_background=False)
     out = []
     try:
         for n in range(turns):
