@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tilth.session import thread_cache
 from tilth.session.threads import Thread
 from tilth.session.validate import thread_line_problem
@@ -100,3 +102,15 @@ def test_only_the_threads_read_last_stay_parsed(tmp_path: Path) -> None:
         thread.read()
     assert checked_by_next_read(threads[-1]) == 0
     assert checked_by_next_read(threads[0]) == 1  # dropped: read again
+
+
+def test_big_threads_are_kept_within_the_byte_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(thread_cache, "KEPT_BYTES", 10_000)
+    big = [Counted(tmp_path, f"big{n}") for n in range(3)]
+    for thread in big:
+        thread.append({"role": "tool", "content": "x" * 6_000})
+        thread.read()
+    assert checked_by_next_read(big[2]) == 0  # the one read last stays, whatever its size
+    assert checked_by_next_read(big[0]) == 1  # over the budget: dropped, read again
