@@ -6,9 +6,9 @@ with its length (at 300 turns, half a second of JSON parsing a turn). This keeps
 file, the records accepted up to its last complete line and a CRC-32 of those bytes. They
 are trusted only while the file is the same file (device and inode) and still starts with
 exactly those bytes, checked at every read (~1 ms a megabyte, against ~20 ms to parse
-it); anything else (a rewrite, a cut, an edit by hand) reads it again from its start. ``forget`` drops a file this process rewrites. At
-most ``KEPT`` files and ``KEPT_BYTES`` of them are kept, the ones read last (a worker
-drives many sessions a night).
+it); anything else (a rewrite, a cut, an edit by hand) reads it again from its start.
+``forget`` drops a file this process rewrites. At most ``KEPT`` files and ``KEPT_BYTES``
+of them are kept, the ones read last (a worker drives many sessions a night).
 """
 
 from __future__ import annotations
