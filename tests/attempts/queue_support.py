@@ -30,15 +30,16 @@ def slow(team: Any, seconds: float) -> Any:
 
 @contextmanager
 def workers(
-    count: int, env: Mapping[str, str], logs: Path
+    count: int, env: Mapping[str, str], logs: Path, *, parallel: int = 2
 ) -> Iterator[list[subprocess.Popen[str]]]:
-    """``count`` ``tilth worker`` processes, each in its own process group; stopped after."""
+    """``count`` ``tilth worker --parallel <parallel>`` processes, each in its own process
+    group; stopped after."""
     procs = []
     for n in range(count):
         log = open(logs / f"worker-{n}.log", "w")
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "tilth", "worker", "--parallel", "2"],
+                [sys.executable, "-m", "tilth", "worker", "--parallel", str(parallel)],
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -32,6 +32,12 @@ from tilth.session.events import utc_now
 from tilth.session.store import Session
 
 QUEUE = "tilth-work"
+"""Sessions put on the queue (``tilth enqueue``)."""
+ATTEMPTS_QUEUE = "tilth-attempts"
+"""The attempts of a task. Apart from ``QUEUE``: a queued session waits for its task's
+attempts, so on one queue K such sessions took all K places and their attempts never
+started (a ``tilth worker --parallel K`` with ``TILTH_ATTEMPTS`` > 1 hung for good)."""
+QUEUES = (QUEUE, ATTEMPTS_QUEUE)
 POLL_SECONDS = 0.05
 """How often the queue is polled while work put on it waits to start (DBOS's default, 1 s,
 costs a second per wait)."""
@@ -180,7 +186,10 @@ def _register_first(url: str, parallel: int | None) -> None:
     client = DBOSClient(system_database_url=url)
     try:
         client._sys_db.run_migrations()  # a client does not create the tables
-        client.register_queue(QUEUE, worker_concurrency=parallel, polling_interval_sec=POLL_SECONDS)
+        for name in QUEUES:
+            client.register_queue(
+                name, worker_concurrency=parallel, polling_interval_sec=POLL_SECONDS
+            )
     finally:
         client.destroy()
 
@@ -195,14 +204,17 @@ def _poll(seconds: float) -> None:
     process's queue thread reads before each poll; its sleep at the time still ends first)."""
     if _state["poll"] == seconds:
         return
-    _off_the_loop(
-        lambda: DBOS.register_queue(
-            QUEUE,
-            worker_concurrency=_state["parallel"],
-            polling_interval_sec=seconds,
-            on_conflict="always_update",
-        )
-    )
+
+    def register() -> None:
+        for name in QUEUES:
+            DBOS.register_queue(
+                name,
+                worker_concurrency=_state["parallel"],
+                polling_interval_sec=seconds,
+                on_conflict="always_update",
+            )
+
+    _off_the_loop(register)
     _state["poll"] = seconds
 
 
@@ -291,7 +303,7 @@ def _enqueue(session: Session, workflow_id: str, local: Callable[[], dict[str, A
         with _local_lock:
             _local[session.id] = local
     hurry()
-    queue = DBOS.retrieve_queue(QUEUE)
+    queue = DBOS.retrieve_queue(ATTEMPTS_QUEUE)
     if queue is None:
         raise QueueError("the durable queue is not running in this process")
     with SetWorkflowID(workflow_id):
@@ -374,7 +386,12 @@ def take_over_dead() -> list[str]:
     """Hand back to the queue the workflows of workers that died; the executors freed."""
     mine = DBOS.executor_id
     freed: list[str] = []
-    for status in DBOS.list_workflows(status="PENDING", queue_name=QUEUE):
+    pending = [
+        status
+        for name in QUEUES
+        for status in DBOS.list_workflows(status="PENDING", queue_name=name)
+    ]
+    for status in pending:
         executor = status.executor_id or ""
         if executor == mine or executor in freed:
             continue

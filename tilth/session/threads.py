@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tilth.session import thread_cache
 from tilth.session.files import append_line, atomic_write_text
-from tilth.session.records import read_line_records
 from tilth.session.schemas import SCHEMAS
 from tilth.session.validate import thread_line_problem
 
@@ -55,14 +55,22 @@ class Thread:
         self.path = directory / f"{key}.jsonl"
 
     def read(self) -> list[StoredMessage]:
-        """Every readable message, in order (a torn last line is skipped)."""
-        records, _ = read_line_records(self.path, self.line_problem)
+        """Every readable message, in order (a torn last line is skipped).
+
+        Parsed once per process (``thread_cache``): each message comes as a copy of its
+        stored dicts, so a caller that changes one changes nothing another read returns."""
         return [
             StoredMessage(
-                r["id"], r["message"], r["meta"] if isinstance(r.get("meta"), dict) else {}
+                r["id"],
+                dict(r["message"]),
+                dict(r["meta"]) if isinstance(r.get("meta"), dict) else {},
             )
-            for r in records
+            for r in self._records()
         ]
+
+    def _records(self) -> list[dict[str, Any]]:
+        """The stored lines as parsed (shared with later reads: never change them)."""
+        return thread_cache.read_records(self.path, self.line_problem)
 
     def line_problem(self, record: Any) -> str | None:
         """What is wrong with one parsed line of this thread (``tilth doctor`` names it)."""
@@ -70,15 +78,15 @@ class Thread:
 
     def messages(self) -> list[dict[str, Any]]:
         """The plain messages, ready to send to a model."""
-        return [m.message for m in self.read()]
+        return [dict(r["message"]) for r in self._records()]
 
     def last_id(self) -> str | None:
         """Id of the newest message, or None for an empty thread."""
-        stored = self.read()
-        return stored[-1].id if stored else None
+        records = self._records()
+        return str(records[-1]["id"]) if records else None
 
-    def _next_number(self, stored: list[StoredMessage]) -> int:
-        high = max((message_number(m.id) for m in stored), default=0)
+    def _next_number(self) -> int:
+        high = max((message_number(r["id"]) for r in self._records()), default=0)
         floor = self._floor()
         return max(high, floor) + 1
 
@@ -94,7 +102,7 @@ class Thread:
     def append(self, message: dict[str, Any], **meta: Any) -> StoredMessage:
         """Append one message (fsynced); returns it with its new id."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        stored = StoredMessage(f"{self.key}#{self._next_number(self.read())}", message, meta)
+        stored = StoredMessage(f"{self.key}#{self._next_number()}", message, meta)
         append_line(self.path, stored.to_line(), repair=True)
         return stored
 
@@ -104,6 +112,7 @@ class Thread:
         high = max((message_number(m.id) for m in previous), default=0)
         self.directory.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self._floor_path(), str(max(high, self._floor())))
+        thread_cache.forget(self.path)
         atomic_write_text(self.path, "".join(m.to_line() + "\n" for m in messages))
 
     def truncate_after(self, message_id: str | None) -> list[StoredMessage]:

@@ -119,6 +119,8 @@ class LogWatch:
 
     def leave(self) -> None:
         self.listeners -= 1
+        if self.listeners == 0:
+            self.reads = {}  # read again by nobody: no copy of the log is kept
 
     async def read(self, follower: Follower) -> bytes:
         """What ``follower`` has not been sent yet, read once per place and change.
@@ -160,6 +162,21 @@ class Watches:
         if watch is None:
             watch = self._watches[path] = LogWatch(path)
         return watch
+
+    def __len__(self) -> int:
+        """How many logs are watched (those somebody follows now)."""
+        return len(self._watches)
+
+    def held_bytes(self) -> int:
+        """The bytes of finished reads kept for other listeners to share."""
+        return sum(len(payload) for w in self._watches.values() for _, payload in w.reads.values())
+
+    def leave(self, watch: LogWatch) -> None:
+        """``watch`` loses a listener; with its last one it is forgotten (a server follows
+        many sessions over its life, and each watch keeps its last read)."""
+        watch.leave()
+        if watch.listeners == 0 and self._watches.get(watch.path) is watch:
+            del self._watches[watch.path]
 
     async def bump(self, path: Path) -> None:
         watch = self._watches.get(path)
@@ -359,4 +376,4 @@ async def follow(
                 yield b": keep-alive\n\n"
             seen = version
     finally:
-        watch.leave()
+        watches.leave(watch)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -78,8 +78,11 @@ class Checkpoint:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored JSON object (with its schema version)."""
-        return {"schema": CHECKPOINT_FILE_SCHEMA, **asdict(self)}
+        """The stored JSON object (with its schema version). It shares this checkpoint's
+        values, never a deep copy: the harness state, most of a checkpoint, holds every
+        task's state, and copying it took a run of 35 tasks 11 s of its 36 s of recording."""
+        values = {name: getattr(self, name) for name in _field_order()}
+        return {"schema": CHECKPOINT_FILE_SCHEMA, **values}
 
     @classmethod
     def from_dict(cls, data: Any) -> Checkpoint:
@@ -115,7 +118,12 @@ class Checkpoint:
 
 @cache
 def _field_names() -> frozenset[str]:
-    return frozenset(f.name for f in fields(Checkpoint))
+    return frozenset(_field_order())
+
+
+@cache
+def _field_order() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Checkpoint))
 
 
 def checkpoint_id(seq: int) -> str:

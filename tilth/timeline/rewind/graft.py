@@ -20,6 +20,7 @@ graft is an op of its own (``graft``); ``tilth attempts --pick`` adds it to its 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from bisect import bisect_right
 from collections.abc import Callable
@@ -114,7 +115,11 @@ def copy_task_files(parent: Session, child: Session, task_id: str) -> None:
         (parent.dir / "threads").mkdir(exist_ok=True)
         for path in threads.iterdir():
             if path.is_file():
-                shutil.copy2(path, parent.dir / "threads" / path.name)
+                # Replaced, never rewritten in place: readers keep a parsed thread while
+                # its file stays the same file (session/thread_cache.py).
+                tmp = parent.dir / "threads" / f".{path.name}.graft"
+                shutil.copy2(path, tmp)
+                os.replace(tmp, parent.dir / "threads" / path.name)
 
 
 def copy_events(parent: Session, child: Session, base_offset: int, base_seq: int) -> _LogMap:
