@@ -114,7 +114,8 @@ def _polled_when_launched() -> None:
     engine.launch(load_settings(), lambda session_id, sessions_dir: STOPPED, parallel=2)
     try:
         names = [thread.name for thread in threading.enumerate()]
-        assert f"queue-worker-{engine.QUEUE}" in names
+        for queue in engine.QUEUES:  # the sessions' and the attempts'
+            assert f"queue-worker-{queue}" in names
         assert _polling() == engine.POLL_SECONDS
     finally:
         engine.shutdown()

@@ -160,20 +160,23 @@ def launch(settings: Settings, driver: Driver, *, parallel: int | None) -> None:
 
 
 def _workers() -> set[threading.Thread]:
-    """DBOS's threads polling the queue (it names each ``queue-worker-<queue>``)."""
-    name = f"queue-worker-{QUEUE}"
-    return {thread for thread in threading.enumerate() if thread.name == name}
+    """DBOS's threads polling the queues (it names each ``queue-worker-<queue>``)."""
+    names = {f"queue-worker-{name}" for name in QUEUES}
+    return {thread for thread in threading.enumerate() if thread.name in names}
 
 
 def _await_worker(earlier: set[threading.Thread], deadline: float) -> None:
-    """Return once a thread polling the queue runs that is not one of ``earlier``, or at
+    """Return once each queue has a thread polling it that is not one of ``earlier``, or at
     ``deadline``.
 
     ``DBOS.launch`` starts a thread that looks for queues in the database and then starts a
     polling thread for each: on a busy machine that look came after the launch returned, so
     the queue a launch promises polled was not yet (a caller checking found no poller).
     """
-    while not _workers() - earlier and time.monotonic() < deadline:
+    while (
+        len({thread.name for thread in _workers() - earlier}) < len(QUEUES)
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.002)
 
 
