@@ -107,6 +107,13 @@ def test_ctrl_c_while_the_attempts_are_forked_leaves_none_behind(
         forked = made()
         started = [e.payload for e in seeded.events() if e.type == "attempts_started"]
         assert started and sorted(started[-1]["attempts"]) == forked, "none left unrecorded"
+        for attempt in forked:  # one already running stopped at its next step, recorded
+            kinds = [
+                json.loads(line)["type"]
+                for line in (sessions_dir / attempt / "events.jsonl").read_text().splitlines()
+            ]
+            ran = kinds[kinds.index("fork") + 1 :]
+            assert "session_resume" not in ran or ran[-1] == "stop", (attempt, ran)
 
         again = run_cli("resume", seeded.session.id, env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
