@@ -67,3 +67,56 @@ def test_ctrl_c_mid_attempts_then_resume(repo: Path, sessions_dir: Path, tmp_pat
     expected = [f"task/T-001: complete {stage} stage" for stage in L1_STAGES]
     assert seeded.subjects() == expected
     assert (seeded.worktree / "calc.py").read_text() == RIGHT["calc.py"]
+
+
+def test_ctrl_c_while_the_attempts_are_forked_leaves_none_behind(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    """Each attempt is queued, and runs, as soon as it is forked; a Ctrl-C before the last
+    was forked left those already made out of ``attempts_started``: never decided, their
+    tokens in no cap, and a resume forked N more beside them."""
+    seeded = seed_add(sessions_dir, repo)
+    env = {**os.environ, **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")}
+
+    def made() -> list[str]:
+        """The attempt sessions forked so far (their record written)."""
+        return sorted(
+            d.name
+            for d in sessions_dir.iterdir()
+            if d.name != seeded.session.id
+            and '"attempt"'
+            in ((d / "checkpoint.json").read_text() if (d / "checkpoint.json").is_file() else "")
+        )
+
+    with team_server(slow(differing_team(right=1, count=5), 0.2)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        run = subprocess.Popen(
+            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "5", "--parallel", "1"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        wait_for(made, 90, "the first attempt to be forked")
+        os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=90)
+        assert run.returncode == 130, output
+        forked = made()
+        started = [e.payload for e in seeded.events() if e.type == "attempts_started"]
+        assert started and sorted(started[-1]["attempts"]) == forked, "none left unrecorded"
+        for attempt in forked:  # one already running stopped at its next step, recorded
+            kinds = [
+                json.loads(line)["type"]
+                for line in (sessions_dir / attempt / "events.jsonl").read_text().splitlines()
+            ]
+            ran = kinds[kinds.index("fork") + 1 :]
+            assert "session_resume" not in ran or ran[-1] == "stop", (attempt, ran)
+
+        again = run_cli("resume", seeded.session.id, env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert made() == forked, "the resume went on with them, forking none beside them"
+    (selected,) = [e.payload for e in seeded.events() if e.type == "attempt_selected"]
+    assert sorted(a["session"] for a in selected["attempts"]) == forked

@@ -80,3 +80,31 @@ def _spent(child: Path) -> int:
     ]
     assert stops and stops[-1]["payload"]["reason"] == "token_cap", stops[-1:]
     return int(json.loads((child / "checkpoint.json").read_text())["tokens_used"])
+
+
+def test_a_resume_counts_the_stopped_attempts_spend_against_the_cap(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    """With the same cap it stops before any model call; with a higher one the same
+    attempts go on (none forked again) and stop together at the new cap."""
+    seeded = seed_add(sessions_dir, repo)
+    env = model_env(
+        "", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="200", TILTH_MAX_TOKENS=str(CAP)
+    )
+    with team_server(busy_worker()) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        first = run_cli("run", str(repo), "--attempts", "2", env=env, cwd=tmp_path, timeout=240)
+        asked = len(server.requests)
+        same = run_cli("resume", seeded.session.id, env=env, cwd=tmp_path, timeout=240)
+        assert len(server.requests) == asked, "the attempts' spend already reached the cap"
+        env["TILTH_MAX_TOKENS"] = str(CAP + 3 * TURN_TOKENS)
+        more = run_cli(
+            "resume", seeded.session.id, "--attempts", "2", env=env, cwd=tmp_path, timeout=240
+        )
+    for result in (first, same, more):
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert seeded.session.last_stop() == "token_cap"
+    assert "token cap reached [TILTH_MAX_TOKENS=1000]" in same.stdout
+    (started,) = [e.payload for e in seeded.events() if e.type == "attempts_started"]
+    spent = [_spent(sessions_dir / str(a)) for a in started["attempts"]]
+    assert CAP + 3 * TURN_TOKENS <= sum(spent) <= CAP + 5 * TURN_TOKENS, spent

@@ -122,7 +122,7 @@ def read_until(stream: int, needle: bytes, deadline: float) -> bytes:
     return seen
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_stopped_while_waiting_for_an_answer(
     tilth_home: Path, sessions_dir: Path, repo: Path, signum: int
 ) -> None:

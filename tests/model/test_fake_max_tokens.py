@@ -80,3 +80,19 @@ def test_a_chat_whose_write_outgrows_the_reply_limit_is_told_and_goes_on(
     assert "was cut off and not run" in second[-1]["content"]
     assert not (tmp_path / "work" / "a.py").exists()
     assert "I will write it in parts." in result.stdout
+
+
+def test_a_cut_inside_an_escape_or_a_multi_byte_character_leaves_a_prefix_of_the_arguments() -> (
+    None
+):
+    """Each limit cuts somewhere else: inside ``\\u00e9``, ``\\n``, ``\\\\``, a surrogate pair."""
+    write = tool_call("write_file", path="a.py", content='"é🎉\n\t\\ \x01' * 4)
+    whole = json.dumps(write["arguments"])
+    scripted = reply("hé🎉", write, tool_call("read_file", path="b"))
+    with FakeServer(Script([scripted] * 40)) as server:
+        cuts = [_model(server, limit).complete(USER, []) for limit in range(1, 41)]
+    assert all(c.finish_reason == "length" and c.content == "hé🎉" for c in cuts)
+    assert all(len(c.tool_calls) <= 1 for c in cuts), "the read_file after the cut is dropped"
+    kept = [c.tool_calls[0].arguments for c in cuts if c.tool_calls]
+    assert len(kept) == 39 and all(whole.startswith(a) and a != whole for a in kept)
+    assert len({len(a) for a in kept}) == 39, "every limit cuts at a new place"

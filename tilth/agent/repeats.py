@@ -7,7 +7,12 @@ the reply that repeats one for the next-to-last allowed time has it answered wit
 warning, and the reply that repeats it ``limit`` times has it answered as the stop it is;
 ``take_turn`` then raises ``RepeatedFailure`` once every call of that reply is answered.
 The same call made several times in one reply counts once (the model had not seen the
-error yet). The limit is ``TILTH_MAX_REPEATED_FAILURES`` (0: no guard).
+error yet). A successful call the model had not made before (a new tool and arguments)
+is progress: it starts every count afresh, so a miss the model comes back to between real
+steps (a file it reads before it has written it, a command it retries once the person
+allowed it) does not add up over a long stage; a round that only repeats what it did
+before (the same write of the same content, the same failing calls) is the loop this
+guard ends. The limit is ``TILTH_MAX_REPEATED_FAILURES`` (0: no guard).
 """
 
 from __future__ import annotations
@@ -34,17 +39,27 @@ class RepeatedFailure(Exception):
 
 @dataclass
 class RepeatGuard:
-    """Counts identical failing calls over the replies of one turn (``limit`` ≥ 2)."""
+    """Counts identical failing calls over the replies of one turn since its last new
+    successful call (``limit`` ≥ 2)."""
 
     limit: int
     _counts: dict[str, int] = field(default_factory=dict)
     _this_round: set[str] = field(default_factory=set)
+    _done: set[str] = field(default_factory=set)
+    """The successful calls seen (tool and arguments): one not among them is progress."""
     tripped: RepeatedFailure | None = None
     """Set by the reply that reached the limit; ``take_turn`` raises it."""
 
     def start_round(self) -> None:
         """A new model reply: its calls count afresh."""
         self._this_round = set()
+
+    def succeeded(self, call: ToolCall) -> None:
+        """``call`` succeeded: when the model had not made it before, counting starts afresh."""
+        key = _signature(call, "")
+        if key not in self._done:
+            self._done.add(key)
+            self._counts.clear()
 
     def failed(self, call: ToolCall, error: str) -> str:
         """Count ``call`` failing with ``error``; the note to add to its answer ("" none)."""
@@ -76,8 +91,8 @@ def guard_for(limit: int) -> RepeatGuard | None:
 
 
 def _signature(call: ToolCall, error: str) -> str:
-    """What makes two failing calls the same: the tool, its arguments (as JSON values, so
-    key order and spacing do not matter) and the error text."""
+    """What makes two calls the same: the tool, its arguments (as JSON values, so key order
+    and spacing do not matter) and the error text ("" for a successful call)."""
     try:
         arguments = json.dumps(json.loads(call.arguments), sort_keys=True)
     except (json.JSONDecodeError, RecursionError):

@@ -11,8 +11,9 @@ request), answers the calls it cannot read, runs every call the ``ToolBox`` know
 (the actor's control tools: ``submit_case``, ``ask_user``, ``write_seed``...). The
 caller must ``answer`` each of those before the next turn — providers reject a thread
 with an unanswered tool call. With a ``RepeatGuard`` (``agent.repeats``), a failing call
-the model keeps repeating is answered with a warning, then the turn stops
-(``RepeatedFailure``, raised once every call of the reply is answered).
+the model keeps repeating with no new successful call in between is answered with a
+warning, then the turn stops (``RepeatedFailure``, raised once every call of the reply is
+answered).
 """
 
 from __future__ import annotations
@@ -404,6 +405,8 @@ def run_call(actor: Actor, number: int, call: ToolCall) -> None:
     text = outcome.result
     if outcome.is_error or outcome.blocked:
         text += _repeat_note(actor, call, outcome.result)
+    elif actor.repeats is not None:
+        actor.repeats.succeeded(call)
     answer(actor, number, call, text, is_error=outcome.is_error, blocked=outcome.blocked)
 
 

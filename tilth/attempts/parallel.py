@@ -90,31 +90,34 @@ def attempts_runner(
         engine.launch(settings, default_driver(drive), parallel=parallel)
         with lanes_for(shown) as lanes:
             ids = []
-            for child in children:  # each is queued as soon as it is made
-                record = attempt_record(child)
-                label = f"attempt {record.get('number', '?')}/{record.get('of', '?')} {child.id}"
-                lane = lanes.add(label, cancel)
-
-                def local(child: Session = child, lane: LaneProgress = lane) -> dict[str, Any]:
-                    out = LineNotices(None)
-                    stop = drive(
-                        child,
-                        settings,
-                        out,
-                        resume=True,
-                        models=models,
-                        progress=lane,
-                        started=started,
-                    )
-                    lane.end(ended_as(child, stop))
-                    return as_result(stop)
-
-                again = not task_over(child)
-                ids.append(engine.enqueue_attempt(child, local=local, again=again))
             try:
+                for child in children:  # each is queued as soon as it is made
+                    record = attempt_record(child)
+                    label = (
+                        f"attempt {record.get('number', '?')}/{record.get('of', '?')} {child.id}"
+                    )
+                    lane = lanes.add(label, cancel)
+
+                    def local(child: Session = child, lane: LaneProgress = lane) -> dict[str, Any]:
+                        out = LineNotices(None)
+                        stop = drive(
+                            child,
+                            settings,
+                            out,
+                            resume=True,
+                            models=models,
+                            progress=lane,
+                            started=started,
+                        )
+                        lane.end(ended_as(child, stop))
+                        return as_result(stop)
+
+                    again = not task_over(child)
+                    ids.append(engine.enqueue_attempt(child, local=local, again=again))
                 return engine.wait(ids)
             except KeyboardInterrupt:
-                # Each attempt stops at its next step with its state saved (resume continues it).
+                # Each attempt queued so far (a Ctrl-C may come while the next is forked) stops
+                # at its next step with its state saved (resume continues it).
                 cancel.set()
                 engine.wait(ids, seconds=STOP_SECONDS)
                 raise

@@ -12,7 +12,7 @@ A parent that stopped half-way through its attempts finds them again on resume.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +68,11 @@ class AttemptsRunner:
             self.run_all(iter(children))
         else:
             children = []
-            self.run_all(self._forks(ctx, start, task_id, children))
+            forks = self._forks(ctx, start, task_id, children)
+            try:
+                self.run_all(forks)
+            finally:
+                forks.close()  # a stop mid-forking still records the attempts made
         cut_short = [c for c in children if not task_over(c)]
         if any(c.last_stop() == "token_cap" for c in cut_short):
             # They shared the session's token cap (``spend``): the run stops as on its own.
@@ -101,19 +105,24 @@ class AttemptsRunner:
 
     def _forks(
         self, ctx: RunContext, start: Checkpoint, task_id: str, made: list[Session]
-    ) -> Iterator[Session]:
+    ) -> Generator[Session, None, None]:
         """The N attempts, forked one by one (each added to ``made``); once all exist,
-        ``attempts_started`` records them (a resumed parent finds them by it)."""
-        for number in range(1, self.count + 1):
-            child = self._fork(ctx, start, task_id, number)
-            made.append(child)
-            yield child
-        ctx.session.log(
-            "attempts_started",
-            task_id=task_id,
-            checkpoint=start.id,
-            attempts=[c.id for c in made],
-        )
+        ``attempts_started`` records them (a resumed parent finds them by it). A stop
+        before then (Ctrl-C, SIGTERM while the next is forked) records those made so far:
+        they run and spend already, so a resume goes on with them, their tokens counted."""
+        try:
+            for number in range(1, self.count + 1):
+                child = self._fork(ctx, start, task_id, number)
+                made.append(child)
+                yield child
+        finally:
+            if made:
+                ctx.session.log(
+                    "attempts_started",
+                    task_id=task_id,
+                    checkpoint=start.id,
+                    attempts=[c.id for c in made],
+                )
 
     def _fork(self, ctx: RunContext, start: Checkpoint, task_id: str, number: int) -> Session:
         controller = TimelineController(ctx.session, ctx.settings)

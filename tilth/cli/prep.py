@@ -115,14 +115,15 @@ def prep_feature(
 
 @contextmanager
 def _interrupted_once() -> Iterator[None]:
-    """Ctrl-C and SIGTERM (a cancelled CI job, ``kill``) stop the prep once.
+    """Ctrl-C, SIGTERM (a cancelled CI job, ``kill``) and SIGHUP (the terminal closed)
+    stop the prep once.
 
     The first raises ``KeyboardInterrupt``, so the session is closed out (marked failed,
     its ``stop`` logged, its lock released) and the user told how to discard it. Another
     within ``REPEAT_SECONDS`` — a second press, ``timeout`` forwarding its group's signal —
     is ignored: raised in the middle of the closing-out it would leave the session
     half-recorded and hide the hint. One later than that raises again, so a prep that does
-    not stop can still be stopped. After an interrupt both signals stay ignored once this
+    not stop can still be stopped. After an interrupt the three signals stay ignored once this
     block is left, as the process is on its way out (Python's own handler, which it puts
     back while it shuts down, would end it by the signal instead of exit code 130).
     """
@@ -135,7 +136,7 @@ def _interrupted_once() -> Iterator[None]:
         first[:] = [now]
         raise KeyboardInterrupt
 
-    signals = (signal.SIGINT, signal.SIGTERM)
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, interrupt) for sig in signals}
     try:
         yield
