@@ -32,7 +32,9 @@ def stop_signals_interrupt(on_signal: Callable[[str], None] | None = None) -> It
     A signal that lands while Python runs a callback it cannot raise out of (a weak
     reference's, a finalizer's) would be printed as "Exception ignored" and lost, and a chat
     would go on waiting at its prompt: such a lost interrupt is sent again, a moment later,
-    from another thread, so it is raised where the program can act on it.
+    from another thread, so it is raised where the program can act on it. So is a lost
+    Ctrl-C (Python's own SIGINT handler raises a ``KeyboardInterrupt`` without words: one
+    that landed in a database library's garbage-collection callback let a run go on).
     """
     raised: dict[str, int] = {}
 
@@ -52,12 +54,14 @@ def stop_signals_interrupt(on_signal: Callable[[str], None] | None = None) -> It
 
     def rescue(unraisable: Any) -> None:
         lost = unraisable.exc_value
-        words = lost.args[0] if isinstance(lost, KeyboardInterrupt) and lost.args else None
-        if words in raised:
-            timer = threading.Timer(RESEND_SECONDS, os.kill, (os.getpid(), raised[words]))
-            timer.daemon = True
-            timer.start()
-            return
+        if isinstance(lost, KeyboardInterrupt):
+            words = lost.args[0] if lost.args else None
+            again = raised.get(words) if words is not None else signal.SIGINT
+            if again is not None:
+                timer = threading.Timer(RESEND_SECONDS, os.kill, (os.getpid(), again))
+                timer.daemon = True
+                timer.start()
+                return
         hook(unraisable)
 
     sys.unraisablehook = rescue

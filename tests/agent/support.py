@@ -131,9 +131,9 @@ def model_env(base_url: str, **settings: str) -> dict[str, str]:
 
 
 @contextmanager
-def team_server(team: Team | Any) -> Iterator[FakeServer]:
+def team_server(team: Team | Any, *, honour_max_tokens: bool = True) -> Iterator[FakeServer]:
     """A loopback fake server answering from ``team`` (a ``Team`` or a script function)."""
-    server = FakeServer(Script(team)).start()
+    server = FakeServer(Script(team), honour_max_tokens=honour_max_tokens).start()
     try:
         yield server
     finally:

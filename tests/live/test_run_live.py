@@ -107,7 +107,11 @@ def test_an_evaluator_without_a_verdict_stops_the_task_naming_the_evaluator(
     Its replies are cut at 8 tokens: the verdict never comes however long they are, and each
     token costs the server more than a hundred of the prompt's."""
     source, sessions = seeded(tmp_path)
-    with team_server(Team(recipes())) as worker, RecordingProxy(llama_plain.port) as relay:
+    # The reply limit is for the real evaluator: the scripted worker answers whole.
+    with (
+        team_server(Team(recipes()), honour_max_tokens=False) as worker,
+        RecordingProxy(llama_plain.port) as relay,
+    ):
         env = run_env(
             tmp_path,
             worker.base_url,

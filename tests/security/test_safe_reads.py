@@ -66,6 +66,7 @@ RAW_READS = {
     "tilth/session/lock.py:acquire": OWN,
     "tilth/session/lock.py:holder_pid": OWN,
     "tilth/session/lock.py:pid_alive": OWN,
+    "tilth/session/thread_cache.py:read_records": OWN,
     "tilth/session/threads.py:_floor": OWN,
     "tilth/timeline/record/blob_store.py:_flush": OWN,
     "tilth/timeline/record/blob_store.py:get": OWN,

@@ -86,8 +86,12 @@ class FakeServer:
         reject_stream: bool = False,
         api_key: str | None = None,
         manners: LlamaManners | None = None,
+        honour_max_tokens: bool = True,
     ) -> None:
         self.script = script
+        self.honour_max_tokens = honour_max_tokens
+        """Cut a reply longer than the request's ``max_tokens`` there (False: answer whole, as
+        a scripted model standing beside a real one whose replies a small limit cuts)."""
         self.manners = manners or LlamaManners()
         """llama.cpp's behaviours this server imitates."""
         self.reject_stream = reject_stream
@@ -292,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 time.sleep(reply["seconds"])
             reply = reply["then"]
-        if reply["type"] == "reply":
+        if reply["type"] == "reply" and self.fake.honour_max_tokens:
             reply = within_limit(reply, body)
         if reply["type"] == "reply" and self.fake.manners.count_prompt_tokens:
             usage = dict(reply.get("usage") or {"completion_tokens": 5})
