@@ -55,3 +55,40 @@ def test_an_interrupt_lost_in_a_callback_is_raised_again(sig: signal.Signals) ->
     heard = 0 if sig == signal.SIGINT else 2  # ``on_signal`` hears SIGTERM and SIGHUP
     assert lines[1].startswith("interrupted: ") and f"heard {heard}" in lines[1]
     assert "Exception ignored" not in done.stderr
+
+
+DEFERRED = """
+import os, signal, sys, time
+from tilth.proc import stop_signals_interrupt, stops_deferred
+
+try:
+    with stop_signals_interrupt():
+        with stops_deferred():
+            os.kill(os.getpid(), int(sys.argv[1]))
+            time.sleep(0.3)  # the signal has long landed: it waits
+            print("block over", flush=True)
+        time.sleep(10)
+    print("never interrupted", flush=True)
+    sys.exit(1)
+except KeyboardInterrupt as exc:
+    print(f"interrupted after the block: {exc!r}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_inside_a_deferred_block_comes_as_it_ends(sig: signal.Signals) -> None:
+    # (The durable queue's database calls run so: a KeyboardInterrupt inside one of its
+    # transactions left SQLite's write lock held, and the run's next write failed.)
+    done = subprocess.run(
+        [sys.executable, "-c", DEFERRED, str(int(sig))], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[:2] == [
+        "block over",
+        "interrupted after the block: "
+        + (
+            "KeyboardInterrupt()"
+            if sig == signal.SIGINT
+            else "KeyboardInterrupt('stopped by SIGTERM')"
+        ),
+    ], done.stdout + done.stderr

@@ -77,6 +77,35 @@ RESEND_SECONDS = 0.05
 """How long after a lost interrupt it is sent again (out of the callback that lost it)."""
 
 
+@contextmanager
+def stops_deferred() -> Iterator[None]:
+    """While inside, Ctrl-C, SIGTERM and SIGHUP wait: each one that comes is sent again as
+    the block ends, to whatever handles it then (in the main thread; elsewhere signals are
+    left alone, as Python handles them only there).
+
+    For short calls into a library that must not be cut half-way: a ``KeyboardInterrupt``
+    raised inside a database transaction of the durable queue's left the connection holding
+    SQLite's write lock, and every later write of that process failed "database is locked".
+    """
+    waiting: list[int] = []
+
+    def wait(signum: int, frame: object) -> None:
+        waiting.append(signum)
+
+    try:
+        previous = {sig: signal.signal(sig, wait) for sig in (signal.SIGINT, *STOP_SIGNALS)}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(waiting):
+            os.kill(os.getpid(), signum)
+
+
 class Launch(Protocol):
     """How a child starts when not by ``Popen`` itself (``tilth.tools.launcher.Launcher``:
     through a launcher that ends what the command leaves, and may confine it)."""

@@ -28,6 +28,7 @@ from dbos import DBOS, SetWorkflowID
 
 from tilth.config import Settings
 from tilth.errors import SessionLocked, TilthError
+from tilth.proc import stops_deferred
 from tilth.session.events import utc_now
 from tilth.session.store import Session
 
@@ -217,7 +218,8 @@ def _poll(seconds: float) -> None:
                 on_conflict="always_update",
             )
 
-    _off_the_loop(register)
+    with stops_deferred():
+        _off_the_loop(register)
     _state["poll"] = seconds
 
 
@@ -291,7 +293,8 @@ def enqueue_attempt(
     parent that crashed waits for it, never runs it twice) or when it ended and ``again``
     is False; a new one when it ended and ``again`` (it was interrupted mid-task)."""
     base = f"attempt-{session.id}"
-    found = DBOS.list_workflows(workflow_id_prefix=base, load_input=False, load_output=False)
+    with stops_deferred():
+        found = DBOS.list_workflows(workflow_id_prefix=base, load_input=False, load_output=False)
     workflow_id = base
     if found:
         latest = max(found, key=lambda status: status.created_at or 0)
@@ -309,7 +312,7 @@ def _enqueue(session: Session, workflow_id: str, local: Callable[[], dict[str, A
     queue = DBOS.retrieve_queue(ATTEMPTS_QUEUE)
     if queue is None:
         raise QueueError("the durable queue is not running in this process")
-    with SetWorkflowID(workflow_id):
+    with SetWorkflowID(workflow_id), stops_deferred():
         queue.enqueue(drive_session, session.id, str(session.dir.parent))
     return workflow_id
 
@@ -373,7 +376,8 @@ def _look(workflow_ids: list[str], done: dict[str, Any]) -> bool:
     """Note the result (or raised exception) of every workflow that ended since last time,
     its status read in one query for all; True while one of them waits on the queue."""
     waiting = False
-    found = DBOS.list_workflows(workflow_ids=workflow_ids, load_input=False, load_output=False)
+    with stops_deferred():
+        found = DBOS.list_workflows(workflow_ids=workflow_ids, load_input=False, load_output=False)
     for status in found:
         wid = status.workflow_id
         waiting = waiting or status.status == "ENQUEUED"
