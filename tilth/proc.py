@@ -21,6 +21,8 @@ STOP_SIGNALS: dict[int, str] = {
     signal.SIGHUP: "the terminal was closed (SIGHUP)",
 }
 """The signals that stop a run or a chat as Ctrl-C does, with the words a ``stop`` records."""
+ALL_STOPS: tuple[int, ...] = (signal.SIGINT, *STOP_SIGNALS)
+"""Ctrl-C and the signals taken as it: every signal that stops Tilth's work."""
 
 
 @contextmanager
@@ -93,7 +95,7 @@ def stops_deferred() -> Iterator[None]:
         waiting.append(signum)
 
     try:
-        previous = {sig: signal.signal(sig, wait) for sig in (signal.SIGINT, *STOP_SIGNALS)}
+        previous = {sig: signal.signal(sig, wait) for sig in ALL_STOPS}
     except ValueError:  # not the main thread
         yield
         return

@@ -109,8 +109,7 @@ def undecided(parent: Session) -> Undecided | None:
         for p in payloads_of(parent.events.path, "attempt_selected")
     ):
         return None
-    status = next((t.status for t in parent.tasks() if t.id == task_id), None)
-    if status in ("done", "failed"):
+    if _task_over(parent, task_id):
         return None
     ids = [str(i) for i in last.get("attempts") or []]
     found = tuple(Session(i, parent.dir.parent / i) for i in ids)
@@ -143,8 +142,13 @@ class UndecidedSpend:
     def __call__(self) -> int:
         if self.found is None:
             return 0
-        status = next((t.status for t in self.parent.tasks() if t.id == self.found.task_id), None)
-        if status in ("done", "failed"):
+        if _task_over(self.parent, self.found.task_id):
             self.found = None
             return 0
         return self.found.total()
+
+
+def _task_over(parent: Session, task_id: str) -> bool:
+    """True once ``parent``'s task ``task_id`` is done or failed (its attempts decided)."""
+    status = next((t.status for t in parent.tasks() if t.id == task_id), None)
+    return status in ("done", "failed")

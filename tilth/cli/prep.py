@@ -18,6 +18,7 @@ from tilth.cli.workspace import ensure_repository, has_uncommitted_changes
 from tilth.config import Settings
 from tilth.errors import UsageError
 from tilth.library import sessions_of
+from tilth.proc import ALL_STOPS
 from tilth.ui import pickers
 from tilth.ui.io import IO
 
@@ -136,8 +137,7 @@ def _interrupted_once() -> Iterator[None]:
         first[:] = [now]
         raise KeyboardInterrupt
 
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, interrupt) for sig in signals}
+    previous = {sig: signal.signal(sig, interrupt) for sig in ALL_STOPS}
     try:
         yield
     finally:

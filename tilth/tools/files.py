@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.errors import ToolError
+from tilth.proc import ALL_STOPS
 from tilth.tools.base import Param, Tool, ToolContext
 from tilth.tools.paths import Workspace
 
@@ -37,10 +38,6 @@ def _read_text(workspace: Workspace, path: Path) -> tuple[str, int]:
     return data.decode("utf-8", errors="replace"), size
 
 
-STOPS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-"""The signals that stop a run; held back while a file is rewritten."""
-
-
 def _write_text(workspace: Workspace, path: Path, text: str) -> None:
     """Replace the file's content, through a descriptor checked to lie inside.
 
@@ -51,7 +48,7 @@ def _write_text(workspace: Workspace, path: Path, text: str) -> None:
     data = text.encode("utf-8")
     fd = workspace.open(path, os.O_WRONLY, create=True)
     with open(fd, "wb") as handle:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, ALL_STOPS)
         try:
             handle.truncate(0)
             handle.write(data)
