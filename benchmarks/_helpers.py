@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,3 +48,34 @@ def make_repo(path: Path, files: int, file: Callable[[int], tuple[str, str]] = t
     git_run(path, "add", "-A")
     git_run(path, "commit", "-q", "-m", "initial")
     return path
+
+
+def settle_disk(path: Path, quiet: float = 0.3, limit: float = 20.0) -> float:
+    """``sync``, then wait until the disk holding ``path`` has gone ``quiet`` seconds with no
+    write or discard started and none in flight (at most ``limit`` seconds); the seconds
+    waited. On a file system mounted with ``discard`` the trims of deleted files run on in
+    the background after ``sync`` returns, and a checkout timed meanwhile waits behind them
+    by seconds; a figure timed after this pays only for its own writes."""
+    subprocess.run(["sync"], check=True)
+    device = os.stat(path).st_dev
+    stat = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/stat")
+    began = time.monotonic()
+    if not stat.is_file():
+        return 0.0  # not a block device Linux reports on (tmpfs, another system)
+    last = _disk_counts(stat)
+    calm_since = time.monotonic()
+    while time.monotonic() - began < limit:
+        time.sleep(0.05)
+        now = _disk_counts(stat)
+        if now != last or now[2]:
+            last, calm_since = now, time.monotonic()
+        elif time.monotonic() - calm_since >= quiet:
+            break
+    return time.monotonic() - began
+
+
+def _disk_counts(stat: Path) -> tuple[int, int, int]:
+    """Writes started, discards started and I/Os in flight (``/sys/block/*/stat``)."""
+    fields = [int(v) for v in stat.read_text().split()]
+    discards = fields[11] if len(fields) > 11 else 0
+    return fields[4], discards, fields[8]

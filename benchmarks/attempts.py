@@ -45,7 +45,7 @@ for _path in (ROOT, ROOT / "benchmarks"):  # tilth from a checkout; the shared _
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from _helpers import GIT_IDENTITY, make_repo  # noqa: E402
+from _helpers import GIT_IDENTITY, make_repo, settle_disk  # noqa: E402
 
 import tilth  # noqa: E402
 from tilth import git  # noqa: E402
@@ -167,11 +167,13 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
     forked: list[float] = []
     own: list[float] = []
     spans: list[tuple[float, float, float]] = []
+    settled: list[float] = []
     for n in range(rounds):
         made: list[Path] = []
         # Paired and interleaved: each round times both, in alternating order, so a burst
         # of load from elsewhere lands on one pair rather than on one side.
         for side in ("git", "fork") if n % 2 == 0 else ("fork", "git"):
+            settled.append(settle_disk(root))  # neither side pays for earlier writes
             if side == "git":
                 made.append(root / f"plain-{files}-{n}")
                 plain.append(_git_add(repo, ["--detach", str(made[-1]), start.head]))
@@ -187,6 +189,7 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
         # The fork's own git call alone (new branch, parallel checkout): the fork writes its
         # records while git checks out, so what it adds past that call is its last steps.
         made.append(root / f"own-{files}-{n}")
+        settled.append(settle_disk(root))
         branch = f"bench/{files}-{n}"
         own.append(_git_add(repo, ["-b", branch, str(made[-1]), start.head], CHECKOUT))
         _remove(repo, made)
@@ -205,7 +208,9 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
         f"  rounds: fork {_ms(forked)}, git {_ms(plain)}, differences "
         f"{'/'.join(f'{d * 1000:+.0f}' for d in differences)}; the fork's git call alone "
         f"{_ms(own)} (median {_ms1(statistics.median(own))}), so its records add "
-        f"~{(statistics.median(forked) - statistics.median(own)) * 1000:.0f} ms at the median"
+        f"~{(statistics.median(forked) - statistics.median(own)) * 1000:.0f} ms at the median;"
+        f" before each, the disk settled in {_ms1(statistics.median(settled))} at the median"
+        f" (longest {_ms1(max(settled))})"
     )
     if spans:  # the fastest fork's: its time before git's checkout starts and after it ends
         before, during, after = min(spans, key=sum)
@@ -217,14 +222,13 @@ def fork_time(root: Path, settings: tilth.Settings, files: int, rounds: int) -> 
 
 
 def _remove(repo: Path, trees: list[Path]) -> None:
-    """Delete one round's trees, then wait for the disk: the disk holds one round's trees
-    at a time, and the next round does not pay for this one's deletes (ext4 mounted with
-    ``discard`` trims the freed blocks when its journal commits, which stalls the next
-    round's file creation by seconds unless ``sync`` waits for it here)."""
+    """Delete one round's trees: the disk holds one round's trees at a time. (Each timed
+    checkout first waits for the disk to settle, ``settle_disk``: ext4 mounted with
+    ``discard`` trims the freed blocks in the background after their journal commits, which
+    stalled the next checkout by seconds.)"""
     for path in trees:
         shutil.rmtree(path, ignore_errors=True)
     subprocess.run(["git", "worktree", "prune"], cwd=repo, check=True)
-    subprocess.run(["sync"], check=True)
 
 
 @contextmanager
