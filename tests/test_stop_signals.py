@@ -1,4 +1,4 @@
-"""``proc.stop_signals_interrupt``: SIGTERM and SIGHUP raise KeyboardInterrupt as Ctrl-C would,
+"""``stops.stop_signals_interrupt``: SIGTERM and SIGHUP raise KeyboardInterrupt as Ctrl-C would,
 and any of the three (Ctrl-C too) still does when it lands inside a callback Python cannot
 raise out of (a weak reference's):
 that interrupt would be printed as "Exception ignored" and lost, and a chat would sit at its
@@ -14,7 +14,7 @@ import pytest
 
 SCRIPT = """
 import os, signal, sys, time, weakref
-from tilth.proc import stop_signals_interrupt
+from tilth.stops import stop_signals_interrupt
 
 class Thing:
     pass
@@ -59,7 +59,7 @@ def test_an_interrupt_lost_in_a_callback_is_raised_again(sig: signal.Signals) ->
 
 DEFERRED = """
 import os, signal, sys, time
-from tilth.proc import stop_signals_interrupt, stops_deferred
+from tilth.stops import stop_signals_interrupt, stops_deferred
 
 try:
     with stop_signals_interrupt():

@@ -36,8 +36,8 @@ from tilth.errors import (
 from tilth.git import worktrees as git_worktrees
 from tilth.model.base import Model
 from tilth.model.endpoint_facts import no_tools_warning
-from tilth.proc import stop_signals_interrupt
 from tilth.session.store import Session
+from tilth.stops import stop_signals_interrupt
 from tilth.tools.sandbox import (
     confinement,
     sandbox_for,

@@ -28,9 +28,9 @@ from dbos import DBOS, SetWorkflowID
 
 from tilth.config import Settings
 from tilth.errors import SessionLocked, TilthError
-from tilth.proc import stops_deferred
 from tilth.session.events import utc_now
 from tilth.session.store import Session
+from tilth.stops import stops_deferred
 
 QUEUE = "tilth-work"
 """Sessions put on the queue (``tilth enqueue``)."""

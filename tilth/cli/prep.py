@@ -18,7 +18,7 @@ from tilth.cli.workspace import ensure_repository, has_uncommitted_changes
 from tilth.config import Settings
 from tilth.errors import UsageError
 from tilth.library import sessions_of
-from tilth.proc import ALL_STOPS
+from tilth.stops import ALL_STOPS
 from tilth.ui import pickers
 from tilth.ui.io import IO
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.errors import ToolError
-from tilth.proc import ALL_STOPS
+from tilth.stops import ALL_STOPS
 from tilth.tools.base import Param, Tool, ToolContext
 from tilth.tools.paths import Workspace
 

@@ -27,11 +27,11 @@ from typing import Any
 from tilth.errors import TilthError
 from tilth.git import worktrees as git_worktrees
 from tilth.git.refs import git_dirs
-from tilth.proc import stop_signals_interrupt
 from tilth.session.events import utc_now
 from tilth.session.files import atomic_write_json
 from tilth.session.harness_state import HarnessState
 from tilth.session.store import CHECKPOINT_SCHEMA, Session
+from tilth.stops import stop_signals_interrupt
 from tilth.timeline.record.blob_store import remember_store, session_store
 from tilth.timeline.record.checkpoints import (
     Checkpoint,

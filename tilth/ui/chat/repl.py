@@ -22,7 +22,7 @@ from typing import Any
 
 from tilth.chat import CancelToken, ChatEngine, is_command, parse
 from tilth.errors import Aborted, TilthError
-from tilth.proc import stop_signals_interrupt
+from tilth.stops import stop_signals_interrupt
 from tilth.ui.chat.commands import ChatCommands
 from tilth.ui.chat.view import ChatView, status_text, terminal_safe
 from tilth.ui.io import IO
