@@ -13,7 +13,8 @@ steps (a file it reads before it has written it, a command it retries once the p
 allowed it) does not add up over a long stage; a round that only repeats what it did
 before (the same write of the same content, the same failing calls) is the loop this
 guard ends. The person's answer (the interview's ``ask_user``) is new information too:
-the caller tells the guard (``heard_from_person``), and counting starts afresh. The limit is ``TILTH_MAX_REPEATED_FAILURES`` (0: no guard).
+the caller tells the guard (``heard_from_person``), and counting starts afresh. The
+limit is ``TILTH_MAX_REPEATED_FAILURES`` (0: no guard).
 """
 
 from __future__ import annotations
