@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from tilth.tools.base import ToolOutcome
 
 PREVIEW_CHARS = 500
+CANCELLED = "ERROR: not run: cancelled by the person"
 CUT_OFF_NOTICE = "the reply hit the reply-length limit"
 Notice = Callable[[str, str], None]
 """``(kind, text)``: a one-line notice for the person (``retry``, ``cut_off``, ``compacted``…)."""
@@ -135,7 +136,8 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
     Raises ``Cancelled`` when the actor's cancel token is set, ``StopRun("wall_clock")``
     when its deadline passes mid-reply, ``ModelError`` when no answer could be had, and
     ``RepeatedFailure`` when the actor's ``RepeatGuard`` saw the same failing call too
-    often (every call of the reply answered, control calls as not run).
+    often. Once the reply is in the thread, both leave every call of it answered (control
+    calls as not run).
     """
     turn = _reply(actor)
     _log_model_call(actor, turn, {"turn": number, **fields})
@@ -152,8 +154,10 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
         actor.repeats.start_round()
     for index, call in enumerate(turn.tool_calls):
         if actor.cancel is not None and actor.cancel.cancelled:
-            for skipped in turn.tool_calls[index:]:
-                answer(actor, number, skipped, "ERROR: cancelled by the person", is_error=True)
+            # Every call answered, the control calls collected so far too: whoever goes on
+            # with this thread (the chat's next message, a resumed stage) sends it as it is.
+            for skipped in result.control_calls + turn.tool_calls[index:]:
+                answer(actor, number, skipped, CANCELLED, is_error=True)
             raise Cancelled
         if call.id in unreadable:
             log_call(actor, number, call)
