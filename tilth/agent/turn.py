@@ -10,10 +10,10 @@ request), answers the calls it cannot read, runs every call the ``ToolBox`` know
 (logging ``tool_call`` and ``tool_result``) and hands back the calls it does not know
 (the actor's control tools: ``submit_case``, ``ask_user``, ``write_seed``...). The
 caller must ``answer`` each of those before the next turn — providers reject a thread
-with an unanswered tool call. With a ``RepeatGuard`` (``agent.repeats``), a failing call
-the model keeps repeating with no new successful call in between is answered with a
-warning, then the turn stops (``RepeatedFailure``, raised once every call of the reply is
-answered).
+with an unanswered tool call (a turn cancelled between its calls answers them itself).
+With a ``RepeatGuard`` (``agent.repeats``), a failing call the model keeps repeating
+with no new successful call in between is answered with a warning, then the turn stops
+(``RepeatedFailure``, raised once every call of the reply is answered).
 """
 
 from __future__ import annotations
