@@ -11,7 +11,11 @@ measures, over loopback:
   ``GET /api/sessions/<id>/checkpoints`` (what the page loads to draw the
   timeline), each and together, with their payload sizes;
 - delivery: the time from calling ``EventLog.append`` to the event arriving
-  at a client following ``GET /api/sessions/<id>/events``.
+  at a client following ``GET /api/sessions/<id>/events``;
+- under load (figures only, no goal): 20 clients polling the session's API once a second
+  while 200 events are appended at about 50 a second (``tests/web/test_load.py`` checks
+  the same traffic for what it must not lose, by count): polls answered a second, their
+  latency, and the rate the events went in.
 
 Goals: the whole page (HTML + both JSON reads) ≤ 300 ms median; an event reaches
 the SSE client ≤ 200 ms median after it was appended. Returns 1 when a goal is missed.
@@ -176,6 +180,47 @@ def sse_latencies(base: str, token: str, session: Session, count: int) -> list[f
     return [(arrived[s] - appended[s]) * 1000 for s in appended if s in arrived]
 
 
+def under_load(base: str, token: str, session: Session, clients: int = 20) -> None:
+    """Print how the API answers ``clients`` pollers while events are appended."""
+    sid = session.id
+    paths = ["/api/sessions", f"/api/sessions/{sid}", f"/api/sessions/{sid}/checkpoints"]
+    headers = {"Authorization": f"Bearer {token}"}
+    waits: list[float] = []
+    failed: list[str] = []
+    done = threading.Event()
+
+    def poller() -> None:
+        with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+            count = 0
+            while not done.is_set():
+                start = time.perf_counter()
+                try:
+                    client.get(paths[count % len(paths)]).raise_for_status()
+                    waits.append((time.perf_counter() - start) * 1000)
+                except httpx.HTTPError as exc:
+                    failed.append(str(exc))
+                count += 1
+                done.wait(1.0)
+
+    threads = [threading.Thread(target=poller, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    started = time.perf_counter()
+    for n in range(200):
+        session.log("bench_load", n=n, text=("x" * 120_000) if n % 25 == 0 else f"line {n}")
+        time.sleep(0.02)
+    writing = time.perf_counter() - started
+    done.set()
+    for thread in threads:
+        thread.join(60)
+    elapsed = time.perf_counter() - started
+    print(
+        f"under load ({clients} pollers): {len(waits) / elapsed:.1f} polls/s answered, "
+        f"{_stats(waits or [0.0])}; {200 / writing:.0f} events/s appended"
+        + (f"; {len(failed)} polls FAILED" if failed else "")
+    )
+
+
 def _stats(values: list[float]) -> str:
     low, high = min(values), max(values)
     return f"median {statistics.median(values):7.1f} ms  (min {low:.1f}, max {high:.1f})"
@@ -205,6 +250,7 @@ def main() -> int:
         sse = statistics.median(latencies) if latencies else float("inf")
         got = f"{len(latencies)}/30 events"
         print(f"SSE delivery ({got}) {_stats(latencies or [sse])}  goal ≤ {SSE_GOAL_MS:.0f} ms")
+        under_load(base, token, session)
     finally:
         if process is not None:
             os.killpg(process.pid, signal.SIGINT)

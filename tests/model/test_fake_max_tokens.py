@@ -9,8 +9,16 @@ from typing import Any
 
 from tests.chat.test_chat_wild import chat
 from tilth.config import Endpoint
-from tilth.model import FakeServer, OpenAIModel, Script, reply, tool_call
+from tilth.model import (
+    FakeServer,
+    OpenAIModel,
+    Script,
+    reply,
+    tool_call,
+    tool_call_raw,
+)
 from tilth.model.fake_replies import CHARS_PER_PROMPT_TOKEN
+from tilth.model.fake_server import LlamaManners
 
 USER = [{"role": "user", "content": "go"}]
 TEXT = "".join(f"word{n} " for n in range(60))  # 420 characters, about 120 tokens
@@ -86,8 +94,9 @@ def test_a_cut_inside_an_escape_or_a_multi_byte_character_leaves_a_prefix_of_the
     None
 ):
     """Each limit cuts somewhere else: inside ``\\u00e9``, ``\\n``, ``\\\\``, a surrogate pair."""
-    write = tool_call("write_file", path="a.py", content='"é🎉\n\t\\ \x01' * 4)
-    whole = json.dumps(write["arguments"])
+    # Arguments given as text are sent as given: here escaped, as some providers send them.
+    whole = json.dumps({"path": "a.py", "content": '"é🎉\n\t\\ \x01' * 4})
+    write = tool_call_raw("write_file", whole)
     scripted = reply("hé🎉", write, tool_call("read_file", path="b"))
     with FakeServer(Script([scripted] * 40)) as server:
         cuts = [_model(server, limit).complete(USER, []) for limit in range(1, 41)]
@@ -96,3 +105,31 @@ def test_a_cut_inside_an_escape_or_a_multi_byte_character_leaves_a_prefix_of_the
     kept = [c.tool_calls[0].arguments for c in cuts if c.tool_calls]
     assert len(kept) == 39 and all(whole.startswith(a) and a != whole for a in kept)
     assert len({len(a) for a in kept}) == 39, "every limit cuts at a new place"
+
+
+def test_characters_beyond_ascii_count_one_each_in_a_reply_and_in_a_prompt() -> None:
+    """``é`` costs what ``e`` costs: in a scripted call's arguments (the reply fits the same
+    ``max_tokens``) and in a prompt's tool-call arguments, even when a client escaped them."""
+    accented, plain = "é" * 350, "e" * 350
+    scripted = [
+        reply(None, tool_call("write_file", path="a", content=text)) for text in (accented, plain)
+    ]
+    manners = LlamaManners(count_prompt_tokens=True)
+    with FakeServer(Script(scripted + [reply("ok")] * 3), manners=manners) as server:
+        fits = [_plain(server, {"max_tokens": 110})["choices"][0] for _ in scripted]
+        sent = fits[0]["message"]["tool_calls"][0]["function"]["arguments"]
+        counted = []
+        for arguments in (sent, json.dumps(json.loads(sent)), sent.replace("é", "e")):
+            call = {"id": "c1", "type": "function"}
+            call["function"] = {"name": "write_file", "arguments": arguments}
+            history = [
+                *USER,
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "wrote it"},
+            ]
+            body = _plain(server, {"messages": history})
+            counted.append(body["usage"]["prompt_tokens"])
+    assert [choice["finish_reason"] for choice in fits] == ["tool_calls", "tool_calls"]
+    assert "é" * 350 in sent, "sent as characters, as llama.cpp sends them"
+    assert "\\u00e9" in json.dumps(json.loads(sent)), "the second history escapes them"
+    assert counted[0] == counted[1] == counted[2]

@@ -233,3 +233,31 @@ def test_module_refuses_a_port_that_cannot_be_one(tmp_path: Path, port: str) -> 
     assert result.returncode == 2 and result.stdout == ""
     assert f"'{port}' is not a port number (0-65535" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_client_that_goes_away_mid_answer_is_counted_not_printed(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A ``/models`` answer far larger than the socket buffers, and a client that resets the
+    connection without reading it: the server's write fails, quietly."""
+    import socket
+    import struct
+    import time
+
+    names = {f"model-{n:06d}-" + "x" * 60: [] for n in range(100_000)}  # ~10 MB to list
+    with FakeServer(Script(names)) as server:  # type: ignore[arg-type]
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(("127.0.0.1", server.port))
+        client.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        while not server.probes:
+            time.sleep(0.01)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # a reset, not a goodbye
+        give_up = time.monotonic() + 60
+        while server.abandoned == 0 and time.monotonic() < give_up:
+            time.sleep(0.02)
+        assert server.abandoned == 1
+        status, listed = _http(server.base_url + "/models")
+    assert status == 200 and len(listed["data"]) == 100_000, "the server serves on"
+    assert "Traceback" not in capfd.readouterr().err

@@ -51,7 +51,9 @@ def test_tool_calls_split_over_many_chunks_are_reassembled_exactly(
         {"path": "a.py", "content": CONTENT},
         {"path": "b/ü.py", "content": "x = 1\n"},
     ]
-    assert turn.tool_calls[0].arguments == json.dumps({"path": "a.py", "content": CONTENT})
+    # Sent as llama.cpp sends them: characters beyond ASCII as they are, not escaped.
+    whole = json.dumps({"path": "a.py", "content": CONTENT}, ensure_ascii=False)
+    assert turn.tool_calls[0].arguments == whole
     assert [c.id for c in turn.tool_calls] == ["call_1", "call_2"]
     assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (321, 99)
     assert turn.finish_reason == "tool_calls"

@@ -178,3 +178,18 @@ def test_the_wall_clock_cap_is_checked_before_each_turn(tmp_path: Path, repo: Pa
     assert result.reason == "wall_clock"
     assert "wall-clock cap [TILTH_MAX_WALL_CLOCK_MINUTES=0.01]" in result.message
     assert model.requests == []
+
+
+def test_the_persons_answer_starts_the_repeat_count_afresh(tmp_path: Path, repo: Path) -> None:
+    """A read that failed twice may succeed once the person has answered (they may have
+    made the file): the same miss twice more after the answer does not end the interview;
+    without an answer in between, the third miss does."""
+    missing = reply(None, tool_call("read_file", path="NOTES.md"))
+    ask = reply(None, tool_call("ask_user", question="Where are the notes?"))
+    replies = [missing, missing, ask, missing, missing, write_seed(1)]
+    _, _, frontend, result = interview(tmp_path, repo, replies, Answers("I added NOTES.md"))
+    assert frontend.asked == [("Where are the notes?", None)]
+    assert result.tasks == 1
+
+    _, _, _, stopped = interview(tmp_path / "b", repo, [missing] * 3 + [write_seed(1)])
+    assert isinstance(stopped, InterviewAbort) and "repeated the same failing" in stopped.message

@@ -263,3 +263,42 @@ def test_nul_bytes_are_argument_errors(tmp_path: Path) -> None:
     for tool, args in [("bash", {"command": "echo a\x00b"}), ("read_file", {"path": "a\x00b"})]:
         outcome = box.dispatch(tool, args)
         assert outcome.is_error and "NUL" in outcome.result
+
+
+@pytest.mark.parametrize(
+    ("content", "old", "lines", "what"),
+    [
+        ("class A:\n\tdef f(self):\n\t\treturn 1\n", "def f(self):\n    return 1", "2-3", "tabs"),
+        ("x = 1\r\ny = 2\r\n", "x = 1\ny = 2", "1-2", "line endings: the file's are \\r\\n"),
+        ("def f():  \n    return 1   \n", "def f():\n    return 1", "1-2", "trailing spaces"),
+        ("if x:\n        a = 1\n        b = 2\n", "a = 1\n    b = 2", "2-3", "indentation"),
+    ],
+)
+def test_edit_file_shows_the_lines_an_old_string_matches_but_for_whitespace(
+    tmp_path: Path, content: str, old: str, lines: str, what: str
+) -> None:
+    """The model sees what differs and the file's own text, and the corrected call works."""
+    (tmp_path / "f.py").write_bytes(content.encode())
+    box = ToolBox(tmp_path)
+    edit = {"path": "f.py", "old_string": old, "new_string": "z = 0"}
+    outcome = box.dispatch("edit_file", edit)
+    assert outcome.is_error and f"lines {lines} with other whitespace" in outcome.result
+    assert what in outcome.result
+    shown = outcome.result.split("exactly:\n", 1)[1].rsplit("\nCopy old_string", 1)[0]
+    assert shown.rstrip("\r") in content
+    fixed = box.dispatch("edit_file", {**edit, "old_string": shown.strip()})
+    assert not fixed.is_error and "z = 0" in (tmp_path / "f.py").read_text()
+
+
+def test_the_whitespace_hint_is_bounded_and_absent_for_other_misses(tmp_path: Path) -> None:
+    body = "".join(f"    line_{n} = {n}\n" for n in range(200))
+    (tmp_path / "f.py").write_text(body)
+    box = ToolBox(tmp_path)
+    old = body.replace("    ", "\t")
+    outcome = box.dispatch("edit_file", {"path": "f.py", "old_string": old, "new_string": ""})
+    assert "lines 1-200 with other whitespace" in outcome.result
+    assert "line_19 = 19" in outcome.result and "line_20 = 20" not in outcome.result
+    assert len(outcome.result) < 1_000
+    miss = {"path": "f.py", "old_string": "line_7 = 8", "new_string": ""}
+    missing = box.dispatch("edit_file", miss)
+    assert missing.is_error and "whitespace" in missing.result and "occur" not in missing.result

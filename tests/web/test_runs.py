@@ -139,3 +139,25 @@ def test_stopping_the_server_interrupts_its_runs_which_stay_resumable(
             os.kill(pid, 0)
         with built.session.lock():  # nothing holds the session any more
             pass
+
+
+def test_a_finished_run_is_forgotten_once_its_session_is_gone(
+    tmp_path: Path, tilth_home: Path
+) -> None:
+    """The server keeps an ended run's exit and output while its session is there to show
+    them; a session deleted meanwhile (``tilth reset``) takes its run entry with it."""
+    import shutil
+
+    from tilth.web.runs import Runs
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    runs = Runs(tilth_home)
+    kept, gone = (Session.create(tilth_home / "sessions", repo) for _ in range(2))
+    for session in (kept, gone):
+        runs.start(session, None).process.wait(60)  # resume refuses a session without a seed
+    shutil.rmtree(gone.dir)
+    runs.reap()
+    assert runs.get(gone.id) is None
+    ended = runs.state(kept.id)
+    assert ended is not None and ended["exit_code"] not in (None, 0)

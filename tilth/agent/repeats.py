@@ -12,7 +12,9 @@ is progress: it starts every count afresh, so a miss the model comes back to bet
 steps (a file it reads before it has written it, a command it retries once the person
 allowed it) does not add up over a long stage; a round that only repeats what it did
 before (the same write of the same content, the same failing calls) is the loop this
-guard ends. The limit is ``TILTH_MAX_REPEATED_FAILURES`` (0: no guard).
+guard ends. The person's answer (the interview's ``ask_user``) is new information too:
+the caller tells the guard (``heard_from_person``), and counting starts afresh. The
+limit is ``TILTH_MAX_REPEATED_FAILURES`` (0: no guard).
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ class RepeatGuard:
         if key not in self._done:
             self._done.add(key)
             self._counts.clear()
+
+    def heard_from_person(self) -> None:
+        """The person answered the model: what failed before may succeed now."""
+        self._counts.clear()
 
     def failed(self, call: ToolCall, error: str) -> str:
         """Count ``call`` failing with ``error``; the note to add to its answer ("" none)."""

@@ -10,19 +10,19 @@ request), answers the calls it cannot read, runs every call the ``ToolBox`` know
 (logging ``tool_call`` and ``tool_result``) and hands back the calls it does not know
 (the actor's control tools: ``submit_case``, ``ask_user``, ``write_seed``...). The
 caller must ``answer`` each of those before the next turn — providers reject a thread
-with an unanswered tool call. With a ``RepeatGuard`` (``agent.repeats``), a failing call
-the model keeps repeating with no new successful call in between is answered with a
-warning, then the turn stops (``RepeatedFailure``, raised once every call of the reply is
-answered).
+with an unanswered tool call (a turn cancelled between its calls answers them itself).
+With a ``RepeatGuard`` (``agent.repeats``), a failing call the model keeps repeating
+with no new successful call in between is answered with a warning, then the turn stops
+(``RepeatedFailure``, raised once every call of the reply is answered).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tilth.agent.arguments import unreadable_calls, valid_history, with_valid_arguments
 from tilth.agent.repeats import RepeatGuard
 from tilth.agent.stops import StopRun
 from tilth.errors import ContextOverflow
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from tilth.tools.base import ToolOutcome
 
 PREVIEW_CHARS = 500
+CANCELLED = "ERROR: not run: cancelled by the person"
 CUT_OFF_NOTICE = "the reply hit the reply-length limit"
 Notice = Callable[[str, str], None]
 """``(kind, text)``: a one-line notice for the person (``retry``, ``cut_off``, ``compacted``…)."""
@@ -135,15 +136,16 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
     Raises ``Cancelled`` when the actor's cancel token is set, ``StopRun("wall_clock")``
     when its deadline passes mid-reply, ``ModelError`` when no answer could be had, and
     ``RepeatedFailure`` when the actor's ``RepeatGuard`` saw the same failing call too
-    often (every call of the reply answered, control calls as not run).
+    often. Once the reply is in the thread, both leave every call of it answered (control
+    calls as not run).
     """
     turn = _reply(actor)
     _log_model_call(actor, turn, {"turn": number, **fields})
     result = TurnResult(turn, number)
     if turn.is_empty:
         return result
-    unreadable = _unreadable(turn.tool_calls)
-    actor.thread.append(_with_valid_arguments(turn).history_message(), turn=number)
+    unreadable = unreadable_calls(turn.tool_calls)
+    actor.thread.append(with_valid_arguments(turn).history_message(), turn=number)
     if result.cut_off:
         _tell_cut_off(actor, number, turn)
     known = {s["function"]["name"] for s in actor.toolbox.schemas()} if actor.toolbox else set()
@@ -152,8 +154,10 @@ def take_turn(actor: Actor, number: int, **fields: Any) -> TurnResult:
         actor.repeats.start_round()
     for index, call in enumerate(turn.tool_calls):
         if actor.cancel is not None and actor.cancel.cancelled:
-            for skipped in turn.tool_calls[index:]:
-                answer(actor, number, skipped, "ERROR: cancelled by the person", is_error=True)
+            # Every call answered, the control calls collected so far too: whoever goes on
+            # with this thread (the chat's next message, a resumed stage) sends it as it is.
+            for skipped in result.control_calls + turn.tool_calls[index:]:
+                answer(actor, number, skipped, CANCELLED, is_error=True)
             raise Cancelled
         if call.id in unreadable:
             log_call(actor, number, call)
@@ -277,75 +281,6 @@ def _ask(
             "wall_clock", "wall clock cap reached mid-reply [TILTH_MAX_WALL_CLOCK_MINUTES]"
         ) from None
     return turn
-
-
-def valid_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with every tool call's arguments valid JSON (an older thread may hold
-    invalid ones, which llama.cpp refuses with HTTP 500 on every request)."""
-    fixed: list[dict[str, Any]] = []
-    for message in messages:
-        calls = message.get("tool_calls")
-        if message.get("role") == "assistant" and isinstance(calls, list):
-            repaired = [_valid_call(call) for call in calls]
-            if repaired != calls:
-                message = {**message, "tool_calls": repaired}
-        fixed.append(message)
-    return fixed
-
-
-def _valid_call(call: Any) -> Any:
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict):
-        return call
-    text = function.get("arguments")
-    if isinstance(text, str) and not _is_object(text):
-        return {**call, "function": {**function, "arguments": "{}"}}
-    return call
-
-
-def _unreadable(calls: list[ToolCall]) -> dict[str, str]:
-    """Call id → why its arguments are not JSON, for each such call (valid JSON that is not
-    an object is the tool's to refuse)."""
-    found = {}
-    for call in calls:
-        if not _is_json(call.arguments):
-            try:
-                call.parse_arguments()
-            except ValueError as exc:
-                found[call.id] = str(exc)
-    return found
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text) if text.strip() else None
-    except (
-        json.JSONDecodeError,
-        RecursionError,
-    ):  # nesting past the parser's depth is unreadable too
-        return False
-    return True
-
-
-def _is_object(text: str) -> bool:
-    """``text`` is a JSON object (what chat templates iterate over; blank is not JSON)."""
-    try:
-        return isinstance(json.loads(text), dict)
-    except (json.JSONDecodeError, RecursionError):
-        return False
-
-
-def _with_valid_arguments(turn: AssistantTurn) -> AssistantTurn:
-    """The turn as the thread keeps it: arguments that are not a JSON object become ``{}``
-    (llama.cpp's chat templates iterate over them as an object; anything else makes the
-    server refuse every later request)."""
-    if all(_is_object(call.arguments) for call in turn.tool_calls):
-        return turn
-    calls = [
-        call if _is_object(call.arguments) else replace(call, arguments="{}")
-        for call in turn.tool_calls
-    ]
-    return replace(turn, tool_calls=calls)
 
 
 def _unreadable_answer(actor: Actor, call: ToolCall, reason: str, finish: str | None) -> str:

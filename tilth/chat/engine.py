@@ -185,7 +185,8 @@ class ChatEngine(ChatTimeline):
     def close(
         self, *, status: Literal["all_done", "failed"] = "all_done", stopped: str | None = None
     ) -> None:
-        """Stop watching the directory, record how the chat ended, let another front end open it.
+        """Stop watching the directory, record how the chat ended, close the model's
+        connections, let another front end open it.
 
         A chat whose every turn failed ends ``failed``, whatever the front end says.
         ``stopped``: a signal ended it (``stop {interrupted, detail}``; it resumes as ever).
@@ -207,6 +208,7 @@ class ChatEngine(ChatTimeline):
         except (OSError, TilthError):
             pass  # the session was deleted meanwhile (tilth reset): nothing left to record
         finally:
+            _close_model(self.model)
             if self._open is not None:
                 self._open.release()
 
@@ -445,6 +447,14 @@ class _TurnStopped(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+
+def _close_model(model: Model) -> None:
+    """Close the model's connections, when it has any (``OpenAIModel``; a later request
+    opens new ones, so a model shared with another user stays usable)."""
+    close = getattr(model, "close", None)
+    if callable(close):
+        close()
 
 
 def _project_env(session: Session, directory: Path, settings: Settings) -> ProjectEnv | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from typing import Any
 
@@ -29,10 +30,56 @@ CHARS_PER_PROMPT_TOKEN = 3.5
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
-    """The prompt tokens of a request, counted from its messages and tools."""
-    size = len(json.dumps(body.get("messages") or [], ensure_ascii=False))
+    """The prompt tokens of a request, counted from its messages and tools (characters, so
+    ``é`` counts one wherever it is, also in arguments a client sent as ``\\u00e9``)."""
+    size = len(json.dumps(_unescaped(body.get("messages") or []), ensure_ascii=False))
     size += len(json.dumps(body.get("tools") or [], ensure_ascii=False))
     return math.ceil(size / CHARS_PER_PROMPT_TOKEN)
+
+
+_UNICODE_ESCAPE = re.compile(
+    r"\\\\|\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})|\\u([0-9a-f]{4})", re.IGNORECASE
+)
+
+
+def _unescaped(messages: Any) -> Any:
+    """``messages`` with each tool call's arguments holding its characters beyond ASCII as
+    they are rather than as ``\\uXXXX`` escapes (the same JSON, as long as it reads)."""
+    if not isinstance(messages, list):
+        return messages
+    found = []
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if isinstance(calls, list) and any(_escaped_call(call) for call in calls):
+            message = {**message, "tool_calls": [_unescaped_call(call) for call in calls]}
+        found.append(message)
+    return found
+
+
+def _escaped_call(call: Any) -> bool:
+    function = call.get("function") if isinstance(call, dict) else None
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    return isinstance(arguments, str) and "\\u" in arguments
+
+
+def _unescaped_call(call: Any) -> Any:
+    if not _escaped_call(call):
+        return call
+    function = call["function"]
+    text = _UNICODE_ESCAPE.sub(_character, function["arguments"])
+    return {**call, "function": {**function, "arguments": text}}
+
+
+def _character(match: re.Match[str]) -> str:
+    """The character a ``\\uXXXX`` escape (or surrogate pair) stands for, beyond ASCII."""
+    high, low, single = match.groups()
+    if high is not None:
+        return chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00))
+    if single is not None:
+        code = int(single, 16)
+        if code >= 0x80 and not 0xD800 <= code < 0xE000:
+            return chr(code)
+    return match.group(0)  # an escaped backslash, ASCII, or a lone surrogate: as sent
 
 
 def reply_tokens(reply: Reply) -> int:

@@ -104,6 +104,7 @@ class FakeServer:
         self._requests: list[dict[str, Any]] = []
         self._probes: list[dict[str, Any]] = []
         self._counter = 0
+        self._abandoned = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._bound_port: int | None = None
         self._thread: threading.Thread | None = None
@@ -119,6 +120,16 @@ class FakeServer:
         """Every GET so far (``/models``, ``/props``): ``{"path", "headers", "body": None}``."""
         with self._lock:
             return list(self._probes)
+
+    @property
+    def abandoned(self) -> int:
+        """Requests whose client went away before the answer was sent (never printed)."""
+        with self._lock:
+            return self._abandoned
+
+    def note_abandoned(self) -> None:
+        with self._lock:
+            self._abandoned += 1
 
     @property
     def port(self) -> int:
@@ -223,6 +234,14 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
     """Many callers at once (a test's twenty threads) must wait in the backlog, never be reset."""
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (its timeout fired, ``tilth doctor`` gave up on ``/models``)
+        is counted, not printed as a traceback; anything else is a bug and printed."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            self.fake.note_abandoned()  # type: ignore[attr-defined]
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "tilth-fake-server"
@@ -310,8 +329,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_stream(model, reply, body, stalls)
             else:
                 self._send_json(200, completion_body(self.fake.next_completion_id(), model, reply))
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (e.g. its timeout fired during a scripted delay)
+        except ConnectionError:  # the client gave up (its timeout fired during a delay)
+            self.fake.note_abandoned()
 
     def _llama_refusal(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """llama.cpp's answer to a request it will not take (None: it takes it)."""

@@ -217,9 +217,10 @@ def _checked_usage(usage: Any, where: str) -> dict[str, int] | None:
 
 
 def arguments_text(call: dict[str, Any]) -> str:
-    """A scripted tool call's arguments as the JSON text a provider would send."""
+    """A scripted tool call's arguments as the JSON text a provider would send: characters
+    beyond ASCII as they are (as llama.cpp sends them), a text given as text unchanged."""
     arguments = call.get("arguments", {})
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
 
 
 def finish_reason_of(reply_dict: Reply) -> str:

@@ -291,6 +291,8 @@ def _ask(
         return
     reply = frontend.ask_user(question.strip(), [o.strip() for o in options] if options else None)
     answer(actor, number, call, reply if reply.strip() else "(no answer)")
+    if actor.repeats is not None and reply.strip():
+        actor.repeats.heard_from_person()
 
 
 def _write(

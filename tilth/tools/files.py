@@ -10,6 +10,7 @@ from typing import Any
 from tilth.errors import ToolError
 from tilth.stops import ALL_STOPS
 from tilth.tools.base import Param, Tool, ToolContext
+from tilth.tools.near_match import whitespace_hint
 from tilth.tools.paths import Workspace
 
 READ_CAP = 50_000
@@ -102,6 +103,9 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> str:
         )
     count = text.count(old)
     if count == 0:
+        hint = whitespace_hint(text, old)
+        if hint:
+            raise ToolError(f"old_string not found in {shown} as written{hint}")
         raise ToolError(
             f"old_string not found in {shown}; read the file and copy the exact text, "
             "including whitespace"

@@ -104,14 +104,12 @@ async def _stream_turn(state: ServerState, session: Session, text: str) -> Respo
     def listener(event: Any) -> None:
         loop.call_soon_threadsafe(queue.put_nowait, event.to_dict())
 
-    owner = state.chats.turn_lock(session.id)
-
     def run() -> dict[str, Any]:
         try:
             # Only the request whose turn runs may point the engine's listener at itself.
-            if not owner.acquire(blocking=False):
-                raise UsageError("a turn is still running", hint="wait for it to finish")
-            try:
+            with state.chats.turn_held(session.id) as mine:
+                if not mine:
+                    raise UsageError("a turn is still running", hint="wait for it to finish")
                 # The chat is held only while the turn runs: the terminal may take it after.
                 with state.chats.borrowed(session) as engine:
                     cancel = state.chats.turn_started(session.id)  # the server's stop cancels it
@@ -122,8 +120,6 @@ async def _stream_turn(state: ServerState, session: Session, text: str) -> Respo
                         state.chats.turn_ended(session.id, cancel)
                         engine.listener = lambda event: None
                 return result
-            finally:
-                owner.release()
         finally:
             loop.call_soon_threadsafe(queue.put_nowait, None)
 

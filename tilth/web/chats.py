@@ -37,6 +37,8 @@ class ChatEngines:
         self._engines: dict[str, ChatEngine] = {}
         self._lock = threading.Lock()
         self._turns: dict[str, threading.Lock] = {}
+        self._turn_users: dict[str, int] = {}
+        """Requests holding each ``_turns`` lock: an entry goes when the last one ends."""
         self._cancels: dict[str, CancelToken] = {}
         self._users: dict[str, int] = {}
         self._closing = False
@@ -71,10 +73,31 @@ class ChatEngines:
             if last:
                 engine.close(status="all_done")
 
-    def turn_lock(self, session_id: str) -> threading.Lock:
-        """Held by the request whose turn is running (it owns the engine's listener)."""
+    @contextmanager
+    def turn_held(self, session_id: str) -> Iterator[bool]:
+        """Try to hold the turn of ``session_id`` for this request (it then owns the engine's
+        listener): True when held, False while another request's turn runs. Kept only while
+        some request asks, so a server keeps nothing per chat between turns."""
         with self._lock:
-            return self._turns.setdefault(session_id, threading.Lock())
+            lock = self._turns.setdefault(session_id, threading.Lock())
+            self._turn_users[session_id] = self._turn_users.get(session_id, 0) + 1
+        held = lock.acquire(blocking=False)
+        try:
+            yield held
+        finally:
+            if held:
+                lock.release()
+            with self._lock:
+                left = self._turn_users[session_id] - 1
+                if left:
+                    self._turn_users[session_id] = left
+                else:
+                    del self._turn_users[session_id], self._turns[session_id]
+
+    def tracked(self) -> set[str]:
+        """The sessions this server keeps anything for now (an open engine, a turn)."""
+        with self._lock:
+            return set(self._engines) | set(self._turns) | set(self._cancels) | set(self._users)
 
     def turn_started(self, session_id: str) -> CancelToken:
         """The token that cancels the turn starting now (refused once the server stops)."""

@@ -35,6 +35,8 @@ class Run:
     process: subprocess.Popen[bytes]
     log_path: Path
     started_at: str
+    session_dir: Path | None = None
+    """Where the session lives: once it is gone (``tilth reset``), so is its finished run."""
 
     def state(self) -> dict[str, Any]:
         code = self.process.poll()
@@ -99,15 +101,19 @@ class Runs:
                     start_new_session=True,
                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 )
-            run = Run(session.id, process, log_path, utc_now())
+            run = Run(session.id, process, log_path, utc_now(), session.dir)
             self._runs[session.id] = run
             return run
 
     def reap(self) -> None:
-        """Collect children that ended (no zombies left holding a pid)."""
+        """Collect children that ended (no zombies left holding a pid), and forget the
+        ended runs of sessions that are gone (a finished run's exit and output are kept
+        while its session is there to show them)."""
         with self._lock:
-            for run in self._runs.values():
-                run.process.poll()
+            for session_id, run in list(self._runs.items()):
+                ended = run.process.poll() is not None
+                if ended and run.session_dir is not None and not run.session_dir.exists():
+                    del self._runs[session_id]
 
     def shutdown(self, wait: float = SHUTDOWN_WAIT_SECONDS) -> None:
         """Interrupt every live child (as Ctrl-C would), then kill what is left."""
