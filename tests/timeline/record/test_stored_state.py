@@ -4,6 +4,7 @@ the tasks done, old inline files still read and restore, and retention keeps wha
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from tests.conftest import run_cli
@@ -136,3 +137,26 @@ def test_a_missing_state_blob_makes_its_checkpoint_unreadable_not_wrong(
     assert listed.returncode == 0, listed.stderr
     assert [cp["id"] for cp in json.loads(listed.stdout)] == [cp.id for cp in checkpoints[:-1]]
     assert f"{latest.id}.json: unreadable" in listed.stderr and "missing" in listed.stderr
+
+
+def test_a_capture_sees_a_task_file_rewritten_under_the_same_stat(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", ("L1",), turns=1)
+    session = world.session
+    path = session.tasks_dir / "T-001.json"
+    old = path.stat()
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns - 10**10))  # settled: trusted by stat
+    settled = path.stat()
+    before = read_harness_state(session).to_dict()["tasks"]["T-001"]
+    assert read_harness_state(session).to_dict()["tasks"]["T-001"] is before  # not read again
+    # Rewritten in place, same size, its mtime put back: only the ctime tells.
+    text = path.read_text("utf-8")
+    changed = text.replace('"planning"', '"PLANNING"', 1)
+    assert changed != text and len(changed) == len(text)
+    with open(path, "r+", encoding="utf-8") as handle:
+        handle.write(changed)
+    os.utime(path, ns=(settled.st_atime_ns, settled.st_mtime_ns))
+    assert (path.stat().st_ino, path.stat().st_size) == (settled.st_ino, settled.st_size)
+    after = read_harness_state(session).to_dict()["tasks"]["T-001"]
+    assert after == json.loads(changed) != before

@@ -15,6 +15,7 @@ holds the state itself. A blob is made durable before a file that names it is wr
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,11 +64,11 @@ def store_state(session: Session, state: dict[str, Any], store: BlobStore) -> St
     on_disk = dict(state)
     keys: list[str] = []
     if state.get("prd") is not None:
-        on_disk["prd"] = store.put(_encode(state["prd"]))
+        on_disk["prd"] = _put(store, state["prd"])
         keys.append("prd")
     tasks = state.get("tasks")
     if isinstance(tasks, dict) and tasks:
-        on_disk["tasks"] = {task: store.put(_encode(value)) for task, value in tasks.items()}
+        on_disk["tasks"] = {task: _put(store, value) for task, value in tasks.items()}
         keys.append("tasks")
     if keys:
         # Retention keeps only the blobs of sessions it knows of; and a blob must be on disk
@@ -76,6 +77,31 @@ def store_state(session: Session, state: dict[str, Any], store: BlobStore) -> St
         remember_store(session, store)
         store.sync(wait=True)
     return StoredState(on_disk, tuple(keys), store.root, state)
+
+
+_stored: OrderedDict[int, tuple[Any, Path, str, float]] = OrderedDict()
+"""``id(value) → (value, store root, blob id, when stored)``: values stored lately. A
+capture reads an unchanged task file as the very object it read before (``state_capture``),
+so its blob id is known without encoding and hashing it again. The entry holds the value,
+so its id cannot be reused while it is here."""
+_FRESH_SECONDS = 600.0
+"""How long a stored blob is trusted without freshening it: retention spares blobs younger
+than an hour, so one stored this recently cannot be swept before the file naming it is."""
+
+
+def _put(store: BlobStore, value: Any) -> str:
+    """``store.put`` of ``value``'s JSON, skipped when this very object was stored lately."""
+    now = time.monotonic()
+    known = _stored.get(id(value))
+    if known is not None and known[0] is value and known[1] == store.root:
+        if now - known[3] < _FRESH_SECONDS:
+            return known[2]
+    blob = store.put(_encode(value))
+    _stored[id(value)] = (value, store.root, blob, now)
+    _stored.move_to_end(id(value))
+    if len(_stored) > _CACHE_ENTRIES:
+        _stored.popitem(last=False)
+    return blob
 
 
 def state_blobs(on_disk: Any, keys: Any) -> set[str]:
