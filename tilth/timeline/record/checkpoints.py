@@ -28,6 +28,7 @@ from tilth.timeline.record.stored_state import (
     resolve_state,
     store_state,
     stored_keys,
+    worth_storing,
 )
 
 CHECKPOINT_FILE_SCHEMA = SCHEMAS["checkpoint"]
@@ -214,6 +215,10 @@ def write_checkpoint(session: Session, checkpoint: Checkpoint) -> None:
     """
     data = checkpoint.to_dict()
     stored = checkpoint._stored
+    if stored is None and not worth_storing(checkpoint.state):
+        # Nothing to refer to (a chat: no prd, no tasks): inline, and no store is looked up.
+        atomic_write_json(checkpoint_path(session, checkpoint.seq), data)
+        return
     store = session_store(session)
     if stored is not None and checkpoint.state is stored.on_disk:
         # Read unresolved (``resolve=False``): the state is still its blob ids.

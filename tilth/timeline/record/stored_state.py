@@ -58,6 +58,12 @@ def _encode(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+def worth_storing(state: dict[str, Any]) -> bool:
+    """True when ``state`` holds a prd or task states (what ``store_state`` stores)."""
+    tasks = state.get("tasks")
+    return state.get("prd") is not None or (isinstance(tasks, dict) and bool(tasks))
+
+
 def store_state(session: Session, state: dict[str, Any], store: BlobStore) -> StoredState:
     """Put the prd and every task state of ``state`` into ``store``, durably; how the file
     holds it. A state with neither (a chat) stays inline and touches no store."""
