@@ -17,8 +17,10 @@ from tilth.session.harness_state import HarnessState
 from tilth.session.store import Session
 from tilth.session.task import Task
 from tilth.session.validate import InvalidPrd
-from tilth.timeline.record.checkpoints import checkpoints_dir, list_checkpoints
+from tilth.timeline.record.blob_store import session_store
+from tilth.timeline.record.checkpoints import checkpoints_dir, list_checkpoints, read_checkpoint
 from tilth.timeline.record.state_capture import read_harness_state
+from tilth.timeline.record.stored_state import store_state
 from tilth.timeline.rewind.state_restore import restore_files
 
 
@@ -29,16 +31,19 @@ def test_a_real_runs_checkpoints_read_typed_and_write_back_byte_identical(
     files = sorted(checkpoints_dir(session).glob("cp-*.json"))
     assert len(files) > 4
     kinds = set()
+    store = session_store(session)
     for path in files:
         stored = path.read_text(encoding="utf-8")
         raw = json.loads(stored)
         kinds.add(raw["kind"])
-        state = HarnessState.from_dict(raw["state"])
+        # The file names the prd and task states by blob id; read, they are the state itself.
+        state = HarnessState.from_dict(read_checkpoint(session, path).state)
         assert state.problem is None, (path.name, state.problem)
         assert state.prd is not None and all(isinstance(t, Task) for t in state.prd)
         assert [t.id for t in state.prd] == ["T-001", "T-002"]
         assert isinstance(state.status, str) and isinstance(state.tokens_used, int)
-        assert dumps({**raw, "state": state.to_dict()}) == stored
+        on_disk = store_state(session, state.to_dict(), store).on_disk
+        assert dumps({**raw, "state": on_disk}) == stored
     assert {"seed", "task_start", "stage", "turn"} <= kinds
     last = HarnessState.from_dict(list_checkpoints(session)[-1].state)
     assert last.task_statuses() == {"T-001": "done", "T-002": "done"}
@@ -89,6 +94,8 @@ def test_a_damaged_state_is_named_kept_as_recorded_and_restored_as_before(
     latest = list_checkpoints(session)[-1]
     path = checkpoints_dir(session) / f"{latest.id}.json"
     raw = json.loads(path.read_text(encoding="utf-8"))
+    # Written inline, as a file before schema 3 held its state.
+    raw.pop("state_blobs", None)
     after_stop = {**raw, "event_seq": 10**6, "state": {**DAMAGED, "status": "failed"}}
     path.write_text(dumps(after_stop), encoding="utf-8")
     assert status_now(session, list_checkpoints(session)) == "failed"

@@ -53,7 +53,7 @@ from tilth.model.endpoint_facts import no_tools_warning
 from tilth.session.lock import SessionLock
 from tilth.session.store import Session
 from tilth.timeline.controller import TimelineController
-from tilth.timeline.record.blob_store import BlobStore, remember_store
+from tilth.timeline.record.blob_store import BlobStore, register_root, remember_store
 from tilth.timeline.record.checkpoints import Checkpoint
 from tilth.timeline.record.dir_capture import DirCapture
 from tilth.timeline.record.dir_recorder import DirRecorder
@@ -317,7 +317,7 @@ class ChatEngine(ChatTimeline):
         from tilth.timeline.record import retention as gc
 
         remember_store(self.session, self.store)
-        gc.register_root(self.store, self.session.dir.parent)
+        register_root(self.store, self.session.dir.parent)
         gc.collect_in_background(self.settings)
 
     def _actor(self, cancel: CancelToken) -> Actor:

@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 from tilth.errors import SessionCorrupt
-from tilth.session.files import read_json
 from tilth.session.store import Session
-from tilth.timeline.record.checkpoints import Checkpoint, checkpoints_dir
+from tilth.timeline.record.checkpoints import Checkpoint, checkpoints_dir, read_checkpoint
 
 _Stamp = tuple[int, int, int]
 _FILE = re.compile(r"^cp-(\d+)\.json$")
@@ -70,9 +69,7 @@ class TurnIndex:
                     found[seq] = known
                     continue
                 try:
-                    checkpoint: Checkpoint | None = Checkpoint.from_dict(
-                        read_json(Path(entry.path), what="checkpoint")
-                    )
+                    checkpoint: Checkpoint | None = read_checkpoint(self.session, Path(entry.path))
                 except FileNotFoundError:
                     continue
                 except (SessionCorrupt, ValueError, TypeError):

@@ -47,6 +47,12 @@ def _checkpoint_archive(record: Record) -> Record:
     return {**record, "archive": record.get("archive")}
 
 
+def _checkpoint_state_blobs(record: Record) -> Record:
+    # Schema 3 files may name the prd and task states by blob id (``state_blobs``); older
+    # ones hold them inline, which is what a file without ``state_blobs`` means.
+    return {k: v for k, v in record.items() if k != "state_blobs"}
+
+
 def _plan_undo_fields(record: Record) -> Record:
     # Plans journaled before undo: no undo point, no exact drop list (the executor then
     # deletes every checkpoint after the target, as it did), no unwind, no fork.
@@ -74,6 +80,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "checkpoint", 2, "checkpoints gain archive (undo points)", _checkpoint_archive),
     Migration(3, "plan", 2, "plans gain the undo, resume and fork fields", _plan_undo_fields),
     Migration(4, "task", 2, "tasks/<T>.json numbers itself with schema, not v", _task_schema_key),
+    Migration(
+        5,
+        "checkpoint",
+        3,
+        "checkpoint files name the prd and task states by blob id (state_blobs)",
+        _checkpoint_state_blobs,
+    ),
 )
 
 CURRENT: dict[str, int] = SCHEMAS

@@ -21,7 +21,7 @@ SCHEMAS: Final[dict[str, int]] = {
     # JSON files
     "session": 2,  # checkpoint.json, the session record
     "task": 2,  # tasks/<T-NNN>.json, one task's harness state
-    "checkpoint": 2,  # timeline/checkpoints/cp-NNNN.json, a point on the timeline
+    "checkpoint": 3,  # timeline/checkpoints/cp-NNNN.json, a point on the timeline
     "plan": 2,  # a go-back plan, inside the intent journal
     "journal": 1,  # timeline/journal.json, an interrupted go-back
     "code-state": 1,  # a checkpoint's code (tree, head, overlay)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tilth.timeline.record.checkpoints import Checkpoint as Checkpoint
     from tilth.timeline.record.checkpoints import TimelineRead as TimelineRead
     from tilth.timeline.record.checkpoints import list_checkpoints as list_checkpoints
+    from tilth.timeline.record.checkpoints import read_checkpoint as read_checkpoint
     from tilth.timeline.record.checkpoints import read_timeline as read_timeline
     from tilth.timeline.record.checkpoints import resolve_checkpoint as resolve_checkpoint
     from tilth.timeline.record.log_epoch import epoch_path as epoch_path

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilth.errors import TilthError
-from tilth.session.files import atomic_write_text, fsync_dir
+from tilth.session.files import append_line, atomic_write_text, fsync_dir
 from tilth.session.store import Session
 
 DEFAULT_MAX_FILE_BYTES = 32 << 20
@@ -405,3 +405,16 @@ def remember_store(session: Session, store: BlobStore) -> None:
     except OSError:
         pass
     atomic_write_text(path, text + "\n")
+
+
+def register_root(store: BlobStore, sessions_dir: Path) -> None:
+    """Remember that sessions under ``sessions_dir`` store into ``store`` (once)."""
+    roots = store.root / "roots"
+    line = str(sessions_dir.resolve())
+    try:
+        if line in roots.read_text("utf-8").splitlines():
+            return
+    except FileNotFoundError:
+        pass
+    store.root.mkdir(parents=True, exist_ok=True)
+    append_line(roots, line)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,15 @@ from tilth.session.files import atomic_write_json, atomic_write_text, read_json
 from tilth.session.migrations import upgrade
 from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
+from tilth.timeline.record.blob_store import BlobStore, session_store
+from tilth.timeline.record.stored_state import (
+    BLOBS_KEY,
+    StoredState,
+    resolve_state,
+    store_state,
+    stored_keys,
+    worth_storing,
+)
 
 CHECKPOINT_FILE_SCHEMA = SCHEMAS["checkpoint"]
 KINDS = ("seed", "task_start", "stage", "turn", "stop")
@@ -53,6 +62,8 @@ class Checkpoint:
     gaps: list[str] = field(default_factory=list)
     archive: str | None = None
     """``before-`` checkpoints: the session-relative undo archive (log tail, threads...)."""
+    _stored: StoredState | None = field(default=None, init=False, repr=False, compare=False)
+    """How its file holds ``state`` (blob ids), once read or written; not stored itself."""
 
     @property
     def is_before(self) -> bool:
@@ -85,11 +96,30 @@ class Checkpoint:
         return {"schema": CHECKPOINT_FILE_SCHEMA, **values}
 
     @classmethod
-    def from_dict(cls, data: Any) -> Checkpoint:
-        """Parse a stored object; raises ``ValueError`` on a malformed one."""
+    def from_dict(
+        cls, data: Any, store: BlobStore | None = None, *, resolve: bool = True
+    ) -> Checkpoint:
+        """Parse a stored object; raises ``ValueError`` on a malformed one.
+
+        A file's object that names its state by blob id (``state_blobs``) needs ``store``,
+        the session's snapshot store (``read_checkpoint`` passes it); ``to_dict``'s never does.
+        ``resolve=False`` leaves such a state as the file holds it (blob ids), for readers
+        that never look at it (retention).
+        """
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         data = upgrade("checkpoint", data, where=f"checkpoint {data.get('id', '?')}")
+        keys = stored_keys(data)
+        stored: StoredState | None = None
+        if keys:
+            if store is None:
+                raise ValueError("its state is in the snapshot store; read it with its session")
+            on_disk = data.get("state")
+            if not isinstance(on_disk, dict):
+                raise ValueError("state is not an object")
+            resolved = resolve_state(on_disk, keys, store) if resolve else None
+            stored = StoredState(on_disk, keys, store.root, resolved)
+            data = {**data, "state": on_disk if resolved is None else resolved}
         names = _field_names()
         missing = [n for n in ("id", "seq", "kind", "head", "event_offset") if n not in data]
         if missing:
@@ -104,7 +134,13 @@ class Checkpoint:
         values.setdefault("threads", {})
         if not isinstance(values["seq"], int) or not isinstance(values["event_offset"], int):
             raise ValueError("seq and event_offset must be integers")
-        return cls(**values)
+        checkpoint = cls(**values)
+        checkpoint._stored = stored
+        return checkpoint
+
+    def state_blobs(self) -> set[str]:
+        """The blob ids its file names for its state (prd and task states)."""
+        return self._stored.blobs() if self._stored is not None else set()
 
     @property
     def where(self) -> str:
@@ -123,7 +159,7 @@ def _field_names() -> frozenset[str]:
 
 @cache
 def _field_order() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(Checkpoint))
+    return tuple(f.name for f in fields(Checkpoint) if not f.name.startswith("_"))
 
 
 def checkpoint_id(seq: int) -> str:
@@ -171,8 +207,42 @@ def highest_seq(session: Session) -> int:
 
 
 def write_checkpoint(session: Session, checkpoint: Checkpoint) -> None:
-    """Persist ``checkpoint`` (one atomic file)."""
-    atomic_write_json(checkpoint_path(session, checkpoint.seq), checkpoint.to_dict())
+    """Persist ``checkpoint`` (one atomic file), its prd and task states by blob id.
+
+    The blobs are durable before the file is written, so a crash never leaves a file
+    naming a missing one. A checkpoint read from a session sharing this one's store (a
+    fork's copy, a graft) is written as it was read, without touching the store.
+    """
+    data = checkpoint.to_dict()
+    stored = checkpoint._stored
+    if stored is None and not worth_storing(checkpoint.state):
+        # Nothing to refer to (a chat: no prd, no tasks): inline, and no store is looked up.
+        atomic_write_json(checkpoint_path(session, checkpoint.seq), data)
+        return
+    store = session_store(session)
+    if stored is not None and checkpoint.state is stored.on_disk:
+        # Read unresolved (``resolve=False``): the state is still its blob ids.
+        if stored.root == store.root:
+            stored = replace(stored, state=checkpoint.state)
+        else:
+            data["state"] = resolve_state(stored.on_disk, stored.keys, BlobStore(stored.root))
+            stored = None
+    if stored is None or stored.state is not checkpoint.state or stored.root != store.root:
+        stored = store_state(session, data["state"], store)
+    checkpoint._stored = stored
+    if stored.keys:
+        data["state"] = stored.on_disk
+        data[BLOBS_KEY] = list(stored.keys)
+    atomic_write_json(checkpoint_path(session, checkpoint.seq), data)
+
+
+def read_checkpoint(session: Session, path: Path, store: BlobStore | None = None) -> Checkpoint:
+    """The checkpoint file ``path`` of ``session`` (its own, or one in an undo archive);
+    raises ``FileNotFoundError``, ``SessionCorrupt`` or ``ValueError``."""
+    data = read_json(path, what="checkpoint")
+    if isinstance(data, dict) and BLOBS_KEY in data and store is None:
+        store = session_store(session)
+    return Checkpoint.from_dict(data, store)
 
 
 @dataclass
@@ -183,15 +253,21 @@ class TimelineRead:
     problems: list[str]
 
 
-def read_timeline(session: Session) -> TimelineRead:
-    """Every checkpoint of ``session``; a corrupt file is reported and skipped."""
+def read_timeline(session: Session, *, resolve: bool = True) -> TimelineRead:
+    """Every checkpoint of ``session``; a corrupt file is reported and skipped.
+
+    ``resolve=False``: states stay as their files hold them (see ``Checkpoint.from_dict``)."""
     found: list[Checkpoint] = []
     problems: list[str] = []
     folder = checkpoints_dir(session)  # once: a long session has thousands of files
+    store: BlobStore | None = None
     for seq in stored_seqs(session):
         path = _checkpoint_file(folder, seq)
         try:
-            found.append(Checkpoint.from_dict(read_json(path, what="checkpoint")))
+            data = read_json(path, what="checkpoint")
+            if store is None and isinstance(data, dict) and BLOBS_KEY in data:
+                store = session_store(session)  # once, and only when a file needs it
+            found.append(Checkpoint.from_dict(data, store, resolve=resolve))
         except FileNotFoundError:
             continue
         except (SessionCorrupt, ValueError, TypeError) as exc:

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from tilth.config import Settings
-from tilth.session.files import append_line
 from tilth.session.store import Session, is_session_id
 from tilth.timeline.record.blob_store import BlobStore, split_entry
-from tilth.timeline.record.checkpoints import Checkpoint, checkpoint_path, list_checkpoints
+from tilth.timeline.record.checkpoints import Checkpoint, checkpoint_path, read_timeline
 from tilth.timeline.record.dir_state import is_manifest_head, manifest_blobs
+from tilth.timeline.record.stored_state import file_blobs
 
 GRACE_SECONDS = 3600
 AUTO_INTERVAL_SECONDS = 24 * 3600
@@ -52,19 +52,6 @@ class GcReport:
             f"{self.blobs_removed} blob(s), {self.bytes_freed} bytes freed; "
             f"{self.blobs_kept} blob(s), {self.bytes_kept} bytes kept"
         )
-
-
-def register_root(store: BlobStore, sessions_dir: Path) -> None:
-    """Remember that sessions under ``sessions_dir`` store into ``store`` (once)."""
-    roots = store.root / "roots"
-    line = str(sessions_dir.resolve())
-    try:
-        if line in roots.read_text("utf-8").splitlines():
-            return
-    except FileNotFoundError:
-        pass
-    store.root.mkdir(parents=True, exist_ok=True)
-    append_line(roots, line)
 
 
 def _roots(store: BlobStore, extra: list[Path]) -> list[Path]:
@@ -113,6 +100,7 @@ def _side_references(session: Session, store: BlobStore) -> set[str]:
         except (OSError, ValueError):
             continue
         _blobs_in(value, out)
+        out |= file_blobs(value)  # an archived checkpoint's prd and task states
         head = value.get("head") if isinstance(value, dict) else None
         if is_manifest_head(head):
             out |= manifest_blobs(store, str(head))
@@ -121,6 +109,7 @@ def _side_references(session: Session, store: BlobStore) -> set[str]:
 
 def _refs(checkpoint: Checkpoint, store: BlobStore) -> set[str]:
     found = {split_entry(e)[0] for e in checkpoint.overlay.values() if e}
+    found |= checkpoint.state_blobs()  # the prd and task states it names
     if is_manifest_head(checkpoint.head):
         # A session without git (chat): the manifest and every file it lists.
         found |= manifest_blobs(store, checkpoint.head)
@@ -147,7 +136,8 @@ def collect(
     store = BlobStore.for_home(settings.home)
     report = GcReport()
     sessions = _sessions(_roots(store, [settings.sessions_dir]))
-    timelines = {s.id: list_checkpoints(s) for s in sessions}
+    # Unresolved: only the blob ids matter here, not the states they hold.
+    timelines = {s.id: read_timeline(s, resolve=False).checkpoints for s in sessions}
     pinned: set[str] = set()
     for session in sessions:
         pinned |= _side_references(session, store)

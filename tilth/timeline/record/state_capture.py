@@ -10,6 +10,8 @@ turn 5,000. Putting it back is ``tilth.timeline.rewind.state_restore``.
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,13 +112,52 @@ def _read_optional_json(path: Path, what: str) -> Any:
         return None
 
 
+_Stamp = tuple[int, int, int, int]
+_task_reads: dict[Path, dict[str, tuple[_Stamp, Any]]] = {}
+"""``tasks dir → file name → (stat, state as stored)``: what the last capture read."""
+_SETTLED_NS = 2_000_000_000
+"""A file whose mtime is this much older than now is trusted by its stat: a rewrite within
+the same clock tick, same size, on a recycled inode could otherwise pass for it (git's
+"racy clean" problem); younger ones are read again."""
+
+
+def _task_states(tasks_dir: Path) -> dict[str, Any]:
+    """Every ``tasks/<T>.json`` as stored; a file whose stat is unchanged since the last
+    capture (and settled) is not read again: a run of many tasks changes one at a time."""
+    known = _task_reads.get(tasks_dir, {})
+    seen: dict[str, tuple[_Stamp, Any]] = {}
+    tasks: dict[str, Any] = {}
+    now = time.time_ns()
+    try:
+        entries = sorted(os.scandir(tasks_dir), key=lambda e: e.name)
+    except FileNotFoundError:
+        _task_reads.pop(tasks_dir, None)
+        return tasks
+    for entry in entries:
+        if not entry.name.endswith(".json"):
+            continue
+        path = Path(entry.path)
+        try:
+            info = entry.stat()
+        except FileNotFoundError:
+            continue
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        hit = known.get(entry.name)
+        if hit is not None and hit[0] == stamp:
+            value = hit[1]
+        else:
+            value = read_task_state(path, path.stem, as_stored=True)
+        tasks[path.stem] = value
+        if now - info.st_mtime_ns > _SETTLED_NS:
+            seen[entry.name] = (stamp, value)
+    _task_reads[tasks_dir] = seen
+    return tasks
+
+
 def read_harness_state(session: Session) -> HarnessState:
     """The harness state as it is on disk now (a pure read)."""
     cp = session.record()
-    tasks: dict[str, Any] = {}
-    if session.tasks_dir.is_dir():
-        for path in sorted(session.tasks_dir.glob("*.json")):
-            tasks[path.stem] = read_task_state(path, path.stem, as_stored=True)
+    tasks = _task_states(session.tasks_dir)
     ledger_dir = session.ledger.directory
     ledger = {}
     if ledger_dir.is_dir():

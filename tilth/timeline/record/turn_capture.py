@@ -33,6 +33,7 @@ from tilth.timeline.record.blob_store import (
     git_blob_sha,
     max_file_bytes,
     read_state_in,
+    register_root,
     remember_store,
     store_state,
 )
@@ -245,7 +246,7 @@ class TurnCapture:
         """Record this capture's store as the session's, and tell retention where the
         session lives, so every later go-back of the session finds its blobs there."""
         if self.session is not None:
-            gc.register_root(self.store, self.session.dir.parent)
+            register_root(self.store, self.session.dir.parent)
             remember_store(self.session, self.store)
 
     def _first_use(self) -> None:

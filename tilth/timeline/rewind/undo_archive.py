@@ -17,12 +17,13 @@ from typing import Any
 
 from tilth import git
 from tilth.session.events import utc_now
-from tilth.session.files import atomic_write_json, fsync_dir, read_json
+from tilth.session.files import atomic_write_json, fsync_dir
 from tilth.session.schemas import SCHEMAS
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import (
     git_blob_sha,
     read_state_in,
+    register_root,
     remember_store,
     session_store,
     store_state,
@@ -32,11 +33,11 @@ from tilth.timeline.record.checkpoints import (
     checkpoint_id,
     checkpoint_path,
     list_checkpoints,
+    read_checkpoint,
     timeline_dir,
     write_checkpoint,
 )
 from tilth.timeline.record.git_reads import TreeCache, dirty_paths
-from tilth.timeline.record.retention import register_root
 from tilth.timeline.record.state_capture import capture_state, log_tail, thread_heads
 from tilth.timeline.record.turn_capture import live_changes
 from tilth.timeline.rewind.code_state import recorded_code_state
@@ -60,7 +61,7 @@ def record_before(session: Session, plan: PlanView) -> Checkpoint:
     seq = plan.before_seq
     path = checkpoint_path(session, seq)
     if path.is_file():
-        return Checkpoint.from_dict(read_json(path, what="checkpoint"))
+        return read_checkpoint(session, path)
     worktree = Path(plan.worktree)
     head, overlay = _code_now(session, worktree, plan)
     archive = archive_dir(session, seq)

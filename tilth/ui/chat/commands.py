@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tilth import Checkpoint, RewindPlan
 from tilth.chat import Command, help_text
 from tilth.errors import SessionCorrupt, TilthError, UsageError
-from tilth.session import read_json
-from tilth.timeline import SummaryPlan
+from tilth.timeline import SummaryPlan, read_checkpoint
 from tilth.ui.chat.view import terminal_safe
 from tilth.ui.list_picker import Row, pick
 
@@ -177,7 +176,7 @@ class ChatCommands:
         if aimed is None and point.archive and target.startswith("cp-"):
             archived = self.engine.session.dir / point.archive / "checkpoints" / f"{target}.json"
             try:
-                aimed = Checkpoint.from_dict(read_json(archived, what="checkpoint"))
+                aimed = read_checkpoint(self.engine.session, archived)
             except (OSError, ValueError, TypeError, SessionCorrupt):
                 aimed = None
         return aimed.turn if aimed is not None and aimed.kind == "turn" else None
