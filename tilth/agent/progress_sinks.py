@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tilth.model.base import Delta
+from tilth.model.call import CancelToken
 
 if TYPE_CHECKING:
     from tilth.agent.run_context import Progress
@@ -178,6 +179,21 @@ def lanes_for(shown: Progress) -> Lanes:
     return made if isinstance(made, Lanes) else Lanes(shown)
 
 
+class EventCancel(CancelToken):
+    """A ``CancelToken`` that is set when ``event`` is: the run's Ctrl-C, seen by a turn."""
+
+    def __init__(self, event: threading.Event) -> None:
+        super().__init__()
+        self.event = event
+
+    def cancel(self) -> None:
+        self.event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.event.is_set()
+
+
 class LaneProgress:
     """One attempt's ``Progress``: what it reports updates its lane of ``Lanes``."""
 
@@ -186,6 +202,9 @@ class LaneProgress:
         self.lane = lane
         self.cancel = cancel
         """Set when the run is interrupted: the attempt stops at its next step, as on Ctrl-C."""
+        self.cancel_token = EventCancel(cancel) if cancel is not None else None
+        """The same, for the attempt's turns: a model call in flight is abandoned at once
+        (``RunContext.turn_options``), not waited for."""
 
     def status(
         self,
