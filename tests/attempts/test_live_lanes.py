@@ -102,3 +102,34 @@ def test_piped_output_keeps_plain_prefixed_lines(
         mine = [line for line in lines if f"[attempt {number}/2 " in line]
         assert any(line.rstrip().endswith("T-001 implementing") for line in mine), mine
         assert mine[-1].strip().endswith(f"ended: {ending}"), mine
+
+
+def test_an_attempt_waiting_for_a_place_shows_as_queued(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    """With ``--parallel`` below ``--attempts`` the waiting attempt's line said ``starting``
+    for minutes, its clock running since its fork."""
+    seed_add(sessions_dir, repo)
+    env = {
+        **os.environ,
+        **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4"),
+        "TERM": "xterm-256color",
+        "NO_COLOR": "1",
+    }
+    with team_server(slow(differing_team(right=2, count=2), 0.2)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "tilth", "run", str(repo), "--attempts", "2", "--parallel", "1"],
+            env=env,
+            cwd=str(tmp_path),
+            dimensions=(60, 220),
+            encoding="utf-8",
+            timeout=240,
+        )
+        raw = child.read()
+        child.close()
+    assert child.exitstatus == 0, raw
+    assert re.search(r"attempt 2/2 \S+ · queued, waiting for a place \(--parallel\)", raw), raw
+    # ...then runs in its own line.
+    assert re.search(r"attempt 2/2 \S+ · T-001 · \w+ · ", raw), raw
