@@ -69,13 +69,15 @@ def test_a_terminal_redraws_one_line_per_attempt_in_place(
     # A lane counts its attempt's own tokens (its figure in the summary), from 0: not the
     # 15 of the interview the session's count began with.
     # ...and only its own, never its sibling's: at most its figure in the summary.
-    summary = dict(re.findall(r"attempts  T-001 . (\S+): .*?, (\d+) token\(s\)", raw))
+    summary = dict(re.findall(r"attempts  T-001 . (\S+): .*?, ([\d,]+) token\(s\)", raw))
     assert len(summary) == 2, raw
     for number in (1, 2):
         assert re.search(rf"attempt {number}/2 \S+ · T-001 · \w+ · 0 tokens", raw), raw
         shown = re.findall(rf"attempt {number}/2 (\S+) · T-001 · [^\x1b\r\n]*?([\d,]+) tokens", raw)
         (attempt,) = {a for a, _ in shown}
-        assert max(int(t.replace(",", "")) for _, t in shown) <= int(summary[attempt]), raw
+        assert max(int(t.replace(",", "")) for _, t in shown) <= int(
+            summary[attempt].replace(",", "")
+        ), raw
     shown = screen(raw)
     for number in (1, 2):
         # Not scrolled: one line per attempt stays, collapsed to its result (its warnings,

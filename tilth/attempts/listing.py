@@ -135,7 +135,7 @@ def summary_lines(session: Session) -> list[str]:
                 f"{'passed' if item.get('passed') else 'failed'}, "
                 f"{'accepted' if item.get('accepted') else 'not accepted'}, "
                 f"{item.get('failed_gates')} failed gate(s), {item.get('diff_lines')} diff "
-                f"line(s), {item.get('tokens')} token(s)"
+                f"line(s), {int(item.get('tokens') or 0):,} token(s)"
             )
     found = undecided(session)
     return lines + (_undecided_lines(found) if found is not None else [])
