@@ -161,3 +161,28 @@ def test_empty_responses_back_off_longer_each_time(
     kit = build(tmp_path, [plan(), empty(), empty(), empty()], [], empty_backoff_seconds=0.5)
     assert run_task(kit.ctx, kit.task()).reason == "empty_responses"
     assert slept == [0.5, 1.0]  # no wait after the streak that fails the task
+
+
+def test_the_same_submit_call_repeated_in_one_reply_runs_the_gate_once(tmp_path: Path) -> None:
+    """A small model sent one ``submit_case`` six times in a reply: the seed tests ran six
+    times on the same worktree and counted six failed gates, and best of N, which prefers
+    fewer failed gates, held that stutter against the attempt."""
+    submit = tool_call(
+        "submit_case",
+        summary="calc.add returns the sum",
+        ac_coverage=[{"criterion": "add(2, 3) == 5", "addressed_by": "calc.py::add"}],
+    )
+    other = tool_call("submit_case", summary="another try", ac_coverage=[])
+    worker = [plan(), reply(None, submit, submit, other, submit), *quiet()]
+    kit = build(tmp_path, worker, [])
+    assert run_task(kit.ctx, kit.task()).reason == "no_case"
+    # The first call and the one with other arguments are judged; the repeats are not.
+    assert [e.payload["passed"] for e in kit.events("tests_run")] == [False, False]
+    answers = [m["content"] for m in kit.thread("worker.T-001.implementing") if m["role"] == "tool"]
+    assert len(answers) == 4
+    assert "acceptance tests fail" in answers[0] and "acceptance tests fail" in answers[2]
+    assert (
+        answers[1]
+        == answers[3]
+        == "Duplicate `submit_case` call ignored; act on the response to the first one."
+    )

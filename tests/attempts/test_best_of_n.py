@@ -127,3 +127,35 @@ def test_resetting_the_parent_deletes_its_attempts(repo: Path, sessions_dir: Pat
     assert "1 attempt session(s) it made go too" in done.stdout
     assert not seeded.session.dir.exists() and not child.dir.exists()
     assert other.dir.exists()
+
+
+def test_an_attempts_figures_are_shown_as_every_token_count_is(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    """Against a real model the decided attempts read ``18982 token(s)`` and ``more tokens
+    (22237 against 7513)`` beside ``2,032 so far`` and the summary's ``45,816 by runs``."""
+    from tests.agent.support import model_env, team_server
+    from tests.attempts.support import differing_team
+
+    team = differing_team(right=2, count=2)
+
+    def costly(model: str, request: dict[str, object]) -> dict[str, object]:
+        answer = dict(team(model, request))
+        answer["usage"] = {"prompt_tokens": 1_200, "completion_tokens": 34}
+        return answer
+
+    seeded = seed_add(sessions_dir, repo)
+    env = model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")
+    with team_server(costly) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        result = run_cli("run", str(repo), "--attempts", "2", env=env, cwd=tmp_path, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (selected,) = [e.payload for e in seeded.events() if e.type == "attempt_selected"]
+    spent = [f["tokens"] for f in selected["attempts"]]
+    assert min(spent) >= 1_000
+    for tokens in spent:
+        assert f"{tokens:,} token(s)" in result.stdout, result.stdout
+        assert f" {tokens} " not in result.stdout + " "
+    listed = run_cli("attempts", seeded.session.id).stdout
+    for tokens in spent:
+        assert f"{tokens:,}" in listed and f" {tokens} " not in listed, listed

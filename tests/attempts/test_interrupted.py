@@ -120,3 +120,40 @@ def test_ctrl_c_while_the_attempts_are_forked_leaves_none_behind(
     assert made() == forked, "the resume went on with them, forking none beside them"
     (selected,) = [e.payload for e in seeded.events() if e.type == "attempt_selected"]
     assert sorted(a["session"] for a in selected["attempts"]) == forked
+
+
+def test_ctrl_c_abandons_the_model_calls_the_attempts_wait_on(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    """Each attempt heard of a Ctrl-C only at its next status line, after the reply in flight:
+    against a real model on a loaded machine a reply took over a minute, the run gave up
+    waiting after one, and the attempts ended with no ``stop`` recorded. The calls in flight
+    are abandoned at once, as a plain run's is."""
+    seeded = seed_add(sessions_dir, repo)
+    env = {**os.environ, **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")}
+    with team_server(slow(differing_team(right=1, count=2), 600)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        run = subprocess.Popen(
+            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "2"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        wait_for(lambda: len(server.requests) >= 2, 90, "both attempts to ask the model")
+        os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=240)
+    assert run.returncode == 130, output
+    (started,) = [e.payload for e in seeded.events() if e.type == "attempts_started"]
+    for attempt in started["attempts"]:
+        events = [
+            json.loads(line)
+            for line in (sessions_dir / attempt / "events.jsonl").read_text().splitlines()
+        ]
+        cancelled = [e["payload"] for e in events if e["type"] == "model_call_cancelled"]
+        assert cancelled and cancelled[-1]["reason"] == "interrupted", (attempt, output)
+        assert events[-1]["type"] == "stop", (attempt, events[-1])
+        assert events[-1]["payload"]["reason"] == "interrupted"

@@ -69,13 +69,15 @@ def test_a_terminal_redraws_one_line_per_attempt_in_place(
     # A lane counts its attempt's own tokens (its figure in the summary), from 0: not the
     # 15 of the interview the session's count began with.
     # ...and only its own, never its sibling's: at most its figure in the summary.
-    summary = dict(re.findall(r"attempts  T-001 . (\S+): .*?, (\d+) token\(s\)", raw))
+    summary = dict(re.findall(r"attempts  T-001 . (\S+): .*?, ([\d,]+) token\(s\)", raw))
     assert len(summary) == 2, raw
     for number in (1, 2):
         assert re.search(rf"attempt {number}/2 \S+ · T-001 · \w+ · 0 tokens", raw), raw
         shown = re.findall(rf"attempt {number}/2 (\S+) · T-001 · [^\x1b\r\n]*?([\d,]+) tokens", raw)
         (attempt,) = {a for a, _ in shown}
-        assert max(int(t.replace(",", "")) for _, t in shown) <= int(summary[attempt]), raw
+        assert max(int(t.replace(",", "")) for _, t in shown) <= int(
+            summary[attempt].replace(",", "")
+        ), raw
     shown = screen(raw)
     for number in (1, 2):
         # Not scrolled: one line per attempt stays, collapsed to its result (its warnings,
@@ -102,3 +104,34 @@ def test_piped_output_keeps_plain_prefixed_lines(
         mine = [line for line in lines if f"[attempt {number}/2 " in line]
         assert any(line.rstrip().endswith("T-001 implementing") for line in mine), mine
         assert mine[-1].strip().endswith(f"ended: {ending}"), mine
+
+
+def test_an_attempt_waiting_for_a_place_shows_as_queued(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    """With ``--parallel`` below ``--attempts`` the waiting attempt's line said ``starting``
+    for minutes, its clock running since its fork."""
+    seed_add(sessions_dir, repo)
+    env = {
+        **os.environ,
+        **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4"),
+        "TERM": "xterm-256color",
+        "NO_COLOR": "1",
+    }
+    with team_server(slow(differing_team(right=2, count=2), 0.2)) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "tilth", "run", str(repo), "--attempts", "2", "--parallel", "1"],
+            env=env,
+            cwd=str(tmp_path),
+            dimensions=(60, 220),
+            encoding="utf-8",
+            timeout=240,
+        )
+        raw = child.read()
+        child.close()
+    assert child.exitstatus == 0, raw
+    assert re.search(r"attempt 2/2 \S+ · queued, waiting for a place \(--parallel\)", raw), raw
+    # ...then runs in its own line.
+    assert re.search(r"attempt 2/2 \S+ · T-001 · \w+ · ", raw), raw

@@ -71,3 +71,62 @@ def _web_shows_them_undecided(session_id: str, attempt: str, rows: list[dict[str
         )
         assert refused.status_code == 400, refused.text
         assert "has not been decided yet" in refused.json()["error"]
+
+
+def test_an_attempt_waiting_for_its_place_is_listed_as_queued(
+    repo: Path, sessions_dir: Path, tmp_path: Path
+) -> None:
+    """With ``--parallel 1`` the second attempt, waiting while the first ran, was listed as
+    ``undecided: not running`` (and as ``stopped`` by ``tilth sessions``) mid-run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.agent.support import model_env, team_server
+    from tests.attempts.queue_support import wait_for
+    from tests.attempts.support import seed_add
+    from tilth.model.script import reply, tool_call
+    from tilth.session.store import Session
+
+    def busy(model: str, request: dict[str, object]) -> dict[str, object]:
+        call = reply(None, tool_call("bash", command="true"))
+        return {"type": "delay", "seconds": 0.2, "then": call}
+
+    seeded = seed_add(sessions_dir, repo)
+    env = {**os.environ, **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="0")}
+    with team_server(busy) as server:
+        env["TILTH_BASE_URL"] = server.base_url
+        run = subprocess.Popen(
+            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "2", "--parallel", "1"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+
+            def started() -> list[str]:
+                found = [e.payload for e in seeded.events() if e.type == "attempts_started"]
+                return list(found[0]["attempts"]) if found else []
+
+            first, second = (Session(i, sessions_dir / i) for i in wait_for(started, 120, "forks"))
+            wait_for(lambda: first.tokens_used > 0, 120, "attempt 1's first model call")
+            during = json.loads(run_cli("attempts", seeded.session.id, "--json").stdout)
+            os.killpg(run.pid, signal.SIGINT)
+            output, _ = run.communicate(timeout=90)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.wait()
+    assert run.returncode == 130, output
+    waiting = {row["session"]: row["so_far"] for row in during}
+    assert waiting[first.id]["status"] == "running", during
+    assert waiting[second.id]["status"] == "queued", during
+    assert waiting[second.id]["summary"].startswith("undecided: queued, waiting for a place")
+    # Once the run is over nothing waits for a place.
+    after = json.loads(run_cli("attempts", seeded.session.id, "--json").stdout)
+    assert "queued" not in {row["so_far"]["status"] for row in after}, after

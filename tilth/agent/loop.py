@@ -19,6 +19,7 @@ from tilth.agent.resume import failed_subject
 from tilth.agent.run_context import RunContext
 from tilth.agent.stops import CAP_SETTINGS, STOP_FOR_FAILURE, Stop, StopRun, stop_reason
 from tilth.errors import StorageError, TilthError
+from tilth.model.call import Cancelled
 from tilth.session.task import Task
 
 
@@ -48,6 +49,8 @@ def run_loop(ctx: RunContext) -> Stop:
         return finish(ctx, Stop(stop_reason(stop.reason), stop.detail))
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP, a closed output pipe
         return finish(ctx, Stop("interrupted", str(exc) or "interrupted by the user (Ctrl-C)"))
+    except Cancelled:  # the same, reaching an attempt's turn through its cancel token
+        return finish(ctx, Stop("interrupted", "the run was interrupted"))
     except TilthError as exc:
         return finish(ctx, Stop("error", str(exc), error=exc))
     except Exception as exc:  # the loop boundary: logged as stop {error}, reported by the CLI

@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tilth.model.base import Delta
+from tilth.model.call import CancelToken
 
 if TYPE_CHECKING:
     from tilth.agent.run_context import Progress
@@ -95,6 +96,10 @@ class LineNotices:
 
 
 # ---- K attempts at once -------------------------------------------------------------------------
+QUEUED = "queued, waiting for a place (--parallel)"
+"""A lane's action until its attempt starts: the queue runs at most K at once."""
+
+
 @dataclass
 class Lane:
     """What one of K attempts is doing: the line it is shown as."""
@@ -104,15 +109,20 @@ class Lane:
     stage: str | None = None
     turn: int | None = None
     tokens: int | None = None
-    action: str = "starting"
-    """Its last notable line (a stage passed, the gate running...)."""
+    action: str = QUEUED
+    """Its last notable line (a stage passed, the gate running...); ``QUEUED`` until its
+    attempt starts (``--parallel`` below ``--attempts`` keeps some waiting)."""
     result: str | None = None
     """How it ended; its line collapses to this."""
-    started: float = field(default_factory=time.monotonic)
+    started: float | None = None
+    """When its attempt started running (None while it waits in the queue)."""
     ended: float | None = None
 
     def line(self, now: float | None = None) -> str:
-        """``attempt 2/3 <id> · implementing · turn 3 · 4,210 tokens · 12s · <action>``."""
+        """``attempt 2/3 <id> · implementing · turn 3 · 4,210 tokens · 12s · <action>``;
+        ``attempt 3/3 <id> · queued, waiting for a place`` before it starts."""
+        if self.started is None:
+            return f"{self.label} · {self.result or self.action}"
         elapsed = f"{int((self.ended or now or time.monotonic()) - self.started)}s"
         if self.result is not None:
             return f"{self.label} · {self.result} · {elapsed}"
@@ -178,6 +188,21 @@ def lanes_for(shown: Progress) -> Lanes:
     return made if isinstance(made, Lanes) else Lanes(shown)
 
 
+class EventCancel(CancelToken):
+    """A ``CancelToken`` that is set when ``event`` is: the run's Ctrl-C, seen by a turn."""
+
+    def __init__(self, event: threading.Event) -> None:
+        super().__init__()
+        self.event = event
+
+    def cancel(self) -> None:
+        self.event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.event.is_set()
+
+
 class LaneProgress:
     """One attempt's ``Progress``: what it reports updates its lane of ``Lanes``."""
 
@@ -186,6 +211,9 @@ class LaneProgress:
         self.lane = lane
         self.cancel = cancel
         """Set when the run is interrupted: the attempt stops at its next step, as on Ctrl-C."""
+        self.cancel_token = EventCancel(cancel) if cancel is not None else None
+        """The same, for the attempt's turns: a model call in flight is abandoned at once
+        (``RunContext.turn_options``), not waited for."""
 
     def status(
         self,
@@ -215,6 +243,11 @@ class LaneProgress:
 
     def on_delta(self, delta: Delta) -> None:
         """Streamed pieces are not shown for attempts (K of them at once)."""
+
+    def begin(self) -> None:
+        """The attempt starts running: its clock starts (time spent queued is not its own)."""
+        self.lane.started = time.monotonic()
+        self.lane.action = "starting"
 
     def end(self, result: str) -> None:
         """The attempt stopped: its lane collapses to ``result``."""

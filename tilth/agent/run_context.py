@@ -159,6 +159,9 @@ class RunContext:
             "deadline": self.deadline(),
             "context": ContextKeeper.for_actor(model, self.settings, checkpoint),
             "max_reply_tokens": self.settings.max_reply_tokens,
+            # An attempt's lane carries the run's Ctrl-C (its attempts run off the main thread,
+            # where no KeyboardInterrupt reaches a model call in flight).
+            "cancel": getattr(self.progress, "cancel_token", None),
         }
 
     def run_tokens(self) -> int:

@@ -275,6 +275,9 @@ def _ask(
             cancel=actor.cancel,
             deadline=actor.deadline,
         )
+    except Cancelled:
+        actor.session.log("model_call_cancelled", **actor.scope(), reason="interrupted")
+        raise
     except DeadlineReached:
         actor.session.log("model_call_cancelled", **actor.scope(), reason="wall_clock")
         raise StopRun(

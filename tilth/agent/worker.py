@@ -276,13 +276,20 @@ def _after_turn(
 
 
 def _submit(actor: Actor, spec: StageSpec, result: TurnResult) -> Submission | None:
-    """Answer every control call of the turn; the accepted submission, if any."""
+    """Answer every control call of the turn; the accepted submission, if any.
+
+    The calls are judged after the turn's other calls ran, so each meets the same worktree:
+    one that repeats a call already judged (a small model sends the same ``submit_case``
+    six times in one reply) is answered as a duplicate, not judged again, so a failing gate
+    runs once and counts once (an attempt's failed gates are what best of N compares)."""
     accepted: Submission | None = None
+    judged: set[str] = set()
     for call in result.control_calls:
         log_call(actor, result.number, call)  # the stage's own tool: the turn answered others
-        if accepted is not None:
+        if accepted is not None or call.arguments in judged:
             answer(actor, result.number, call, DUPLICATE.format(tool=spec.tool))
             continue
+        judged.add(call.arguments)
         submission = spec.handler(call, result.number)
         answer(actor, result.number, call, submission.reply, is_error=submission.is_error)
         if submission.accepted:

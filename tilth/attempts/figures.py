@@ -145,6 +145,6 @@ def _decisive(winner: AttemptFigures, other: AttemptFigures) -> tuple[str, str]:
     for (name, won, lost), a, b in zip(_CHECKS, _key(winner), _key(other), strict=True):
         if a != b:
             if name in ("failed_gates", "diff_lines", "tokens"):
-                return won, f"{lost} ({getattr(other, name)} against {getattr(winner, name)})"
+                return won, f"{lost} ({getattr(other, name):,} against {getattr(winner, name):,})"
             return won, lost
     return "the earlier attempt on a tie", "a tie on every check; the earlier attempt wins"

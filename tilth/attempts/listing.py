@@ -106,11 +106,12 @@ def list_attempts(parent: Session, task_id: str | None = None) -> list[AttemptRo
     found = [r for r in rows.values() if task_id is None or r.task_id == task_id]
     found.sort(key=lambda r: (r.task_id, r.checkpoint or "", r.number, r.session))
     bases: dict[str, int] = {}
+    run_on = any(not r.decided for r in found) and parent.lock().owner()[1]
     for row in found:
         if not row.decided:
             base = bases.setdefault(row.checkpoint or "", _tokens_at(parent, row.checkpoint))
             attempt = Session(row.session, parent.dir.parent / row.session)
-            row.so_far = so_far(attempt, row.task_id, base)
+            row.so_far = so_far(attempt, row.task_id, base, run_on)
     return found
 
 
@@ -135,7 +136,7 @@ def summary_lines(session: Session) -> list[str]:
                 f"{'passed' if item.get('passed') else 'failed'}, "
                 f"{'accepted' if item.get('accepted') else 'not accepted'}, "
                 f"{item.get('failed_gates')} failed gate(s), {item.get('diff_lines')} diff "
-                f"line(s), {item.get('tokens')} token(s)"
+                f"line(s), {int(item.get('tokens') or 0):,} token(s)"
             )
     found = undecided(session)
     return lines + (_undecided_lines(found) if found is not None else [])

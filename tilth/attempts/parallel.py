@@ -99,6 +99,7 @@ def attempts_runner(
                     lane = lanes.add(label, cancel)
 
                     def local(child: Session = child, lane: LaneProgress = lane) -> dict[str, Any]:
+                        lane.begin()
                         out = LineNotices(None)
                         stop = drive(
                             child,

@@ -18,7 +18,7 @@ from tilth.errors import TilthError
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
 
-RUNNING, UNDECIDED, DELETED = "running", "undecided", "deleted"
+RUNNING, UNDECIDED, DELETED, QUEUED = "running", "undecided", "deleted", "queued"
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,10 @@ class SoFar:
     """An undecided attempt's progress (``tilth attempts --json`` key ``so_far``)."""
 
     status: str
-    """``running`` (a process drives it now), ``stopped: <reason>`` (a cap, Ctrl-C...),
-    ``undecided`` (its task is over or it never ran; the choice waits for the others) or
-    ``deleted`` (its session is gone)."""
+    """``running`` (a process drives it now), ``queued`` (the run goes on but this one waits
+    for a place: ``--parallel`` below ``--attempts``), ``stopped: <reason>`` (a cap,
+    Ctrl-C...), ``undecided`` (its task is over or it never ran; the choice waits for the
+    others) or ``deleted`` (its session is gone)."""
     stop_reason: str | None
     """Its newest stop's reason, if it stopped."""
     task_status: str | None
@@ -55,7 +56,7 @@ class SoFar:
         if over:
             parts = [f"its task {self.task_status}, waiting for the other attempts"]
         else:
-            parts = ["not running" if self.status == UNDECIDED else self.status]
+            parts = [_WORDS.get(self.status, self.status)]
         if self.stage:
             parts.append(f"at {self.stage}")
         parts.append(f"{self.turns} turn(s)")
@@ -67,17 +68,21 @@ class SoFar:
         return "undecided: " + ", ".join(parts)
 
 
-def so_far(attempt: Session, task_id: str, base_tokens: int) -> SoFar:
-    """What ``attempt`` has done at ``task_id`` since its fork, at ``base_tokens``."""
+_WORDS = {UNDECIDED: "not running", QUEUED: "queued, waiting for a place (--parallel)"}
+
+
+def so_far(attempt: Session, task_id: str, base_tokens: int, run_on: bool = False) -> SoFar:
+    """What ``attempt`` has done at ``task_id`` since its fork, at ``base_tokens``;
+    ``run_on``: a process drives the run that forked it (one not started yet is queued)."""
     if not attempt.dir.is_dir():
         return SoFar(DELETED, None, None, None, 0, 0, 0, None, 0)
     try:
-        return _read(attempt, task_id, base_tokens)
+        return _read(attempt, task_id, base_tokens, run_on)
     except (OSError, TilthError):  # being deleted or damaged: its status only
-        return SoFar(_status(attempt, None, None), None, None, None, 0, 0, 0, None, 0)
+        return SoFar(_status(attempt, None, None, run_on), None, None, None, 0, 0, 0, None, 0)
 
 
-def _read(attempt: Session, task_id: str, base_tokens: int) -> SoFar:
+def _read(attempt: Session, task_id: str, base_tokens: int, run_on: bool) -> SoFar:
     task_status = next((t.status for t in attempt.tasks() if t.id == task_id), None)
     state = TaskState.load(attempt, task_id)
     stop = attempt.last_stop()
@@ -89,7 +94,7 @@ def _read(attempt: Session, task_id: str, base_tokens: int) -> SoFar:
             failed += 0 if passed else 1
     stage = state.current_stage or (state.stages_done[-1] if state.stages_done else None)
     return SoFar(
-        status=_status(attempt, stop, task_status),
+        status=_status(attempt, stop, task_status, run_on),
         stop_reason=stop,
         task_status=task_status,
         stage=stage,
@@ -101,10 +106,12 @@ def _read(attempt: Session, task_id: str, base_tokens: int) -> SoFar:
     )
 
 
-def _status(attempt: Session, stop: str | None, task_status: str | None) -> str:
+def _status(attempt: Session, stop: str | None, task_status: str | None, run_on: bool) -> str:
     _, alive = attempt.lock().owner()
     if alive:
         return RUNNING
-    if task_status in ("done", "failed") or stop is None:
+    if task_status in ("done", "failed"):
         return UNDECIDED
+    if stop is None:
+        return QUEUED if run_on else UNDECIDED
     return f"stopped: {stop}"

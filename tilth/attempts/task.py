@@ -227,7 +227,7 @@ def _select(
         ctx.progress.note(
             f"  {mark} attempt {number} {item.session}: "
             f"{'passed' if item.passed else 'failed'}, {item.failed_gates} failed gate(s), "
-            f"{item.diff_lines} diff line(s), {item.tokens} token(s) — {item.reason}"
+            f"{item.diff_lines} diff line(s), {item.tokens:,} token(s) — {item.reason}"
         )
     head = git.head(winner.workspace_dir)
     placeholder = placeholder_of(winner, task_id)

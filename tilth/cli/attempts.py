@@ -79,7 +79,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
         yes[row.get("accepted")],
         str(row.get("failed_gates", "-")),
         str(row.get("diff_lines", "-")),
-        str(row.get("tokens", "-")),
+        _count(row.get("tokens")),
         str(row.get("reason") or ""),
     ]
 
@@ -163,3 +163,8 @@ def worker(parallel: int | None) -> None:
     except KeyboardInterrupt:
         stop.set()
         out.say("worker stopped")
+
+
+def _count(value: object) -> str:
+    """A figure as the other token counts are shown (``18,982``); ``-`` when absent."""
+    return f"{value:,}" if isinstance(value, int) else "-"
