@@ -1,0 +1,60 @@
+"""A checkpoint whose state blob is lost: naming it says so, and never lands on another one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_cli
+from tests.timeline.conftest import build_world
+from tilth.timeline import list_checkpoints
+from tilth.timeline.record.blob_store import BlobStore
+
+
+def _lose_state_of(tilth_home: Path, seq: int, checkpoints: list) -> str:
+    """Delete the state blobs only checkpoint ``seq`` names; returns its id."""
+    target = next(cp for cp in checkpoints if cp.seq == seq)
+    others = set().union(*(cp.state_blobs() for cp in checkpoints if cp.seq != seq))
+    only = target.state_blobs() - others
+    assert only
+    for blob in only:
+        BlobStore.for_home(tilth_home).delete(blob)
+    return target.id
+
+
+def test_latest_with_a_lost_state_is_an_error_not_the_checkpoint_before(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", ("L1",), turns=1)
+    checkpoints = list_checkpoints(world.session)
+    latest = _lose_state_of(tilth_home, checkpoints[-1].seq, checkpoints)
+    env = {"TILTH_SESSIONS_DIR": str(world.sessions_dir)}
+    planned = run_cli(
+        "rewind", world.session.id, "--to", "latest", "--dry-run", env=env, cwd=tmp_path
+    )
+    # Before: a plan to the checkpoint before it, as if it were the latest.
+    assert planned.returncode != 0, planned.stdout
+    assert checkpoints[-2].id not in planned.stdout
+    assert latest in planned.stderr and "missing" in planned.stderr, planned.stderr
+
+
+def test_the_seed_with_a_lost_state_is_named_not_said_to_be_absent(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", ("L1",), turns=1)
+    checkpoints = list_checkpoints(world.session)
+    seed = _lose_state_of(tilth_home, checkpoints[0].seq, checkpoints)
+    env = {"TILTH_SESSIONS_DIR": str(world.sessions_dir)}
+    planned = run_cli("rewind", world.session.id, "--to", "seed", "--dry-run", env=env, cwd=tmp_path)
+    assert planned.returncode != 0
+    assert "no checkpoint 'seed'" not in planned.stderr
+    assert seed in planned.stderr and "missing" in planned.stderr, planned.stderr
+    # Every other checkpoint still goes back as before.
+    other = run_cli(
+        "rewind", world.session.id, "--to", checkpoints[2].id, "--dry-run", env=env, cwd=tmp_path
+    )
+    assert other.returncode == 0, other.stderr
+    listed = json.loads(
+        run_cli("checkpoints", world.session.id, "--json", env=env, cwd=tmp_path).stdout
+    )
+    assert [cp["id"] for cp in listed] == [cp.id for cp in checkpoints[1:]]
