@@ -45,7 +45,9 @@ def test_the_seed_with_a_lost_state_is_named_not_said_to_be_absent(
     checkpoints = list_checkpoints(world.session)
     seed = _lose_state_of(tilth_home, checkpoints[0].seq, checkpoints)
     env = {"TILTH_SESSIONS_DIR": str(world.sessions_dir)}
-    planned = run_cli("rewind", world.session.id, "--to", "seed", "--dry-run", env=env, cwd=tmp_path)
+    planned = run_cli(
+        "rewind", world.session.id, "--to", "seed", "--dry-run", env=env, cwd=tmp_path
+    )
     assert planned.returncode != 0
     assert "no checkpoint 'seed'" not in planned.stderr
     assert seed in planned.stderr and "missing" in planned.stderr, planned.stderr
