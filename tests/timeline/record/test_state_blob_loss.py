@@ -9,6 +9,7 @@ from tests.conftest import run_cli
 from tests.timeline.conftest import build_world
 from tilth.timeline import list_checkpoints
 from tilth.timeline.record.blob_store import BlobStore
+from tilth.timeline.record.checkpoints import checkpoints_dir
 
 
 def _lose_state_of(tilth_home: Path, seq: int, checkpoints: list) -> str:
@@ -60,3 +61,21 @@ def test_the_seed_with_a_lost_state_is_named_not_said_to_be_absent(
         run_cli("checkpoints", world.session.id, "--json", env=env, cwd=tmp_path).stdout
     )
     assert [cp["id"] for cp in listed] == [cp.id for cp in checkpoints[1:]]
+
+
+def test_a_rewind_past_a_checkpoint_with_a_lost_state_drops_it_too(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", ("L1",), turns=1)
+    checkpoints = list_checkpoints(world.session)
+    lost = _lose_state_of(tilth_home, checkpoints[-1].seq, checkpoints)
+    env = {"TILTH_SESSIONS_DIR": str(world.sessions_dir)}
+    target = checkpoints[-3].id
+    done = run_cli("rewind", world.session.id, "--to", target, "--yes", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    # Before: the later checkpoint whose state was lost stayed on the timeline, after the
+    # target, as if it were still to come.
+    remaining = sorted(p.stem for p in checkpoints_dir(world.session).glob("cp-*.json"))
+    assert lost not in remaining, remaining
+    listed = run_cli("checkpoints", world.session.id, env=env, cwd=tmp_path)
+    assert "unreadable" not in listed.stderr, listed.stderr
