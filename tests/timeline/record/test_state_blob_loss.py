@@ -79,3 +79,18 @@ def test_a_rewind_past_a_checkpoint_with_a_lost_state_drops_it_too(
     assert lost not in remaining, remaining
     listed = run_cli("checkpoints", world.session.id, env=env, cwd=tmp_path)
     assert "unreadable" not in listed.stderr, listed.stderr
+
+
+def test_the_doctor_names_a_checkpoint_whose_state_is_lost(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", ("L1",), turns=1)
+    checkpoints = list_checkpoints(world.session)
+    seed = _lose_state_of(tilth_home, checkpoints[0].seq, checkpoints)
+    env = {"TILTH_SESSIONS_DIR": str(world.sessions_dir)}
+    doctor = run_cli("doctor", world.session.id, "--json", env=env, cwd=tmp_path)
+    # Before: "no problems found", while `rewind --to seed` could not be done.
+    found = json.loads(doctor.stdout)["problems"]
+    assert [p["problem"] for p in found] == ["checkpoints"], found
+    assert seed in found[0]["what"] and "missing" in found[0]["what"]
+    assert found[0]["fix"] is None and found[0]["hint"]
