@@ -94,3 +94,26 @@ def test_the_doctor_names_a_checkpoint_whose_state_is_lost(
     assert [p["problem"] for p in found] == ["checkpoints"], found
     assert seed in found[0]["what"] and "missing" in found[0]["what"]
     assert found[0]["fix"] is None and found[0]["hint"]
+
+
+def test_undo_with_the_newest_undo_point_lost_is_an_error_not_an_older_undo(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", ("L1",), turns=1)
+    session = world.session
+    env = {"TILTH_SESSIONS_DIR": str(world.sessions_dir)}
+    for target in ("cp-0008", "cp-0004"):
+        went = run_cli("rewind", session.id, "--to", target, "--yes", env=env, cwd=tmp_path)
+        assert went.returncode == 0, went.stderr
+    points = [cp for cp in list_checkpoints(session) if cp.is_before]
+    assert len(points) == 2
+    # The newest undo point's file names a prd blob the store no longer holds.
+    path = checkpoints_dir(session) / f"{points[-1].id}.json"
+    data = json.loads(path.read_text("utf-8"))
+    data["state"]["prd"] = "0" * 64
+    path.write_text(json.dumps(data), "utf-8")
+    undo = run_cli("rewind", session.id, "--undo", "--dry-run", env=env, cwd=tmp_path)
+    # Before: a plan back to the older undo point, as if the newest were not there.
+    assert undo.returncode != 0, undo.stdout
+    assert points[0].id not in undo.stdout
+    assert points[-1].id in undo.stderr and "missing" in undo.stderr, undo.stderr
