@@ -117,3 +117,20 @@ def test_undo_with_the_newest_undo_point_lost_is_an_error_not_an_older_undo(
     assert undo.returncode != 0, undo.stdout
     assert points[0].id not in undo.stdout
     assert points[-1].id in undo.stderr and "missing" in undo.stderr, undo.stderr
+
+
+def test_a_restart_whose_task_start_state_is_lost_is_an_error_not_a_bare_commit(
+    tilth_home: Path, tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", ("L1", "L1"), turns=1)
+    session = world.session
+    start = next(cp for cp in list_checkpoints(session) if cp.kind == "task_start")
+    path = checkpoints_dir(session) / f"{start.id}.json"
+    data = json.loads(path.read_text("utf-8"))
+    data["state"]["prd"] = "0" * 64  # a blob the store does not hold
+    path.write_text(json.dumps(data), "utf-8")
+    env = {"TILTH_SESSIONS_DIR": str(world.sessions_dir)}
+    planned = run_cli("restart", session.id, start.task_id, "--dry-run", env=env, cwd=tmp_path)
+    # Before: a plan to the task's base commit alone, its conversation and log kept.
+    assert planned.returncode != 0, planned.stdout
+    assert start.id in planned.stderr and "missing" in planned.stderr, planned.stderr
