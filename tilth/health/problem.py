@@ -13,7 +13,7 @@ class Problem:
     key: str
     """``checkpoint``, ``source``, ``events``, ``prd``, ``journal``, ``branch``, ``worktree``,
     ``head``; and the records ``tasks``, ``seed-meta``, ``ledger``, ``thread``,
-    ``worktree-env`` (``tilth.health.records``)."""
+    ``worktree-env``, ``checkpoints`` (``tilth.health.records``)."""
     what: str
     fix: str | None
     """What ``repair`` will do; None when the record cannot fix it."""

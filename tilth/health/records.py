@@ -34,7 +34,7 @@ from tilth.session.validate import (
     seed_meta_problem,
     task_state_problem,
 )
-from tilth.timeline.record.checkpoints import list_checkpoints
+from tilth.timeline.record.checkpoints import list_checkpoints, read_timeline
 
 VERDICT_FIELDS = (
     "verdict",
@@ -94,6 +94,18 @@ def record_problems(session: Session) -> list[Problem]:
     events = event_line_problem(session)
     if events is not None:
         problems.append(events)
+    unreadable = read_timeline(session).problems
+    if unreadable:
+        # A checkpoint file torn or naming a lost state blob: nothing recorded rebuilds it.
+        problems.append(
+            Problem(
+                "checkpoints",
+                "; ".join(unreadable),
+                None,
+                hint="those points cannot be gone back to; every other checkpoint can "
+                "(`tilth checkpoints` lists them)",
+            )
+        )
     env = _worktree_env_damage(session)
     if env is not None:
         problems.append(

@@ -313,7 +313,11 @@ def resolve_checkpoint(session: Session, ref: str) -> Checkpoint:
     that stage. Raises ``UsageError`` naming what exists when nothing matches.
     """
     ref = ref.strip()
-    checkpoints = list_checkpoints(session)
+    # Unresolved: a ref is matched by kind, task and stage, and only the match's state is
+    # read. A checkpoint whose state blob is lost is then named as such, never stepped over
+    # (``latest`` would otherwise land on the one before it).
+    timeline = read_timeline(session, resolve=False)
+    checkpoints = timeline.checkpoints
     if not checkpoints:
         raise UsageError(
             f"session {session.id} has no checkpoints yet",
@@ -338,12 +342,22 @@ def resolve_checkpoint(session: Session, ref: str) -> Checkpoint:
         ]
         match = stages[-1] if stages else None
     if match is None:
+        unreadable = f" ({len(timeline.problems)} checkpoint file(s) unreadable)"
         raise UsageError(
-            f"no checkpoint {_shown(ref)} in session {session.id}",
+            f"no checkpoint {_shown(ref)} in session {session.id}"
+            + (unreadable if timeline.problems else ""),
             hint="`tilth checkpoints` lists them; refer to one by id (cp-0007), number, "
             "seed, latest, a task (T-001) or a stage (T-001/planning)",
         )
-    return match
+    if match._stored is None:
+        return match  # its state was inline: read whole already
+    try:
+        return read_checkpoint(session, checkpoint_path(session, match.seq))
+    except (FileNotFoundError, SessionCorrupt, ValueError, TypeError) as exc:
+        raise SessionCorrupt(
+            f"checkpoint {match.id} ({match.kind}) cannot be restored: {exc}",
+            hint="every other checkpoint still can (`tilth checkpoints` lists them)",
+        ) from None
 
 
 def _shown(ref: str, limit: int = 60) -> str:

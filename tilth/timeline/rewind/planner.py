@@ -18,7 +18,7 @@ from tilth.errors import GitError
 from tilth.session.harness_state import HarnessState
 from tilth.session.store import Session
 from tilth.timeline.record.blob_store import session_store
-from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, list_checkpoints
+from tilth.timeline.record.checkpoints import Checkpoint, highest_seq, read_timeline
 from tilth.timeline.record.dir_state import is_manifest_head
 from tilth.timeline.record.git_reads import dirty_paths
 from tilth.timeline.record.state_capture import log_tail, read_harness_state, worktree_of
@@ -195,10 +195,10 @@ def later_checkpoints(
     session: Session, keep_through: int, *, undo_points: bool = False
 ) -> list[int]:
     """The checkpoints after ``keep_through`` (undo points only with ``undo_points``): what
-    a cut deletes."""
+    a cut deletes (one whose state cannot be read too: its states are not read)."""
     return [
         c.seq
-        for c in list_checkpoints(session)
+        for c in read_timeline(session, resolve=False).checkpoints
         if c.seq > keep_through and (undo_points or not c.is_before)
     ]
 

@@ -24,7 +24,7 @@ from tilth.session.harness_state import HarnessState
 from tilth.session.pipelines import STAGE_COMMIT, stages_for
 from tilth.session.store import Session
 from tilth.session.task import Task
-from tilth.timeline.record.checkpoints import Checkpoint, list_checkpoints
+from tilth.timeline.record.checkpoints import Checkpoint, read_timeline, resolve_checkpoint
 from tilth.timeline.record.state_capture import read_harness_state, worktree_of
 from tilth.timeline.rewind.plan import RewindError, RewindPlan
 from tilth.timeline.rewind.planner import plan
@@ -100,10 +100,16 @@ def completed_stages(
     return [s for s in stages if s in done]
 
 
+def _unread(session: Session) -> list[Checkpoint]:
+    """The checkpoints with their states not read (``resolve_checkpoint`` reads the chosen
+    one): one whose state blob is lost is then never stepped over."""
+    return read_timeline(session, resolve=False).checkpoints
+
+
 def completed_stages_by_task(session: Session, worktree: Path) -> dict[str, set[str]]:
     """``completed_stages`` of every task at once: one read of the checkpoints, one git walk."""
     done: dict[str, set[str]] = {}
-    for c in list_checkpoints(session):
+    for c in _unread(session):
         if c.kind == "stage" and c.task_id and c.stage:
             done.setdefault(c.task_id, set()).add(c.stage)
     for task_id, stages in _stage_commits(worktree).items():
@@ -112,11 +118,10 @@ def completed_stages_by_task(session: Session, worktree: Path) -> dict[str, set[
 
 
 def _base(session: Session, task_id: str, worktree: Path) -> StageTarget:
-    starts = [
-        c for c in list_checkpoints(session) if c.kind == "task_start" and c.task_id == task_id
-    ]
+    starts = [c for c in _unread(session) if c.kind == "task_start" and c.task_id == task_id]
     if starts:
-        return StageTarget(starts[0].head, starts[0], "", _off_branch(starts[0].head, worktree))
+        start = resolve_checkpoint(session, starts[0].id)  # a lost state: an error, named
+        return StageTarget(start.head, start, "", _off_branch(start.head, worktree))
     state = read_harness_state(session).tasks.get(task_id)
     base = state.get("base_commit") if isinstance(state, dict) else None
     if isinstance(base, str) and git.rev_parse(base, worktree):
@@ -160,14 +165,14 @@ def find_target(
     previous = stages[stages.index(from_stage) - 1]
     found = [
         c
-        for c in list_checkpoints(session)
+        for c in _unread(session)
         if c.kind == "stage"
         and c.task_id == task_id
         and c.stage == previous
         and on_branch(c.head, worktree)
     ]
     if found:
-        return StageTarget(found[-1].head, found[-1], from_stage)
+        return StageTarget(found[-1].head, resolve_checkpoint(session, found[-1].id), from_stage)
     sha = _stage_event_sha(session, task_id, previous)
     if sha is None or not on_branch(sha, worktree):
         sha = _stage_commits(worktree, task_id).get(task_id, {}).get(previous)
@@ -196,7 +201,7 @@ def _reachable(session: Session, task_id: str, stage: str, worktree: Path) -> bo
     """True when a recorded commit of (task, stage) still exists, though off the branch."""
     recorded = [
         c.head
-        for c in list_checkpoints(session)
+        for c in _unread(session)
         if c.kind == "stage" and c.task_id == task_id and c.stage == stage
     ]
     sha = _stage_event_sha(session, task_id, stage)

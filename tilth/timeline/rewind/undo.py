@@ -25,6 +25,8 @@ from tilth.session.store import Session
 from tilth.timeline.record.checkpoints import (
     Checkpoint,
     list_checkpoints,
+    read_timeline,
+    resolve_checkpoint,
 )
 from tilth.timeline.record.state_capture import log_tail
 from tilth.timeline.rewind.snapshot_restore import is_snapshot_session
@@ -47,8 +49,9 @@ def read_archive(session: Session, checkpoint: Checkpoint) -> dict[str, Any]:
 
 
 def undo_points(session: Session) -> list[Checkpoint]:
-    """The ``before-`` checkpoints, oldest first."""
-    return [c for c in list_checkpoints(session) if c.is_before]
+    """The ``before-`` checkpoints, oldest first (their states not read: see
+    ``resolve_checkpoint``, which reads the one gone back to)."""
+    return [c for c in read_timeline(session, resolve=False).checkpoints if c.is_before]
 
 
 def undo_target(session: Session, ref: str | None) -> Target:
@@ -62,10 +65,9 @@ def undo_target(session: Session, ref: str | None) -> Target:
                 if is_snapshot_session(session)
                 else "rewind, restart and resume record an undo point; reset --to-seed does not",
             )
-        point = points[-1]
+        # Named, not taken from the list: one whose state is lost is an error, not skipped.
+        point = resolve_checkpoint(session, points[-1].id)
     else:
-        from tilth.timeline.record.checkpoints import resolve_checkpoint
-
         point = resolve_checkpoint(session, ref)
         if not point.is_before:
             raise UsageError(
