@@ -15,6 +15,7 @@ holds the state itself. A blob is made durable before a file that names it is wr
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -85,6 +86,9 @@ def store_state(session: Session, state: dict[str, Any], store: BlobStore) -> St
     return StoredState(on_disk, tuple(keys), store.root, state)
 
 
+_cache_lock = threading.Lock()
+"""Guards both caches below: the web server reads checkpoints from several threads, and an
+entry evicted between another thread's lookup and its ``move_to_end`` raised ``KeyError``."""
 _stored: OrderedDict[int, tuple[Any, Path, str, float]] = OrderedDict()
 """``id(value) → (value, store root, blob id, when stored)``: values stored lately. A
 capture reads an unchanged task file as the very object it read before (``state_capture``),
@@ -98,15 +102,17 @@ than an hour, so one stored this recently cannot be swept before the file naming
 def _put(store: BlobStore, value: Any) -> str:
     """``store.put`` of ``value``'s JSON, skipped when this very object was stored lately."""
     now = time.monotonic()
-    known = _stored.get(id(value))
+    with _cache_lock:
+        known = _stored.get(id(value))
     if known is not None and known[0] is value and known[1] == store.root:
         if now - known[3] < _FRESH_SECONDS:
             return known[2]
     blob = store.put(_encode(value))
-    _stored[id(value)] = (value, store.root, blob, now)
-    _stored.move_to_end(id(value))
-    if len(_stored) > _CACHE_ENTRIES:
-        _stored.popitem(last=False)
+    with _cache_lock:
+        _stored[id(value)] = (value, store.root, blob, now)
+        _stored.move_to_end(id(value))
+        if len(_stored) > _CACHE_ENTRIES:
+            _stored.popitem(last=False)
     return blob
 
 
@@ -171,18 +177,16 @@ def _load(store: BlobStore, blob: Any) -> Any:
     if not isinstance(blob, str):
         raise ValueError(f"{blob!r} is not a blob id")
     key = (store.root, blob)
-    try:
-        value = _parsed[key]
-    except KeyError:
-        pass
-    else:
-        _parsed.move_to_end(key)
-        return value
+    with _cache_lock:
+        if key in _parsed:
+            _parsed.move_to_end(key)
+            return _parsed[key]
     try:
         value = json.loads(store.get(blob))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"blob {blob[:12]} is not JSON ({exc})") from None
-    _parsed[key] = value
-    if len(_parsed) > _CACHE_ENTRIES:
-        _parsed.popitem(last=False)
+    with _cache_lock:
+        _parsed[key] = value
+        if len(_parsed) > _CACHE_ENTRIES:
+            _parsed.popitem(last=False)
     return value
