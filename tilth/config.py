@@ -110,6 +110,9 @@ class Settings:
     """How many attempts run at once on this machine (``TILTH_PARALLEL``; 0 = all of them)."""
     database_url: str | None = None
     """The durable queue's database (``TILTH_DATABASE_URL``); None = SQLite under the home."""
+    queue_keep_days: int = 7
+    """How long the queue's database keeps a finished workflow (``TILTH_QUEUE_KEEP_DAYS``); it
+    is deleted after that, or once 1,000 newer finished ones are kept, unless a resume needs it."""
     sign_commits: bool = False
     """Whether Tilth's own commits follow the user's ``commit.gpgsign`` (``TILTH_SIGN_COMMITS=on``);
     off, they are never signed."""
@@ -456,6 +459,7 @@ def _settings(env: dict[str, str], warnings: list[str]) -> Settings:
         attempts=_positive_int(env, "TILTH_ATTEMPTS", 1),
         parallel=_int(env, "TILTH_PARALLEL"),
         database_url=env.get("TILTH_DATABASE_URL") or None,
+        queue_keep_days=int_setting(env, "TILTH_QUEUE_KEEP_DAYS", 7),
         sign_commits=_choice(env, "TILTH_SIGN_COMMITS", ("on", "off"), "off") == "on",
         env=env,
         warnings=tuple(warnings),

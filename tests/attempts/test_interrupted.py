@@ -74,7 +74,8 @@ def test_ctrl_c_while_the_attempts_are_forked_leaves_none_behind(
 ) -> None:
     """Each attempt is queued, and runs, as soon as it is forked; a Ctrl-C before the last
     was forked left those already made out of ``attempts_started``: never decided, their
-    tokens in no cap, and a resume forked N more beside them."""
+    tokens in no cap, and a resume forked N more beside them. Then the resume went on with
+    those made alone (best of fewer than asked): it forks the missing ones now."""
     seeded = seed_add(sessions_dir, repo)
     env = {**os.environ, **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")}
 
@@ -117,9 +118,31 @@ def test_ctrl_c_while_the_attempts_are_forked_leaves_none_behind(
 
         again = run_cli("resume", seeded.session.id, env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert made() == forked, "the resume went on with them, forking none beside them"
+    assert len(forked) < 5, "the Ctrl-C came while they were being forked"
+    everyone = made()
+    assert len(everyone) == 5 and set(forked) <= set(everyone), "the missing ones, once each"
+    records = {
+        a: json.loads((sessions_dir / a / "checkpoint.json").read_text())["attempt"]
+        for a in everyone
+    }
+    by_number = sorted(everyone, key=lambda a: records[a]["number"])
+    assert [records[a]["number"] for a in by_number] == [1, 2, 3, 4, 5]
+    assert {records[a]["of"] for a in everyone} == {5}
+    assert {records[a]["checkpoint"] for a in everyone} == {started[-1]["checkpoint"]}
+    assert by_number[: len(forked)] == sorted(forked, key=lambda a: records[a]["number"])
+    for attempt in forked:  # resumed where it stood, not forked again
+        kinds = [
+            json.loads(line)["type"]
+            for line in (sessions_dir / attempt / "events.jsonl").read_text().splitlines()
+        ]
+        assert kinds.count("fork") == 1, (attempt, kinds)
     (selected,) = [e.payload for e in seeded.events() if e.type == "attempt_selected"]
-    assert sorted(a["session"] for a in selected["attempts"]) == forked
+    assert [a["session"] for a in selected["attempts"]] == by_number
+    assert selected["winner"] == by_number[0]  # attempt 1 writes the right add()
+    listed = json.loads(run_cli("attempts", seeded.session.id, "--json").stdout)
+    assert [(r["session"], r["number"]) for r in listed] == [
+        (a, n) for n, a in enumerate(by_number, 1)
+    ]
 
 
 def test_ctrl_c_abandons_the_model_calls_the_attempts_wait_on(

@@ -42,6 +42,11 @@ def test_undecided_attempts_show_what_they_did_so_far(
     assert cut["summary"].startswith("undecided: stopped: interrupted, at ")
     assert f"{cut['tokens']:,} token(s) so far" in cut["summary"]
 
+    # The stopped run's summary said the same of each: status, stage, turns, gate, tokens.
+    for row in rows:
+        line = f"attempts  T-001 · {row['session']}: {row['so_far']['summary']}"
+        assert line in stopped.output, stopped.output
+
     table = run_cli("attempts", parent.id)
     assert table.returncode == 0, table.stdout + table.stderr
     text = " ".join(table.stdout.split())

@@ -130,7 +130,8 @@ def test_attempts_cut_short_count_in_the_summary_and_the_caps(
     assert seeded.session.tokens_used == 0  # undecided: not in the parent's own count
     assert f"tokens    {total:,} by runs" in output, output
     for attempt, tokens in spent.items():
-        assert f"{attempt}: undecided (stopped: interrupted), {tokens:,} token(s) so far" in output
+        line = f"{attempt}: undecided: stopped: interrupted, at "
+        assert line in output and f", {tokens:,} token(s) so far" in output, output
 
     # Their spend counts toward the session's token cap: a resume under a cap they used up
     # stops at once, before it runs them again.

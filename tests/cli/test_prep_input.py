@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import select
 import signal
 import subprocess
@@ -10,10 +11,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pexpect
 import pytest
 from seed.support import Terminal, cli_env, session_dirs, write_seed
 
+from tests.chat.tty import TerminalChild
 from tests.sessionview import SessionView
+from tests.stdin_wait import wait_reading_stdin
 from tests.warm_cli import PIPE, shared
 from tilth.model import FakeServer, Script, reply, tool_call
 
@@ -225,6 +229,58 @@ def test_a_second_interrupt_still_leaves_the_hint(
     assert f"interrupted; session {session_dir.name} is marked failed" in stderr, stderr
     assert f"hint: discard it with `tilth reset {session_dir.name}`" in stderr, stderr
     assert "Traceback" not in stderr and "unexpected" not in stderr, stderr
+    view = SessionView.at(session_dir)
+    assert view.status == "failed"
+    assert [s["reason"] for s in view.payloads("stop")] == ["interrupted"]
+
+
+@pytest.mark.parametrize(
+    ("waiting_on", "gap"), [("the user", 0.0), ("the user", 0.01), ("the model", 0.01)]
+)
+def test_ctrl_c_pressed_twice_on_a_terminal_still_closes_the_session_out(
+    tilth_home: Path, sessions_dir: Path, repo: Path, waiting_on: str, gap: float
+) -> None:
+    """Ctrl-C pressed twice on the prep's controlling terminal: the terminal sends the
+    foreground group SIGINT twice, well within ``REPEAT_SECONDS``. The second is ignored, so
+    the first's closing-out (the session marked failed, the hint) is not cut short."""
+    script = two_questions() if waiting_on == "the user" else slow_first_reply()
+    with FakeServer(script) as server:
+        master, slave = pty.openpty()
+        try:
+            process = shared().popen(
+                ["prep-feature", str(repo), "--brief", "b"],
+                env={**os.environ, **cli_env(server)},
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                terminal=True,
+            )
+        finally:
+            os.close(slave)
+        child = TerminalChild(master, process)
+        child.delaybeforesend = None  # the keys as fast as a double press, not a typist's pace
+        try:
+            if waiting_on == "the user":
+                child.expect_exact("0) Other", timeout=60)
+                wait_reading_stdin(process.pid)
+            else:
+                deadline = time.monotonic() + 60
+                while not server.requests:
+                    assert time.monotonic() < deadline, "the prep never asked the model"
+                    time.sleep(0.05)
+            child.send("\x03")
+            time.sleep(gap)
+            child.send("\x03")
+            child.expect(pexpect.EOF, timeout=60)
+            text = child.before or ""
+        finally:
+            child.close()
+    assert child.exitstatus == 130, (child.signalstatus, text)
+    (session_dir,) = session_dirs(sessions_dir)
+    flat = " ".join(text.split())
+    assert f"interrupted; session {session_dir.name} is marked failed" in flat, text
+    assert f"hint: discard it with `tilth reset {session_dir.name}`" in flat, text
+    assert "Traceback" not in text, text
     view = SessionView.at(session_dir)
     assert view.status == "failed"
     assert [s["reason"] for s in view.payloads("stop")] == ["interrupted"]

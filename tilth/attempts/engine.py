@@ -52,6 +52,8 @@ in a thread of DBOS's own, milliseconds unless the machine is busy; a second whe
 was registered after DBOS looked). Past it the launch returns: DBOS looks again every second."""
 TAKEOVER_SECONDS = 1.0
 """How often pending workflows are checked for a dead worker."""
+PRUNE_SECONDS = 3600.0
+"""How often a long-lived worker prunes the finished workflows again (``retention``)."""
 STATUS_SECONDS = 0.5
 """How often a waiter reads its workflows' statuses while none of this process's ended (each
 read is a query holding the interpreter ~2 ms: K attempts' threads are slowed by it)."""
@@ -300,8 +302,17 @@ def enqueue_attempt(
         latest = max(found, key=lambda status: status.created_at or 0)
         workflow_id = latest.workflow_id
         if again and latest.status not in ("PENDING", "ENQUEUED"):
-            workflow_id = f"{base}-{len(found)}"
+            # Numbered past every one kept: pruning may have deleted earlier ones, and a
+            # number taken again would hand back that workflow's old result, not run it.
+            taken = [_suffix(base, status.workflow_id) for status in found]
+            workflow_id = f"{base}-{max(taken) + 1}"
     return _enqueue(session, workflow_id, local)
+
+
+def _suffix(base: str, workflow_id: str) -> int:
+    """The number of the workflow ``<base>-<n>`` (0 for ``base`` itself)."""
+    tail = workflow_id[len(base) + 1 :]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _enqueue(session: Session, workflow_id: str, local: Callable[[], dict[str, Any]] | None) -> str:
@@ -432,10 +443,44 @@ def _unheld(session: Session) -> bool:
         return False
 
 
+FINISHED = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
+
+
+def finished(*, ended_before: str | None = None, past: int = 0) -> list[Any]:
+    """The finished workflows (statuses, with their input) that ended before the ISO time
+    ``ended_before``, or, without it, all but the newest ``past``."""
+    found: list[Any] = []
+
+    def look() -> None:
+        if ended_before is not None:
+            query: dict[str, Any] = {"completed_before": ended_before}
+        else:
+            query = {"sort_desc": True, "offset": past}
+        found.extend(DBOS.list_workflows(status=FINISHED, load_output=False, **query))
+
+    with stops_deferred():
+        _off_the_loop(look)
+    return found
+
+
+def delete(workflow_ids: list[str]) -> None:
+    """Delete these workflows from the system database (DBOS's own ``delete_workflows``)."""
+    with stops_deferred():
+        _off_the_loop(lambda: DBOS.delete_workflows(workflow_ids))
+
+
 def work(
     settings: Settings, driver: Driver, *, parallel: int | None, stop: threading.Event
 ) -> None:
-    """Take work from the queue until ``stop`` is set (``tilth worker``)."""
+    """Take work from the queue until ``stop`` is set (``tilth worker``), pruning finished
+    workflows when it starts and every ``PRUNE_SECONDS``."""
+    from tilth.attempts.retention import tidy
+
     launch(settings, driver, parallel=parallel)
+    tidy(settings)
+    pruned = time.monotonic()
     while not stop.wait(TAKEOVER_SECONDS):
         take_over_dead()
+        if time.monotonic() - pruned > PRUNE_SECONDS:
+            tidy(settings)
+            pruned = time.monotonic()

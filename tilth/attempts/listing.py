@@ -143,19 +143,10 @@ def summary_lines(session: Session) -> list[str]:
 
 
 def _undecided_lines(found: Undecided) -> list[str]:
-    lines = []
-    for attempt, tokens in found.spent():
-        stop = _last_stop(attempt)
-        lines.append(
-            f"attempts  {found.task_id} · {attempt.id}: undecided"
-            + (f" (stopped: {stop})" if stop else "")
-            + f", {tokens:,} token(s) so far"
-        )
-    return lines
-
-
-def _last_stop(attempt: Session) -> str | None:
-    try:
-        return attempt.last_stop()
-    except (OSError, TilthError):
-        return None
+    """An undecided attempt's line: what ``tilth attempts`` shows of it (``so_far.summary``:
+    its status, stage, turns, latest gate and tokens so far)."""
+    return [
+        f"attempts  {found.task_id} · {attempt.id}: "
+        + so_far(attempt, found.task_id, found.base).describe()
+        for attempt in found.attempts
+    ]

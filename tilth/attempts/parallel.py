@@ -84,7 +84,7 @@ def attempts_runner(
     cancel = threading.Event()
 
     def run_all(children: Iterator[Session]) -> list[Any]:
-        from tilth.attempts import engine
+        from tilth.attempts import engine, retention
 
         parallel = settings.parallel or settings.attempts
         engine.launch(settings, default_driver(drive), parallel=parallel)
@@ -115,7 +115,9 @@ def attempts_runner(
 
                     again = not task_over(child)
                     ids.append(engine.enqueue_attempt(child, local=local, again=again))
-                return engine.wait(ids)
+                results = engine.wait(ids)
+                retention.tidy(settings)  # all ended: finished workflows of earlier runs go
+                return results
             except KeyboardInterrupt:
                 # Each attempt queued so far (a Ctrl-C may come while the next is forked) stops
                 # at its next step with its state saved (resume continues it).

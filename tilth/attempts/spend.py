@@ -32,11 +32,11 @@ class SiblingSpend:
 
     def __call__(self) -> int:
         """Their spend now (0 while the parent's records cannot be read)."""
-        if self._siblings is None and not self._load():
+        siblings = self._siblings if self._siblings is not None else self._load()
+        if siblings is None or self._base is None:
             return 0
-        assert self._siblings is not None and self._base is not None
         total = 0
-        for sibling in self._siblings:
+        for sibling in siblings:
             try:
                 total += max(0, sibling.tokens_used - self._base)
             except (OSError, TilthError):  # a sibling being deleted: it spends no more
@@ -49,25 +49,33 @@ class SiblingSpend:
             self._load()
         return self._base
 
-    def _load(self) -> bool:
+    def _load(self) -> list[Session] | None:
+        """The siblings the parent lists now (None: not yet); kept once all are listed."""
         parent_id = str(self.record.get("parent") or "")
         parent = Session(parent_id, self.session.dir.parent / parent_id)
         start = str(self.record.get("checkpoint") or "")
         if not parent_id or not parent.events.path.is_file():
-            return False
+            return None
         try:
             tokens = resolve_checkpoint(parent, start).state.get("tokens_used")
         except TilthError:
-            return False
+            return None
         self._base = tokens if isinstance(tokens, int) else 0
+        ids: list[str] | None = None
         for payload in payloads_of(parent.events.path, "attempts_started"):
             if payload.get("checkpoint") == start and payload.get("task_id") == self.record.get(
                 "task_id"
             ):
-                ids = [str(i) for i in payload.get("attempts") or [] if i != self.session.id]
-                self._siblings = [Session(i, parent.dir.parent / i) for i in ids]
-                return True
-        return False
+                ids = [str(i) for i in payload.get("attempts") or []]  # the latest wins
+        if ids is None:
+            return None
+        siblings = [Session(i, parent.dir.parent / i) for i in ids if i != self.session.id]
+        asked = self.record.get("of")
+        if not isinstance(asked, int) or len(ids) >= asked:
+            # All listed: kept. Fewer (a stop came while they were forked; the resume forks
+            # the rest and lists them all again): these count, and the list is read again.
+            self._siblings = siblings
+        return siblings
 
 
 @dataclass(frozen=True)

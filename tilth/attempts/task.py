@@ -12,7 +12,7 @@ A parent that stopped half-way through its attempts finds them again on resume.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,18 +61,20 @@ class AttemptsRunner:
             return run_task(ctx, task)
         start = _task_start(ctx, task, state)
         tokens_at_start = _tokens_at(start, ctx.session.tokens_used)
-        children = _attempts_of(ctx.session, task_id, start)
-        count = len(children) or self.count
+        recorded = _recorded(ctx.session, task_id, start)
+        earlier = _existing(ctx.session, recorded)
+        if not earlier:
+            recorded = []  # none left (deleted): the task's attempts start afresh
+        count = max(asked(earlier) or self.count, len(recorded))
         ctx.progress.note(f"  {task_id}: {count} attempts from {start.id}")
-        if children:
-            self.run_all(iter(children))
-        else:
-            children = []
-            forks = self._forks(ctx, start, task_id, children)
-            try:
-                self.run_all(forks)
-            finally:
-                forks.close()  # a stop mid-forking still records the attempts made
+        # A resume goes on with the attempts made before; a stop that came while they were
+        # being forked left fewer than asked, and the rest are forked now (numbered on).
+        children = list(earlier)
+        forks = self._forks(ctx, start, task_id, children, recorded, count)
+        try:
+            self.run_all(forks)
+        finally:
+            forks.close()  # a stop mid-forking still records the attempts made
         cut_short = [c for c in children if not task_over(c)]
         if any(c.last_stop() == "token_cap" for c in cut_short):
             # They shared the session's token cap (``spend``): the run stops as on its own.
@@ -104,27 +106,40 @@ class AttemptsRunner:
         return _select(ctx, task_id, start, children, figures)
 
     def _forks(
-        self, ctx: RunContext, start: Checkpoint, task_id: str, made: list[Session]
+        self,
+        ctx: RunContext,
+        start: Checkpoint,
+        task_id: str,
+        made: list[Session],
+        recorded: list[str],
+        count: int,
     ) -> Generator[Session, None, None]:
-        """The N attempts, forked one by one (each added to ``made``); once all exist,
-        ``attempts_started`` records them (a resumed parent finds them by it). A stop
-        before then (Ctrl-C, SIGTERM while the next is forked) records those made so far:
-        they run and spend already, so a resume goes on with them, their tokens counted."""
+        """The task's ``count`` attempts: those in ``made`` already (``recorded`` by an
+        earlier run), then the rest, forked one by one (each added to ``made``). Once all
+        exist, ``attempts_started`` records them (a resumed parent finds them by its latest
+        one). A stop before then (Ctrl-C, SIGTERM while the next is forked) records those
+        made so far: they run and spend already, so a resume goes on with them, their tokens
+        counted, and forks the ones still missing."""
+        new: list[str] = []
         try:
-            for number in range(1, self.count + 1):
-                child = self._fork(ctx, start, task_id, number)
+            yield from list(made)
+            for number in range(len(recorded) + 1, count + 1):
+                child = self._fork(ctx, start, task_id, number, count)
                 made.append(child)
+                new.append(child.id)
                 yield child
         finally:
-            if made:
+            if new:
                 ctx.session.log(
                     "attempts_started",
                     task_id=task_id,
                     checkpoint=start.id,
-                    attempts=[c.id for c in made],
+                    attempts=[*recorded, *new],
                 )
 
-    def _fork(self, ctx: RunContext, start: Checkpoint, task_id: str, number: int) -> Session:
+    def _fork(
+        self, ctx: RunContext, start: Checkpoint, task_id: str, number: int, count: int
+    ) -> Session:
         controller = TimelineController(ctx.session, ctx.settings)
         child = controller.fork(start).session
         child.update_checkpoint(
@@ -134,7 +149,7 @@ class AttemptsRunner:
                 "task_id": task_id,
                 "checkpoint": start.id,
                 "number": number,
-                "of": self.count,
+                "of": count,
             },
         )
         return child
@@ -172,8 +187,10 @@ def attempt_record(session: Session) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
-def _attempts_of(parent: Session, task_id: str, start: Checkpoint) -> list[Session]:
-    """Attempts made earlier from ``start`` and not yet decided (a resumed parent)."""
+def _recorded(parent: Session, task_id: str, start: Checkpoint) -> list[str]:
+    """The attempts made earlier from ``start`` and not yet decided (a resumed parent), as
+    its latest ``attempts_started`` lists them (a top-up after a stop mid-forking logs the
+    whole list again)."""
     decided = {
         str(p.get("checkpoint"))
         for p in payloads_of(parent.events.path, "attempt_selected")
@@ -181,12 +198,23 @@ def _attempts_of(parent: Session, task_id: str, start: Checkpoint) -> list[Sessi
     }
     if start.id in decided:
         return []
+    found: list[str] = []
     for payload in payloads_of(parent.events.path, "attempts_started"):
         if payload.get("task_id") == task_id and payload.get("checkpoint") == start.id:
-            ids = [str(i) for i in payload.get("attempts") or []]
-            found = [Session(i, parent.dir.parent / i) for i in ids]
-            return [s for s in found if s.dir.is_dir()]
-    return []
+            found = [str(i) for i in payload.get("attempts") or []]
+    return found
+
+
+def _existing(parent: Session, ids: list[str]) -> list[Session]:
+    """The sessions of ``ids`` not deleted since."""
+    found = [Session(i, parent.dir.parent / i) for i in ids]
+    return [s for s in found if s.dir.is_dir()]
+
+
+def asked(attempts: Sequence[Session]) -> int:
+    """How many attempts their run asked for (their records' ``of``; 0: unknown)."""
+    counts = [attempt_record(a).get("of") for a in attempts]
+    return max((c for c in counts if isinstance(c, int)), default=0)
 
 
 def attempts_in_flight(parent: Session) -> tuple[str, int] | None:
@@ -198,7 +226,9 @@ def attempts_in_flight(parent: Session) -> tuple[str, int] | None:
     the task over in place beside them.
     """
     found = undecided(parent)
-    return (found.task_id, len(found.attempts)) if found is not None else None
+    if found is None:
+        return None
+    return found.task_id, max(len(found.attempts), asked(found.attempts))
 
 
 def _tokens_at(start: Checkpoint, fallback: int) -> int:
