@@ -4,6 +4,7 @@ one attempt and a wrong one, which never passes, in the others."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,18 @@ def against_differing_team(*args: str, cwd: Path) -> subprocess.CompletedProcess
     with team_server(differing_team(right=2)) as server:
         env["TILTH_BASE_URL"] = server.base_url
         return run_cli(*args, env=env, cwd=cwd, timeout=240)
+
+
+def start_run(repo: Path, env: dict[str, str], cwd: Path, *options: str) -> subprocess.Popen[str]:
+    """``tilth run <repo> <options>`` in a process group of its own (a signal to the group
+    reaches the whole run, as a terminal's Ctrl-C does), stdin closed, its output in one pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tilth", "run", str(repo), *options],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )

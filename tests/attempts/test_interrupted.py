@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.agent.support import model_env, team_server
 from tests.attempts.queue_support import slow, wait_for
-from tests.attempts.support import RIGHT, differing_team, seed_add
+from tests.attempts.support import RIGHT, differing_team, seed_add, start_run
 from tests.conftest import run_cli
 from tilth.session.pipelines import L1_STAGES
 
@@ -28,16 +26,7 @@ def test_ctrl_c_mid_attempts_then_resume(repo: Path, sessions_dir: Path, tmp_pat
     }
     with team_server(slow(differing_team(right=2, count=2), 0.2)) as server:
         env["TILTH_BASE_URL"] = server.base_url
-        run = subprocess.Popen(
-            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "2"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        run = start_run(repo, env, tmp_path, "--attempts", "2")
 
         def started() -> list[str]:
             found = [e.payload for e in seeded.events() if e.type == "attempts_started"]
@@ -91,16 +80,7 @@ def test_ctrl_c_while_the_attempts_are_forked_leaves_none_behind(
 
     with team_server(slow(differing_team(right=1, count=5), 0.2)) as server:
         env["TILTH_BASE_URL"] = server.base_url
-        run = subprocess.Popen(
-            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "5", "--parallel", "1"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        run = start_run(repo, env, tmp_path, "--attempts", "5", "--parallel", "1")
         wait_for(made, 90, "the first attempt to be forked")
         os.killpg(run.pid, signal.SIGINT)
         output, _ = run.communicate(timeout=90)
@@ -156,16 +136,7 @@ def test_ctrl_c_abandons_the_model_calls_the_attempts_wait_on(
     env = {**os.environ, **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="4")}
     with team_server(slow(differing_team(right=1, count=2), 600)) as server:
         env["TILTH_BASE_URL"] = server.base_url
-        run = subprocess.Popen(
-            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "2"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        run = start_run(repo, env, tmp_path, "--attempts", "2")
         wait_for(lambda: len(server.requests) >= 2, 90, "both attempts to ask the model")
         os.killpg(run.pid, signal.SIGINT)
         output, _ = run.communicate(timeout=240)

@@ -85,12 +85,10 @@ def test_an_attempt_waiting_for_its_place_is_listed_as_queued(
     ``undecided: not running`` (and as ``stopped`` by ``tilth sessions``) mid-run."""
     import os
     import signal
-    import subprocess
-    import sys
 
     from tests.agent.support import model_env, team_server
     from tests.attempts.queue_support import wait_for
-    from tests.attempts.support import seed_add
+    from tests.attempts.support import seed_add, start_run
     from tilth.model.script import reply, tool_call
     from tilth.session.store import Session
 
@@ -102,16 +100,7 @@ def test_an_attempt_waiting_for_its_place_is_listed_as_queued(
     env = {**os.environ, **model_env("", TILTH_SANDBOX="off", TILTH_MAX_ITERATIONS_PER_TASK="0")}
     with team_server(busy) as server:
         env["TILTH_BASE_URL"] = server.base_url
-        run = subprocess.Popen(
-            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "2", "--parallel", "1"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        run = start_run(repo, env, tmp_path, "--attempts", "2", "--parallel", "1")
         try:
 
             def started() -> list[str]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 
 from tests.agent.support import Seeded, model_env, team_server
 from tests.attempts.queue_support import wait_for
-from tests.attempts.support import differing_team, seed_add
+from tests.attempts.support import differing_team, seed_add, start_run
 from tests.conftest import run_cli
 from tilth.model.script import reply, tool_call
 from tilth.session.store import Session
@@ -59,16 +57,7 @@ def stop_mid_attempts(
     }
     with team_server(one_passes_one_is_busy()) as server:
         env["TILTH_BASE_URL"] = server.base_url
-        run = subprocess.Popen(
-            [sys.executable, "-m", "tilth", "run", str(repo), "--attempts", "2", "--parallel", "1"],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        run = start_run(repo, env, tmp_path, "--attempts", "2", "--parallel", "1")
         try:
 
             def started() -> list[str]:
