@@ -37,6 +37,7 @@ FLOORS = {
     "config": 3,
     "git": 2,
     "proc": 1,
+    "stops": 1,
     "safe_read": 1,
     "secret_filter": 1,
     "faces": 1,

@@ -121,7 +121,7 @@ def delete_session(session: Session) -> list[str]:
     """Delete ``session``: its worktree, branch ``session/<id>`` and directory (a chat: its
     directory only), and the attempts it made (best of N). Hold ``session.lock()``.
     Returns notes on what could not be removed."""
-    from tilth.attempts.listing import attempt_sessions
+    from tilth.attempts.spend import attempt_sessions
     from tilth.errors import SessionLocked
     from tilth.session.teardown import teardown
 
@@ -202,7 +202,7 @@ def list_attempts(session: Session, task_id: str | None = None) -> list[dict[str
 
 def attempts_made(session: Session) -> list[str]:
     """The ids of the attempt sessions ``session`` made (``delete_session`` deletes them)."""
-    from tilth.attempts.listing import attempt_sessions
+    from tilth.attempts.spend import attempt_sessions
 
     return [child.id for child in attempt_sessions(session)]
 

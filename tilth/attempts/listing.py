@@ -52,29 +52,6 @@ class AttemptRow:
         }
 
 
-def _children(parent: Session) -> dict[str, dict[str, Any]]:
-    """Attempt sessions of ``parent`` by id: their ``attempt`` records."""
-    found: dict[str, dict[str, Any]] = {}
-    if not parent.dir.parent.is_dir():
-        return found
-    for path in sorted(parent.dir.parent.iterdir()):
-        record_path = path / "checkpoint.json"
-        if path.name == parent.id or not record_path.is_file():
-            continue
-        try:
-            record = Session(path.name, path).record().extra.get("attempt")
-        except TilthError:  # an unreadable record is no one's attempt
-            continue
-        if isinstance(record, dict) and record.get("parent") == parent.id:
-            found[path.name] = record
-    return found
-
-
-def attempt_sessions(parent: Session) -> list[Session]:
-    """The attempt sessions ``parent`` made (deleted with it)."""
-    return [Session(i, parent.dir.parent / i) for i in _children(parent)]
-
-
 def list_attempts(parent: Session, task_id: str | None = None) -> list[AttemptRow]:
     """Every attempt ``parent`` made (at ``task_id``), task by task, in attempt order.
 

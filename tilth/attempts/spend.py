@@ -14,6 +14,7 @@ the parent's caps and its run summary count what they spent too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tilth.errors import TilthError
 from tilth.session.events import payloads_of
@@ -109,7 +110,11 @@ def undecided(parent: Session) -> Undecided | None:
     """``parent``'s undecided attempts (None: there are none)."""
     started = list(payloads_of(parent.events.path, "attempts_started"))
     if not started:
-        return None
+        # A run killed while its attempts were forked never listed them: their own records
+        # name the task's start (the resume adopts them, ``task._earlier``).
+        started = _unlisted(parent)
+        if not started:
+            return None
     last = started[-1]
     task_id, checkpoint = str(last.get("task_id")), str(last.get("checkpoint"))
     if any(
@@ -130,6 +135,51 @@ def undecided(parent: Session) -> Undecided | None:
         tokens = None
     base = tokens if isinstance(tokens, int) else parent.tokens_used
     return Undecided(task_id, checkpoint, base, existing)
+
+
+def attempt_children(parent: Session) -> dict[str, dict[str, Any]]:
+    """Attempt sessions of ``parent`` by id: their ``attempt`` records."""
+    found: dict[str, dict[str, Any]] = {}
+    if not parent.dir.parent.is_dir():
+        return found
+    for path in sorted(parent.dir.parent.iterdir()):
+        record_path = path / "checkpoint.json"
+        if path.name == parent.id or not record_path.is_file():
+            continue
+        try:
+            record = Session(path.name, path).record().extra.get("attempt")
+        except TilthError:  # an unreadable record is no one's attempt
+            continue
+        if isinstance(record, dict) and record.get("parent") == parent.id:
+            found[path.name] = record
+    return found
+
+
+def attempt_sessions(parent: Session) -> list[Session]:
+    """The attempt sessions ``parent`` made (deleted with it)."""
+    return [Session(i, parent.dir.parent / i) for i in attempt_children(parent)]
+
+
+def _unlisted(parent: Session) -> list[dict[str, Any]]:
+    """An ``attempts_started`` payload made from the attempt records of ``parent``'s
+    children, for a parent whose log lists none (empty: it has no attempts)."""
+    records = attempt_children(parent)
+    if not records:
+        return []
+    newest = max(records.items(), key=lambda item: item[0])[1]
+    task_id, checkpoint = newest.get("task_id"), newest.get("checkpoint")
+    ids = sorted(
+        (
+            i
+            for i, r in records.items()
+            if r.get("task_id") == task_id and r.get("checkpoint") == checkpoint
+        ),
+        key=lambda i: (
+            records[i].get("number") if isinstance(records[i].get("number"), int) else 0,
+            i,
+        ),
+    )
+    return [{"task_id": task_id, "checkpoint": checkpoint, "attempts": ids}]
 
 
 def undecided_spend(parent: Session) -> int:

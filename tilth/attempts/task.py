@@ -22,7 +22,7 @@ from tilth.agent.run_context import RunContext
 from tilth.agent.stops import FailureReason, StopReason, StopRun
 from tilth.agent.task_state import TaskState
 from tilth.attempts.figures import AttemptFigures, choose, measure
-from tilth.attempts.spend import undecided
+from tilth.attempts.spend import attempt_sessions, undecided
 from tilth.errors import TilthError
 from tilth.session.events import payloads_of
 from tilth.session.store import Session
@@ -61,16 +61,13 @@ class AttemptsRunner:
             return run_task(ctx, task)
         start = _task_start(ctx, task, state)
         tokens_at_start = _tokens_at(start, ctx.session.tokens_used)
-        recorded = _recorded(ctx.session, task_id, start)
-        earlier = _existing(ctx.session, recorded)
-        if not earlier:
-            recorded = []  # none left (deleted): the task's attempts start afresh
-        count = max(asked(earlier) or self.count, len(recorded))
+        earlier = _earlier(ctx.session, task_id, start)
+        count = max(asked(earlier.sessions) or self.count, len(earlier.ids))
         ctx.progress.note(f"  {task_id}: {count} attempts from {start.id}")
         # A resume goes on with the attempts made before; a stop that came while they were
         # being forked left fewer than asked, and the rest are forked now (numbered on).
-        children = list(earlier)
-        forks = self._forks(ctx, start, task_id, children, recorded, count)
+        children = list(earlier.sessions)
+        forks = self._forks(ctx, start, task_id, children, earlier, count)
         try:
             self.run_all(forks)
         finally:
@@ -111,30 +108,28 @@ class AttemptsRunner:
         start: Checkpoint,
         task_id: str,
         made: list[Session],
-        recorded: list[str],
+        earlier: Earlier,
         count: int,
     ) -> Generator[Session, None, None]:
-        """The task's ``count`` attempts: those in ``made`` already (``recorded`` by an
-        earlier run), then the rest, forked one by one (each added to ``made``). Once all
-        exist, ``attempts_started`` records them (a resumed parent finds them by its latest
-        one). A stop before then (Ctrl-C, SIGTERM while the next is forked) records those
-        made so far: they run and spend already, so a resume goes on with them, their tokens
+        """The task's ``count`` attempts: those in ``made`` already (made by an earlier run),
+        then the rest, forked one by one (each added to ``made``). Once all exist,
+        ``attempts_started`` records them (a resumed parent finds them by its latest one). A
+        stop before then (Ctrl-C, SIGTERM while the next is forked) records those made so
+        far: they run and spend already, so a resume goes on with them, their tokens
         counted, and forks the ones still missing."""
         new: list[str] = []
         try:
             yield from list(made)
-            for number in range(len(recorded) + 1, count + 1):
+            for number in range(len(earlier.ids) + 1, count + 1):
                 child = self._fork(ctx, start, task_id, number, count)
                 made.append(child)
                 new.append(child.id)
                 yield child
         finally:
-            if new:
+            attempts = [*earlier.ids, *new]
+            if attempts != earlier.listed:
                 ctx.session.log(
-                    "attempts_started",
-                    task_id=task_id,
-                    checkpoint=start.id,
-                    attempts=[*recorded, *new],
+                    "attempts_started", task_id=task_id, checkpoint=start.id, attempts=attempts
                 )
 
     def _fork(
@@ -187,28 +182,54 @@ def attempt_record(session: Session) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
-def _recorded(parent: Session, task_id: str, start: Checkpoint) -> list[str]:
-    """The attempts made earlier from ``start`` and not yet decided (a resumed parent), as
-    its latest ``attempts_started`` lists them (a top-up after a stop mid-forking logs the
-    whole list again)."""
+@dataclass(frozen=True)
+class Earlier:
+    """The attempts an earlier run made from a task's start, not decided yet."""
+
+    ids: list[str]
+    """Their ids, in attempt order (deleted ones too: their numbers stay taken)."""
+    listed: list[str]
+    """As the parent's latest ``attempts_started`` lists them."""
+    sessions: list[Session]
+    """Those not deleted since."""
+
+
+def _earlier(parent: Session, task_id: str, start: Checkpoint) -> Earlier:
+    """The attempts made earlier from ``start`` and not decided yet (a resumed parent): those
+    its latest ``attempts_started`` lists (a top-up after a stop mid-forking lists them all
+    again), then any made but never listed (the run was killed while they were forked, its
+    record never written)."""
+    none = Earlier([], [], [])
     decided = {
         str(p.get("checkpoint"))
         for p in payloads_of(parent.events.path, "attempt_selected")
         if p.get("task_id") == task_id
     }
     if start.id in decided:
-        return []
-    found: list[str] = []
+        return none
+    listed: list[str] = []
     for payload in payloads_of(parent.events.path, "attempts_started"):
         if payload.get("task_id") == task_id and payload.get("checkpoint") == start.id:
-            found = [str(i) for i in payload.get("attempts") or []]
-    return found
-
-
-def _existing(parent: Session, ids: list[str]) -> list[Session]:
-    """The sessions of ``ids`` not deleted since."""
+            listed = [str(i) for i in payload.get("attempts") or []]
+    unlisted = [
+        s
+        for s in attempt_sessions(parent)
+        if s.id not in listed
+        and attempt_record(s).get("task_id") == task_id
+        and attempt_record(s).get("checkpoint") == start.id
+    ]
+    unlisted.sort(key=lambda s: (_number(s), s.id))
+    ids = [*listed, *(s.id for s in unlisted)]
     found = [Session(i, parent.dir.parent / i) for i in ids]
-    return [s for s in found if s.dir.is_dir()]
+    sessions = [s for s in found if s.dir.is_dir()]
+    if not sessions:
+        return none  # none left (deleted): the task's attempts start afresh
+    return Earlier(ids, listed, sessions)
+
+
+def _number(attempt: Session) -> int:
+    number = attempt_record(attempt).get("number")
+    return number if isinstance(number, int) else 0
 
 
 def asked(attempts: Sequence[Session]) -> int:
