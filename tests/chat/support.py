@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,22 @@ from tilth.config import Settings, load_settings
 from tilth.model import Script, ScriptedModel
 
 
+@cache
+def top_level_sandbox() -> dict[str, str]:
+    """The sandbox for a chat whose bash creates or removes entries at the top of a git
+    repository (these tests are about the capture and the timeline, not the sandbox):
+    ``auto`` where bubblewrap works (CI installs it), else ``off``. Landlock, the fallback,
+    cannot let bash do that beside a read-only ``.git`` (docs/security.md; its refusal is
+    tested in tests/tools/test_sandbox.py)."""
+    from tilth.tools.sandbox import probe
+
+    usable, _ = probe()
+    return {} if usable else {"TILTH_SANDBOX": "off"}
+
+
 def chat_settings(root: Path) -> Settings:
     """Settings whose home and sessions live under ``root``."""
-    return load_settings({"TILTH_HOME": str(root / "home")})
+    return load_settings({"TILTH_HOME": str(root / "home"), **top_level_sandbox()})
 
 
 def tree_hash(directory: Path) -> dict[str, str]:

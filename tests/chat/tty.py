@@ -24,6 +24,7 @@ import pexpect
 import pexpect.fdpexpect
 
 from tests.chat.screen import Screen
+from tests.chat.support import top_level_sandbox
 from tests.warm_cli import WarmProcess
 from tests.warm_cli import shared as shared_warm_cli
 from tilth.model import FakeServer, Script
@@ -47,6 +48,7 @@ def chat_env(home: Path, server: FakeServer, **extra: str) -> dict[str, str]:
             "NO_COLOR": "",
         }
     )
+    env.update(top_level_sandbox())
     env.update(extra)
     return env
 

@@ -302,3 +302,54 @@ def test_the_worktree_git_file_cannot_be_repointed(tmp_path: Path, backend: str)
     assert (work / ".git").read_text() == pointer
     _run(box, "rm -f .git && mkdir .git && echo '[core]' > .git/config")
     assert (work / ".git").is_file() and (work / ".git").read_text() == pointer
+
+
+def test_a_refusal_by_a_fixed_directory_says_what_is_allowed(tmp_path: Path, backend: str) -> None:
+    """Under Landlock a directory holding ``.git`` keeps only read rights on itself (rights
+    hold beneath the directory they are granted on, and ``.git`` must stay read-only), so
+    bash cannot create or remove entries right in it: a bare "Permission denied" left a
+    model retrying the same command. Bubblewrap has no such limit."""
+    work = tmp_path / "dir"
+    (work / ".git").mkdir(parents=True)
+    (work / "src").mkdir()
+    box = ToolBox(work, sandbox=make_sandbox(work, backend=backend))
+    out = _run(box, "touch new.txt && touch src/b.txt")
+    assert (work / "src" / "b.txt").exists() == (backend == "bwrap"), out
+    if backend == "bwrap":
+        assert (work / "new.txt").exists() and "[tilth]" not in out, out
+        return
+    assert not (work / "new.txt").exists()
+    assert "Permission denied" in out and "[tilth] this sandbox (Landlock" in out, out
+    assert "files in the top directory but not create, rename or remove entries" in out, out
+    assert "write_file" in out
+    deeper = _run(box, "touch src/c.txt; ls /nonexistent-dir")
+    assert (work / "src" / "c.txt").exists() and "[tilth]" not in deeper, deeper
+
+
+def test_a_virtualenv_whose_python_lives_in_a_home_directory_runs_in_the_sandbox(
+    tmp_path: Path, backend: str
+) -> None:
+    """Landlock shows only what it is told: a project virtualenv made from a Python that
+    lives outside the system directories (pyenv, uv, conda under ``~``) could not import its
+    standard library, and the gate failed "Failed to import the site module". Its
+    installation is now among the environment's readable places, for both kinds that name it
+    (the virtualenv; a test command starting it)."""
+    import venv
+
+    from tilth.environment.project import ProjectEnv
+
+    made = tmp_path / "project-venv"
+    venv.EnvBuilder(symlinks=True).create(made)
+    python = made / "bin" / "python"
+    real = python.resolve()
+    installation = real.parent.parent
+    by_venv = ProjectEnv("source-venv", "a venv", venv=made, bin_dir=python.parent, python=python)
+    by_command = ProjectEnv("command", "a command", command=f"{python} -m pytest {{files}}")
+    for env in (by_venv, by_command):
+        if real.parent.name == "bin" and (installation / "lib").is_dir():
+            assert installation in env.readable_paths(), (env.kind, env.readable_paths())
+    work = tmp_path / "work"
+    work.mkdir()
+    sandbox = make_sandbox(work, readable=by_venv.readable_paths(), backend=backend)
+    out = _run(ToolBox(work, sandbox=sandbox), f"{python} -c 'import json, site; print(42)'")
+    assert out.startswith("42"), out

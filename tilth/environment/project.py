@@ -124,13 +124,16 @@ class ProjectEnv:
 
     def readable_paths(self) -> tuple[Path, ...]:
         """Where this environment lives, for the sandbox to show read-only."""
-        places = [self.venv, self.prefix, self.bin_dir]
-        if self.python is not None:
-            # and where a linked interpreter really is (Landlock checks the real place)
-            places += [self.python.parent, self.python.resolve().parent]
-            if (self.python.parent.parent / "pyvenv.cfg").is_file():
-                places.append(self.python.parent.parent)  # a virtualenv's python reads it
-        return tuple(p for p in places if p is not None)
+        places: list[Path | None] = [self.venv, self.prefix, self.bin_dir]
+        pythons = [self.python]
+        if self.command is not None:  # the interpreter a test command starts, where it tells
+            program = _program(self.command)
+            found = shutil.which(os.path.expanduser(program)) if program else None
+            pythons.append(Path(found) if found else None)
+        for python in pythons:
+            if python is not None:
+                places += interpreter_places(python)
+        return tuple(dict.fromkeys(p for p in places if p is not None))
 
     def to_dict(self) -> dict[str, object]:
         """The ``environment`` event's payload."""
@@ -368,6 +371,22 @@ def resolve_in_order(
         "no Python environment to run the project's tests in; tried: " + "; ".join(tried),
         hint=CHOOSE_HINT,
     )
+
+
+def interpreter_places(python: Path) -> list[Path]:
+    """Where an interpreter reads from: its directory, where a link to it really leads (Landlock
+    checks the real place), a virtualenv's own directory (its ``pyvenv.cfg``), and the
+    installation the real interpreter belongs to (``<prefix>`` of ``<prefix>/bin/python``): a
+    virtualenv whose base Python lives under a home directory (pyenv, uv, conda) could not
+    import its standard library under Landlock, which shows only what it is told. (Never read
+    from ``pyvenv.cfg``: a worktree's virtualenv is files the model could have written.)"""
+    real = python.resolve()
+    places = [python.parent, real.parent]
+    if (python.parent.parent / "pyvenv.cfg").is_file():
+        places.append(python.parent.parent)
+    if real.parent.name == "bin" and (real.parent.parent / "lib").is_dir():
+        places.append(real.parent.parent)
+    return places
 
 
 # ---- the pre-flight ------------------------------------------------------------------------------

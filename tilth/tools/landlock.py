@@ -250,4 +250,8 @@ def promises(abi: int, network: bool) -> tuple[list[str], list[str]]:
     if abi < 3:
         missing.append("truncate not controlled (ABI < 3)")
     missing.append("connect() to unix sockets bound at a path")
+    missing.append(
+        "bash creating or removing entries right in a directory that holds .git or the "
+        "gate's virtualenv (bubblewrap allows it)"
+    )
     return held, missing

@@ -107,6 +107,27 @@ class Sandbox:
         paths = [self.writable / ".git", *self.read_only]
         return [p for p in paths if _inside(p, self.writable) and p.exists()]
 
+    def fixed_directories(self) -> list[Path]:
+        """Landlock only: the directories in which bash cannot create, rename or remove an
+        entry. Landlock only grants, and a right on a directory holds beneath it, so each
+        directory holding a place that must stay read-only or hidden (``.git``, the gate's
+        virtualenv, ``$TILTH_HOME``) is granted entry by entry around it and keeps only read
+        rights on itself (``sandbox_landlock.carve``); bubblewrap has no such limit."""
+        if self.backend != "landlock":
+            return []
+        places = [p for p in self.protected() if p.is_dir() and not p.is_symlink()]
+        places += [p for p in self.hidden if p != self.writable and _inside(p, self.writable)]
+        found: list[Path] = []
+        for place in places:
+            directory = place.parent
+            while _inside(directory, self.writable):
+                if directory not in found:
+                    found.append(directory)
+                if directory == self.writable:
+                    break
+                directory = directory.parent
+        return found
+
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside the sandbox, its working directory the writable root
         (Landlock: ``argv`` itself; ``launcher()`` confines it)."""

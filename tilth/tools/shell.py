@@ -7,13 +7,17 @@ import shlex
 import subprocess
 import tempfile
 from collections.abc import Iterable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tilth.errors import ToolError
 from tilth.git.pipes import removal_note, remove_named_pipes
 from tilth.proc import run_into, scrubbed_env
 from tilth.tools.base import Param, Tool, ToolContext
 from tilth.tools.launcher import CONTAINED
+
+if TYPE_CHECKING:
+    from tilth.tools.sandbox import Sandbox
 
 OUTPUT_CAP = 8_000
 _HEAD = 2_000  # the start of long output shows what ran; the rest of the cap goes to the end
@@ -85,7 +89,30 @@ def bash(ctx: ToolContext, args: dict[str, Any]) -> str:
             f"child processes\n$ {shlex.quote(command)}\n{text}".rstrip()
         )
     body = text if text.endswith("\n") or not text else text + "\n"
+    if code != 0 and ctx.sandbox is not None and _refused(text):
+        body += _fixed_note(ctx.sandbox, ctx.workspace.root)
     return f"{body}[exit {code}]"
+
+
+def _refused(text: str) -> bool:
+    return "Permission denied" in text or "Operation not permitted" in text
+
+
+def _fixed_note(sandbox: Sandbox, root: Path) -> str:
+    """One line for a refusal the Landlock sandbox's fixed directories may explain (the
+    model would otherwise retry the same command); empty where none are fixed."""
+    fixed = sandbox.fixed_directories()
+    if not fixed:
+        return ""
+    names = ", ".join(
+        "the top directory" if d == root else d.relative_to(root).as_posix() for d in fixed
+    )
+    return (
+        f"[tilth] this sandbox (Landlock: bubblewrap is not installed here) lets bash change "
+        f"files in {names} but not create, rename or remove entries directly in it (it holds "
+        f"a read-only place such as .git); inside its subdirectories everything works, and "
+        f"write_file can create a file there.\n"
+    )
 
 
 def command_of(args: dict[str, Any]) -> str:
